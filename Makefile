@@ -1,0 +1,46 @@
+# Thin layer over `python -m bench`. Every target that needs Python first makes
+# sure the virtual environment exists and matches pyproject.toml (a stamp file
+# keeps that check instant once done).
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.stratbench-installed
+# CPU build of TensorFlow unless an NVIDIA driver is visible; override with
+# `make TF_EXTRA=tf bench` to keep a TensorFlow you installed yourself.
+TF_EXTRA ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo gpu || echo cpu)
+OUT    ?= results/bench-$(shell date +%Y%m%d-%H%M%S)
+ARGS   ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help venv bench smoke test lint overhead clean
+
+help: ## list the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@echo "  variables: OUT=<sweep dir> ARGS='<extra bench run args>' TF_EXTRA=cpu|gpu|tf"
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[$(TF_EXTRA),dev]"
+	@touch $(STAMP)
+
+venv: $(STAMP) ## create the virtual environment and install the project
+
+bench: $(STAMP) ## run the default sweep for this hardware and print a summary
+	$(PY) -m bench run --preset default --out $(OUT) $(ARGS)
+
+smoke: $(STAMP) ## a tiny sweep end to end (about a minute)
+	$(PY) -m bench run --preset smoke --out $(or $(SMOKE_OUT),results/smoke-$(shell date +%Y%m%d-%H%M%S)) $(ARGS)
+
+test: $(STAMP) ## run the test suite
+	$(PY) -m pytest
+
+lint: $(STAMP) ## ruff and mypy
+	$(VENV)/bin/ruff check bench workloads reports tests scripts conftest.py
+	$(VENV)/bin/mypy
+
+overhead: $(STAMP) ## harness vs hand-written loop throughput (prints figures)
+	$(PY) scripts/overhead.py $(ARGS)
+
+clean: ## remove the virtual environment and caches (keeps results/)
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

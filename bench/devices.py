@@ -1,0 +1,50 @@
+"""Device setup inside the child process, before TensorFlow initialises.
+
+Without GPUs the CPU is split into N logical devices (they share the same
+cores: more devices add strategy overhead, not speed). With GPUs the first N
+are made visible, with memory growth or an optional per-GPU memory limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bench.errors import Unsupported
+
+
+@dataclass(frozen=True)
+class DeviceSetup:
+    kind: str  # "CPU" or "GPU"
+    names: list[str]  # TensorFlow device strings, one per device, e.g. "/cpu:1"
+    logical: bool  # True when devices are logical splits of one physical device
+
+
+def setup_devices(tf: Any, count: int, gpu_memory_limit_mb: int | None = None,
+                  force_cpu: bool = False) -> DeviceSetup:
+    """Configure ``count`` devices; must run before any op executes.
+
+    ``force_cpu`` hides the GPUs and splits the CPU (tests use it so that they
+    exercise the same logical-device path on every machine).
+    """
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus and force_cpu:
+        tf.config.set_visible_devices([], "GPU")
+        gpus = []
+    if gpus:
+        if count > len(gpus):
+            raise Unsupported(f"{count} devices requested but only {len(gpus)} GPU(s) visible")
+        chosen = gpus[:count]
+        tf.config.set_visible_devices(chosen, "GPU")
+        for gpu in chosen:
+            if gpu_memory_limit_mb:
+                tf.config.set_logical_device_configuration(
+                    gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=gpu_memory_limit_mb)])
+            else:
+                tf.config.experimental.set_memory_growth(gpu, True)
+        return DeviceSetup("GPU", [f"/gpu:{i}" for i in range(count)], False)
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    if count > 1:
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(count)])
+    return DeviceSetup("CPU", [f"/cpu:{i}" for i in range(count)], count > 1)

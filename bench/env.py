@@ -1,0 +1,91 @@
+"""The environment fingerprint stored with every result.
+
+``fingerprint(with_tf=False)`` never imports TensorFlow (the sweep parent uses
+it for results of runs that never started); the child adds the TensorFlow part.
+``machine_id`` hashes what makes figures comparable (hardware + software
+stack), so reports and comparisons can group by it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import platform
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench.hardware import detect
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+_ENV_PATTERN = re.compile(r"^(TF_|NCCL_|CUDA_|XLA_|OMP_|KMP_|MKL_|ONEDNN_|TPU_|SLURM_JOB)")
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def git_info(timeout_s: float = 5.0) -> dict[str, Any]:
+    """Commit and dirtiness of the stratbench checkout (None outside git)."""
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True,
+                                 text=True, timeout=timeout_s, check=True)
+            return out.stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return None
+
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": bool(status) if status is not None else None}
+
+
+def relevant_env() -> dict[str, str]:
+    return {k: v for k, v in sorted(os.environ.items()) if _ENV_PATTERN.match(k)}
+
+
+def tf_fingerprint() -> dict[str, Any]:
+    """The TensorFlow part: versions, build info (CUDA/cuDNN), physical devices."""
+    import keras
+    import numpy
+    import tensorflow as tf
+
+    build = {k: str(v) for k, v in tf.sysconfig.get_build_info().items()}
+    devices = [f"{d.device_type}:{d.name}" for d in tf.config.list_physical_devices()]
+    return {"tensorflow": tf.__version__, "keras": keras.__version__,
+            "numpy": numpy.__version__, "tf_build": build, "physical_devices": devices}
+
+
+def fingerprint(with_tf: bool = False) -> dict[str, Any]:
+    """Everything needed to tell whether two results are comparable."""
+    hw = detect()
+    env: dict[str, Any] = {
+        "host": socket.gethostname(),
+        "timestamp": now_iso(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpu_model": hw.cpu_model,
+        "cpu_cores": hw.cores,
+        "memory_bytes": hw.memory_bytes,
+        "gpus": [{"name": g.name, "memory_mib": g.memory_mib, "driver": g.driver}
+                 for g in hw.gpus],
+        "tpu": hw.tpu,
+        "git": git_info(),
+        "env_vars": relevant_env(),
+    }
+    if with_tf:
+        env.update(tf_fingerprint())
+    env["machine_id"] = machine_id(env)
+    return env
+
+
+def machine_id(env: dict[str, Any]) -> str:
+    """Hash of the fields that make throughput figures comparable across runs."""
+    key = {k: env.get(k) for k in ("cpu_model", "cpu_cores", "memory_bytes", "gpus")}
+    key["gpus"] = [(g.get("name"), g.get("driver")) for g in env.get("gpus") or []]
+    return hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]

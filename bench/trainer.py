@@ -1,0 +1,275 @@
+"""The measured training loop (runs inside the child process, imports TensorFlow).
+
+Custom loop: ``strategy.run`` inside one ``tf.function`` that performs
+``steps_per_call`` optimizer steps. Data is a fixed pool of synthetic batches
+placed on the devices once, so the input pipeline is not what is measured
+(``data=tfdata`` swaps in a prefetching tf.data pipeline instead).
+
+Timing protocol (see bench.results for the definitions stored with results):
+warm-up calls are timed apart; each window is opened and closed with a full
+device synchronisation; each call inside is synchronised by fetching its loss.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from bench.devices import DeviceSetup
+from bench.memory import DeviceMemory, host_peak_rss_bytes, reset_host_peak
+from bench.results import Figures, Memory, ModelInfo, Startup, Warmup, Window
+from bench.spec import RunSpec
+from bench.stats import coefficient_of_variation, step_time_stats
+from workloads import WORKLOADS
+from workloads.flops import model_stats
+
+POOL_BYTES_BUDGET = 256 * 2**20  # host/device bytes for the synthetic pool
+MAX_POOL_BATCHES = 8
+
+
+def pool_batches(global_batch_bytes: int) -> int:
+    """How many distinct global batches the synthetic pool holds (1..8)."""
+    return max(1, min(MAX_POOL_BATCHES, POOL_BYTES_BUDGET // max(1, global_batch_bytes)))
+
+
+def replica_major(a: np.ndarray, pool: int, replicas: int) -> np.ndarray:
+    """Reorder ``[pool * global_batch, ...]`` rows so that splitting the first axis
+    into ``replicas`` contiguous shards gives each replica its share of *every*
+    global batch, in order. Global batch j then holds the same examples whatever
+    the replica count, which is what makes loss parity across strategies testable.
+    """
+    per = a.shape[0] // (pool * replicas)
+    return (a.reshape(pool, replicas, per, *a.shape[1:])
+             .swapaxes(0, 1).reshape(a.shape))
+
+
+class Trainer:
+    """Builds model, optimizer and data under a strategy and measures training."""
+
+    def __init__(self, spec: RunSpec, strategy: Any, devices: DeviceSetup) -> None:
+        import keras
+        import tensorflow as tf
+
+        self.tf = tf
+        self.spec = spec
+        self.strategy = strategy
+        self.devices = devices
+        self.replicas = int(strategy.num_replicas_in_sync)
+        if self.replicas != spec.replicas:
+            raise RuntimeError(f"strategy made {self.replicas} replicas, spec expects "
+                               f"{spec.replicas}")
+        workload = WORKLOADS.get(spec.workload)
+        params = spec.workload_params()
+        keras.mixed_precision.set_global_policy(spec.precision)
+        keras.utils.set_random_seed(spec.seed)  # same initial weights across strategies
+        with strategy.scope():
+            self.model = workload.build(params)
+            opt: Any = (keras.optimizers.SGD(spec.learning_rate, momentum=0.9)
+                        if spec.optimizer == "sgd" else keras.optimizers.Adam(spec.learning_rate))
+            if spec.precision == "mixed_float16":
+                opt = keras.optimizers.LossScaleOptimizer(opt)
+            opt.build(self.model.trainable_variables)  # slots now, not inside tf.function
+            self.optimizer = opt
+        self.stats = model_stats(self.model)
+        self.variables = self.model.trainable_variables
+        # Smallest variable: reading every replica's copy of it forces every device
+        # to finish its queued updates (the window synchronisation).
+        self._probe_var = min(self.variables, key=lambda v: int(np.prod(v.shape))).value
+
+        g, n = spec.global_batch, self.replicas
+        x1, _ = workload.make_pool(params, 1, spec.seed)
+        self.pool = pool_batches(x1.nbytes * g)
+        x, y = workload.make_pool(params, self.pool * g, spec.seed)
+        self._args: tuple[Any, ...]
+        if spec.data == "synthetic":
+            ds = tf.data.Dataset.from_tensors((replica_major(x, self.pool, n),
+                                               replica_major(y, self.pool, n)))
+            px, py = next(iter(strategy.experimental_distribute_dataset(ds)))
+            if not hasattr(px, "values"):  # single-replica strategies: pin to the device
+                with tf.device(devices.names[0]):
+                    px, py = tf.identity(px), tf.identity(py)
+            self._args = (px, py)
+        else:
+            ds = (tf.data.Dataset.from_tensor_slices((x, y)).repeat()
+                  .batch(g, drop_remainder=True).prefetch(tf.data.AUTOTUNE))
+            self._args = (iter(strategy.experimental_distribute_dataset(ds)),)
+        self._step = 0
+        self._fn = self._make_train_fn()
+
+    # -- graph construction -------------------------------------------------------
+    def _make_train_fn(self) -> Callable[..., Any]:
+        tf, spec, strategy = self.tf, self.spec, self.strategy
+        model, opt, variables = self.model, self.optimizer, self.variables
+        accum, k = spec.grad_accum, spec.steps_per_call
+        b, pool = spec.per_replica_batch, self.pool
+        scale = spec.precision == "mixed_float16"
+        denom = spec.global_batch * accum
+
+        def grads_of(x: Any, y: Any) -> tuple[Any, list[Any]]:
+            with tf.GradientTape() as tape:
+                logits = tf.cast(model(x, training=True), tf.float32)
+                per_example = tf.keras.losses.sparse_categorical_crossentropy(
+                    y, logits, from_logits=True)
+                loss = tf.nn.compute_average_loss(per_example, global_batch_size=denom)
+                target = opt.scale_loss(loss) if scale else loss
+            return loss, tape.gradient(target, variables)
+
+        if spec.xla:  # per-replica step compiled; whole-step XLA fails with 2+ replicas
+            grads_of = tf.function(grads_of, jit_compile=True)
+
+        def apply(micro_batches: list[tuple[Any, Any]]) -> Any:
+            total: Any = None
+            acc: list[Any] = []
+            for x, y in micro_batches:
+                loss, grads = grads_of(x, y)
+                total = loss if total is None else total + loss
+                acc = list(grads) if not acc else [a + g for a, g in zip(acc, grads, strict=True)]
+            opt.apply_gradients(zip(acc, variables, strict=True))
+            return total
+
+        if spec.data == "synthetic":
+            def replica_step(px: Any, py: Any, step: Any) -> Any:
+                micro = []
+                for a in range(accum):
+                    j = tf.math.floormod(step * accum + a, pool) * b
+                    micro.append((px[j:j + b], py[j:j + b]))
+                return apply(micro)
+
+            def one_step(args: tuple[Any, ...], step: Any) -> Any:
+                return strategy.run(replica_step, args=(args[0], args[1], step))
+        else:
+            def one_step(args: tuple[Any, ...], step: Any) -> Any:
+                batches = [next(args[0]) for _ in range(accum)]
+                return strategy.run(lambda *bs: apply(list(bs)), args=tuple(batches))
+
+        @tf.function
+        def train_call(args: tuple[Any, ...], start: Any) -> Any:
+            if k > 1:
+                for i in tf.range(k - 1):
+                    one_step(args, start + tf.cast(i, tf.int64))
+            last = one_step(args, start + (k - 1))
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, last, axis=None)
+
+        return train_call
+
+    # -- execution ----------------------------------------------------------------
+    def call(self) -> Any:
+        """Run ``steps_per_call`` steps; returns the last step's global mean loss."""
+        out = self._fn(self._args, self.tf.constant(self._step, self.tf.int64))
+        self._step += self.spec.steps_per_call
+        return out
+
+    def sync(self, loss: Any) -> float:
+        """Block until every device has finished its queued work."""
+        value = float(loss.numpy())
+        for local in self.strategy.experimental_local_results(self._probe_var):
+            local.numpy()
+        return value
+
+    def replica_divergence(self) -> float:
+        """Largest |w_r - w_0| over all variables and replicas (0 with one copy)."""
+        worst = 0.0
+        for v in self.variables:
+            copies = [c.numpy() for c in self.strategy.experimental_local_results(v.value)]
+            for c in copies[1:]:
+                worst = max(worst, float(np.max(np.abs(c - copies[0]))))
+        return worst
+
+    def measure(self, launch_ts: float, phases: dict[str, float],
+                progress: Callable[[str], None] = lambda _: None) -> Figures:
+        """Warm up, then measure ``repeats`` windows; returns the figures.
+
+        ``launch_ts`` is the wall-clock time the parent launched this process;
+        ``phases`` holds the seconds spent importing TensorFlow, setting up
+        devices and building (keys ``import_tf_s``, ``device_setup_s``, ``build_s``).
+        """
+        spec, k = self.spec, self.spec.steps_per_call
+        t = time.perf_counter()
+        out = self.call()
+        loss_start = self.sync(out)
+        first_call_s = time.perf_counter() - t
+        startup = Startup(import_tf_s=phases["import_tf_s"],
+                          device_setup_s=phases["device_setup_s"], build_s=phases["build_s"],
+                          launch_to_first_step_s=time.time() - launch_ts)
+        progress(f"first call {first_call_s:.2f}s, loss {loss_start:.4f}")
+        warm_steps = k
+        while warm_steps < spec.warmup_steps:
+            out = self.call()
+            warm_steps += k
+        self.sync(out)
+        warmup = Warmup(first_call_s=first_call_s, steps=warm_steps,
+                        total_s=time.perf_counter() - t)
+
+        mem = DeviceMemory(self.tf, self.devices.kind, len(self.devices.names))
+        windows: list[Window] = []
+        all_times: list[float] = []
+        host_scope = "window"
+        for r in range(spec.repeats):
+            mem.reset()
+            if not reset_host_peak():
+                host_scope = "lifetime"
+            self.sync(out)
+            t0 = time.perf_counter()
+            times: list[float] = []
+            steps, first_loss, loss = 0, math.nan, math.nan
+            while True:
+                tc = time.perf_counter()
+                out = self.call()
+                loss = float(out.numpy())
+                tn = time.perf_counter()
+                times.append((tn - tc) / k)
+                if steps == 0:
+                    first_loss = loss
+                steps += k
+                if steps >= spec.max_steps or (tn - t0 >= spec.max_seconds
+                                               and steps >= spec.min_steps):
+                    break
+            self.sync(out)
+            wall = time.perf_counter() - t0
+            examples = steps * spec.examples_per_step
+            windows.append(Window(
+                index=r, steps=steps, examples=examples, wall_s=wall,
+                global_throughput=examples / wall,
+                per_replica_throughput=examples / wall / self.replicas,
+                step_time=step_time_stats(times), loss_first=first_loss, loss_last=loss,
+                device_peak_bytes=mem.peaks(), host_peak_rss_bytes=host_peak_rss_bytes()))
+            all_times.extend(times)
+            progress(f"window {r + 1}/{spec.repeats}: {examples / wall:,.1f} examples/s, "
+                     f"loss {loss:.4f}")
+        if not math.isfinite(windows[-1].loss_last):
+            raise FloatingPointError(f"training diverged: loss is {windows[-1].loss_last}")
+
+        throughputs = [w.global_throughput for w in windows]
+        median = float(np.median(throughputs))
+        device_peak: dict[str, int] = {}
+        for w in windows:
+            for name, peak in w.device_peak_bytes.items():
+                device_peak[name] = max(device_peak.get(name, 0), peak)
+        host_peaks = [w.host_peak_rss_bytes for w in windows if w.host_peak_rss_bytes]
+        s = self.stats
+        return Figures(
+            global_throughput=median,
+            per_replica_throughput=median / self.replicas,
+            step_time=step_time_stats(all_times),
+            windows=windows,
+            warmup=warmup,
+            startup=startup,
+            memory=Memory(device_peak_bytes=device_peak, device_scope=mem.scope,
+                          host_peak_rss_bytes=max(host_peaks) if host_peaks else None,
+                          host_scope=host_scope),
+            model=ModelInfo(params=s.params, trainable_params=s.trainable_params,
+                            grad_bytes_per_step=s.grad_bytes_per_step,
+                            forward_flops_per_example=s.forward_flops_per_example,
+                            train_flops_per_example=s.train_flops_per_example,
+                            flops_method=s.flops_method),
+            achieved_flops_per_s=s.train_flops_per_example * median,
+            loss_start=loss_start,
+            loss_end=windows[-1].loss_last,
+            learned=windows[-1].loss_last < loss_start,
+            replica_divergence=self.replica_divergence(),
+            throughput_cv=coefficient_of_variation(throughputs),
+        )

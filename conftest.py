@@ -1,0 +1,27 @@
+"""pytest configuration shared by tests/ (and later benchmarks/).
+
+The pytest process itself never imports TensorFlow: a TF process cannot change
+its devices once started, and strategies created one after another in one
+process interfere (tests/tf_cases.py). TensorFlow checks run in child processes,
+each with its own timeout, like the harness's own runs.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip GPU-marked tests, loudly, where no GPU is visible."""
+    from bench.hardware import detect
+
+    gpus = len(detect().gpus)
+    for item in items:
+        if "gpu" in item.keywords and gpus < 1:
+            item.add_marker(pytest.mark.skip(reason="needs a GPU; none visible"))
+        if "multi_gpu" in item.keywords and gpus < 2:
+            item.add_marker(pytest.mark.skip(reason=f"needs 2+ GPUs; {gpus} visible"))

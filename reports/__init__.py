@@ -1,0 +1,1 @@
+"""Everything derived from stored results. Never imports TensorFlow."""

@@ -1,0 +1,161 @@
+"""The CLI end to end, in subprocesses, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.results import load
+from reports.load import load_sweep
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ["--size", "tiny", "--repeats", "2", "--max-seconds", "0.3", "--min-steps", "3",
+        "--max-steps", "20", "--warmup-steps", "1"]
+
+
+def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=ROOT, text=True,
+                          capture_output=True, timeout=timeout)
+
+
+def child_processes() -> list[int]:
+    """PIDs of any live bench.child process (zombies excluded)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+            state = (entry / "stat").read_text().split(")")[-1].split()[0]
+        except OSError:
+            continue
+        if b"bench.child" in cmd and state != "Z":
+            pids.append(int(entry.name))
+    return pids
+
+
+def test_tiny_sweep_end_to_end(tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    proc = bench("run", "--workload", "mlp", "--strategy", "one_device,mirrored",
+                 "--devices", "1,2", "--batch", "16", *TINY, "--out", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    loaded = load_sweep(out)
+    assert not loaded.warnings
+    statuses = sorted((r.spec.strategy, r.spec.devices, r.status) for r in loaded.results)
+    assert statuses == [("mirrored", 1, "ok"), ("mirrored", 2, "ok"),
+                        ("one_device", 1, "ok"), ("one_device", 2, "unsupported")]
+    ok = [r for r in loaded.results if r.status == "ok"]
+    for r in ok:
+        assert r.figures is not None and r.figures.learned
+        assert r.environment["tensorflow"] and r.environment["machine_id"]
+        assert r.environment["devices"]["logical"] == (r.spec.devices > 1)
+        assert (out / "logs" / f"{r.key}.log").exists()
+    assert "[4/4]" in proc.stdout and "results:" in proc.stdout
+    assert "devices must be 1" in proc.stdout  # unsupported reason in the table
+    show = bench("show", str(out))
+    assert show.returncode == 0 and "mirrored" in show.stdout
+    csv = bench("show", "--csv", str(out))
+    assert csv.stdout.splitlines()[0].startswith("workload,strategy,devices")
+    assert len(csv.stdout.strip().splitlines()) == 5
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["run", "--workload", "mlp", "--strategy", "hovorod"], "valid: default, one_device"),
+    (["run", "--workload", "bert", "--strategy", "mirrored"], "valid: mlp, cnn, resnet50"),
+    (["run", "--workload", "mlp", "--strategy", "mirrored", "--devices", "3", "--batch", "64"],
+     "divisible by the 3 replicas"),
+    (["run", "--workload", "mlp", "--strategy", "mirrored", "--devices", "two"],
+     "--devices takes comma-separated integers"),
+    (["run", "--preset", "smoke", "--workload", "mlp"], "cannot be combined"),
+    (["show", "/nonexistent/sweep"], "no sweep directory"),
+])
+def test_bad_arguments_exit_2_with_a_clear_message(args: list[str], needle: str) -> None:
+    proc = bench(*args, timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert needle in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_timeout_is_recorded_and_sweep_continues(tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    # Batch 16 gets a 1 s timeout (TensorFlow alone takes longer to import);
+    # the spec key ignores the timeout, so the second invocation's run is separate.
+    first = bench("run", "--workload", "mlp", "--strategy", "mirrored", "--devices", "1",
+                  "--batch", "16", *TINY, "--timeout", "1", "--out", str(out))
+    second = bench("run", "--workload", "mlp", "--strategy", "mirrored", "--devices", "1",
+                   "--batch", "32", *TINY, "--out", str(out))
+    assert first.returncode == 3, first.stdout + first.stderr
+    assert second.returncode == 0
+    by_batch = {r.global_batch: r for r in load_sweep(out).results}
+    assert by_batch[16].status == "timeout"
+    assert "timeout" in (by_batch[16].reason or "") and by_batch[16].wall_s < 15
+    assert by_batch[32].status == "ok"
+    assert not child_processes()
+
+
+def test_interrupt_keeps_results_kills_children_and_resumes(tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    args = ["run", "--workload", "mlp", "--strategy", "mirrored", "--devices", "1",
+            "--batch", "8,16,24", *TINY, "--out", str(out)]
+    proc = subprocess.Popen([sys.executable, "-m", "bench", *args], cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    results = out / "results"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if results.is_dir() and len(list(results.glob("*.json"))) >= 1 and child_processes():
+            break
+        time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail("the sweep never got to its second configuration")
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stdout + stderr
+    assert "interrupted" in stdout
+    assert not child_processes()
+    kept = list(results.glob("*.json"))
+    assert 1 <= len(kept) < 3
+    for path in kept:
+        assert load(path).status == "ok"
+    again = bench(*args)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"{len(kept)} configuration(s) already have results" in again.stdout
+    assert len(list(results.glob("*.json"))) == 3
+    journal = [json.loads(line) for line in (out / "sweep.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in journal] == ["start", "interrupted", "start", "finished"]
+
+
+def test_list_and_env() -> None:
+    proc = bench("list", "--workload", "mlp,cnn", "--strategy", "one_device,mirrored",
+                 "--devices", "1,2", "--batch", "64", timeout=60)
+    assert proc.returncode == 0
+    assert "8 configuration(s)" in proc.stdout
+    assert proc.stdout.count("unsupported: one_device") == 2
+    env = bench("env", "--no-tf", timeout=60)
+    data = json.loads(env.stdout)
+    assert data["cpu_cores"] >= 1 and data["machine_id"] and "git" in data
+
+
+def test_no_child_left_behind_after_the_suite_so_far() -> None:
+    assert not child_processes(), f"stray bench.child processes: {child_processes()}"
+
+
+@pytest.mark.skipif(os.name != "posix", reason="uses /proc")
+def test_child_processes_helper_sees_a_child(tmp_path: Path) -> None:
+    """The leak check above is meaningful: it does see a running child."""
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"workload": "mlp", "strategy": "one_device", "size": "tiny"}))
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "bench.child"])
+    try:
+        time.sleep(0.2)
+        assert p.pid in child_processes()
+    finally:
+        p.kill()
+        p.wait(timeout=10)

@@ -1,0 +1,44 @@
+"""Matrix expansion and presets."""
+
+from __future__ import annotations
+
+from bench.hardware import GpuInfo, Hardware
+from bench.matrix import expand, preset_default, preset_smoke
+
+CPU = Hardware("test cpu", 2, 2**34)
+GPUS = Hardware("test cpu", 8, 2**36, tuple(GpuInfo(i, "G", 16000, "1") for i in range(4)))
+
+
+def test_expand_is_a_product_with_cross_device_ops_only_for_mirrored() -> None:
+    specs = expand({"workload": ["mlp"], "strategy": ["mirrored", "central_storage"],
+                    "cross_device_ops": ["default", "hierarchical_copy"],
+                    "devices": [1, 2], "batch": [64]}, {"size": "tiny"})
+    labels = [s.label() for s in specs]
+    assert len(specs) == 6, labels  # 2 mirrored cdo x 2 devices + central_storage x 2
+    assert all(s.size == "tiny" for s in specs)
+    assert len({s.key() for s in specs}) == 6
+
+
+def test_default_cpu_preset_covers_the_issue_matrix() -> None:
+    specs = preset_default(CPU)
+    assert {s.workload for s in specs} == {"mlp", "cnn", "resnet50"}
+    assert {s.strategy for s in specs} == {"default", "one_device", "mirrored",
+                                           "central_storage"}
+    assert {s.devices for s in specs} == {1, 2, 4}
+    for w in ("mlp", "cnn", "resnet50"):
+        assert len({s.global_batch for s in specs if s.workload == w}) == 2
+    # Single-device strategies only appear at one device.
+    assert all(s.devices == 1 for s in specs if s.strategy in ("default", "one_device"))
+
+
+def test_default_gpu_preset_sweeps_all_gpus_with_resnet224() -> None:
+    specs = preset_default(GPUS)
+    assert {s.workload for s in specs} == {"resnet50"}
+    assert {s.devices for s in specs} == {1, 2, 3, 4}
+    assert all(s.workload_params()["image_size"] == 224 for s in specs)
+    assert all(s.batch_mode == "per_replica" for s in specs)
+
+
+def test_smoke_preset_is_tiny() -> None:
+    specs = preset_smoke(CPU)
+    assert specs and all(s.size == "tiny" for s in specs)

@@ -1,0 +1,87 @@
+"""Result schema: round trip, units, versions, atomic never-overwrite files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.errors import SchemaError
+from bench.results import SCHEMA_VERSION, STATUSES, RunResult, load, save, units_table
+from bench.stats import coefficient_of_variation, step_time_stats
+from tests.helpers import fake_result
+
+
+@pytest.mark.parametrize("status", STATUSES)
+def test_round_trip_every_status(tmp_path: Path, status: str) -> None:
+    r = fake_result(status)
+    path = tmp_path / f"{r.key}.json"
+    save(r, path)
+    back = load(path)
+    assert back == r
+    doc = json.loads(path.read_text())
+    assert doc["schema_version"] == SCHEMA_VERSION
+    assert doc["spec"]["workload"] == "mlp"
+    assert "throughput" in doc["definitions"]
+
+
+def test_units_cover_figures() -> None:
+    units = units_table(RunResult)
+    assert units["figures.global_throughput"] == "examples/s"
+    assert units["figures.per_replica_throughput"] == "examples/s per replica"
+    assert units["figures.windows.step_time.p99_s"] == "s"
+    assert units["figures.memory.device_peak_bytes"] == "bytes"
+    assert units["figures.startup.launch_to_first_step_s"] == "s"
+
+
+def test_never_overwrites(tmp_path: Path) -> None:
+    r = fake_result()
+    path = tmp_path / "r.json"
+    save(r, path)
+    before = path.read_text()
+    with pytest.raises(FileExistsError):
+        save(fake_result("failed"), path)
+    assert path.read_text() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temp file left
+
+
+@pytest.mark.parametrize("version", [0, SCHEMA_VERSION + 1, None])
+def test_other_schema_versions_refused(tmp_path: Path, version: object) -> None:
+    doc = fake_result().to_dict()
+    doc["schema_version"] = version
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SchemaError, match=r"old\.json.*schema_version"):
+        load(path)
+
+
+def test_corrupt_files_named(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(SchemaError, match="bad.json"):
+        load(bad)
+    doc = fake_result().to_dict()
+    doc["figures"]["surprise"] = 1
+    odd = tmp_path / "odd.json"
+    odd.write_text(json.dumps(doc))
+    with pytest.raises(SchemaError, match="odd.json.*surprise"):
+        load(odd)
+
+
+def test_bad_status_rejected() -> None:
+    with pytest.raises(SchemaError, match="Received: status='great'"):
+        fake_result().__class__(**{**fake_result().__dict__, "status": "great"})
+
+
+def test_step_time_stats_known_values() -> None:
+    st = step_time_stats([float(i) for i in range(1, 101)])
+    assert st.median_s == pytest.approx(50.5)
+    assert st.p90_s == pytest.approx(90.1)
+    assert st.p99_s == pytest.approx(99.01)
+    assert st.mean_s == pytest.approx(50.5)
+    assert (st.min_s, st.max_s, st.samples) == (1.0, 100.0, 100)
+    with pytest.raises(ValueError):
+        step_time_stats([])
+    assert coefficient_of_variation([10.0, 10.0]) == 0.0
+    assert coefficient_of_variation([9.0, 11.0]) == pytest.approx(0.1414, rel=1e-3)

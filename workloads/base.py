@@ -1,0 +1,86 @@
+"""Workload definitions: a model builder, its parameters, and a learnable synthetic task.
+
+Importing this module does not import TensorFlow; building a model does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bench.errors import SpecError
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A parameterised model family with a ``default`` and a ``tiny`` variant.
+
+    ``build(params)`` returns an uncompiled Keras model that maps inputs to
+    *logits* (float32 even under mixed precision).
+    """
+
+    name: str
+    description: str
+    defaults: Mapping[str, Any]
+    tiny: Mapping[str, Any]
+    build: Callable[[Mapping[str, Any]], Any]
+    input_shape: Callable[[Mapping[str, Any]], tuple[int, ...]]
+    # Edge of the average-pooled view the synthetic teacher labels images from
+    # (None: label from the raw features).
+    teacher_pool: int | None = None
+    # Extra rule on resolved parameters: returns an error message or None.
+    check: Callable[[Mapping[str, Any]], str | None] | None = None
+
+    def resolve(self, size: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
+        """Parameters for a variant with overrides applied; unknown keys are errors."""
+        if size not in ("default", "tiny"):
+            raise SpecError(f"RunSpec.size must be default or tiny. Received: size={size!r}")
+        base = dict(self.defaults if size == "default" else self.tiny)
+        unknown = sorted(set(overrides) - set(base))
+        if unknown:
+            raise SpecError(
+                f"workload {self.name} has no parameter(s) {', '.join(unknown)}; valid: "
+                f"{', '.join(sorted(base))}. Received: params={dict(overrides)!r}")
+        for k, v in overrides.items():
+            expected = type(base[k])
+            if expected is tuple and isinstance(v, list):
+                v = tuple(v)
+            if not isinstance(v, expected) or isinstance(v, bool) != isinstance(base[k], bool):
+                raise SpecError(f"workload {self.name} parameter {k} must be "
+                                f"{expected.__name__}. Received: {k}={v!r}")
+            base[k] = v
+        problem = self.check(base) if self.check else None
+        if problem:
+            raise SpecError(
+                f"workload {self.name}: {problem}. Received: params={dict(overrides)!r}")
+        return base
+
+    def num_classes(self, params: Mapping[str, Any]) -> int:
+        return int(params["classes"])
+
+    def make_pool(self, params: Mapping[str, Any], examples: int,
+                  seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """``examples`` synthetic examples with labels from a fixed random teacher.
+
+        The labels are a deterministic function of the inputs (argmax of a random
+        linear map of the, possibly pooled, inputs), so the task is learnable and
+        the loss after training is lower than at the start. Generated once per
+        run on the host, then placed on the devices (see bench.data).
+        """
+        rng = np.random.default_rng(seed)
+        shape = self.input_shape(params)
+        x = rng.standard_normal((examples, *shape), dtype=np.float32)
+        feats = x
+        if self.teacher_pool and len(shape) == 3:
+            h, w, c = shape
+            p = max(1, min(self.teacher_pool, h, w))
+            feats = x[:, : h - h % p, : w - w % p, :].reshape(
+                examples, p, (h - h % p) // p, p, (w - w % p) // p, c).mean(axis=(2, 4))
+        feats = feats.reshape(examples, -1)
+        teacher = np.random.default_rng(seed + 1).standard_normal(
+            (feats.shape[1], self.num_classes(params)), dtype=np.float32)
+        y = np.argmax(feats @ teacher, axis=1).astype(np.int32)
+        return x, y
