@@ -84,21 +84,42 @@ class Trainer:
         x1, _ = workload.make_pool(params, 1, spec.seed)
         self.pool = pool_batches(x1.nbytes * g)
         x, y = workload.make_pool(params, self.pool * g, spec.seed)
-        self._args: tuple[Any, ...]
-        if spec.data == "synthetic":
-            ds = tf.data.Dataset.from_tensors((replica_major(x, self.pool, n),
-                                               replica_major(y, self.pool, n)))
-            px, py = next(iter(strategy.experimental_distribute_dataset(ds)))
-            if not hasattr(px, "values"):  # single-replica strategies: pin to the device
-                with tf.device(devices.names[0]):
-                    px, py = tf.identity(px), tf.identity(py)
-            self._args = (px, py)
-        else:
+        # Three ways to feed the step, all with the same examples in global batch j:
+        #  - steps_per_call == 1: P per-replica batches placed on the devices once and
+        #    picked in Python, so the compiled step is exactly a hand-written one;
+        #  - steps_per_call > 1: the whole pool on the devices, sliced in the graph
+        #    (the loop inside the function needs to index it with a tensor);
+        #  - data == "tfdata": a prefetching tf.data pipeline (input cost included).
+        self._batches: list[tuple[Any, ...]] = []
+        self._args: tuple[Any, ...] = ()
+        if spec.data == "tfdata":
             ds = (tf.data.Dataset.from_tensor_slices((x, y)).repeat()
                   .batch(g, drop_remainder=True).prefetch(tf.data.AUTOTUNE))
             self._args = (iter(strategy.experimental_distribute_dataset(ds)),)
+        elif spec.steps_per_call == 1:
+            ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(g, drop_remainder=True)
+            it = iter(strategy.experimental_distribute_dataset(ds))
+            per_call = spec.grad_accum
+            batches = [self._on_device(next(it), devices) for _ in range(self.pool)]
+            # One call consumes grad_accum micro-batches; cycle through the pool.
+            self._batches = [tuple(batches[(i * per_call + a) % self.pool]
+                                   for a in range(per_call))
+                             for i in range(self.pool)]
+        else:
+            ds = tf.data.Dataset.from_tensors((replica_major(x, self.pool, n),
+                                               replica_major(y, self.pool, n)))
+            pool_xy = next(iter(strategy.experimental_distribute_dataset(ds)))
+            self._args = self._on_device(pool_xy, devices)
         self._step = 0
         self._fn = self._make_train_fn()
+
+    def _on_device(self, xy: Any, devices: DeviceSetup) -> tuple[Any, Any]:
+        """Single-replica strategies hand back host tensors: pin them to the device."""
+        x, y = xy
+        if hasattr(x, "values"):  # PerReplica: already placed by the strategy
+            return x, y
+        with self.tf.device(devices.names[0]):
+            return self.tf.identity(x), self.tf.identity(y)
 
     # -- graph construction -------------------------------------------------------
     def _make_train_fn(self) -> Callable[..., Any]:
@@ -131,7 +152,18 @@ class Trainer:
             opt.apply_gradients(zip(acc, variables, strict=True))
             return total
 
-        if spec.data == "synthetic":
+        if spec.data == "tfdata":
+            def one_step(args: tuple[Any, ...], step: Any) -> Any:
+                batches = [next(args[0]) for _ in range(accum)]
+                return strategy.run(lambda *bs: apply(list(bs)), args=tuple(batches))
+        elif k == 1:
+            @tf.function
+            def train_batches(micro: tuple[Any, ...]) -> Any:
+                last = strategy.run(lambda *bs: apply(list(bs)), args=micro)
+                return strategy.reduce(tf.distribute.ReduceOp.SUM, last, axis=None)
+
+            return train_batches
+        else:
             def replica_step(px: Any, py: Any, step: Any) -> Any:
                 micro = []
                 for a in range(accum):
@@ -141,10 +173,6 @@ class Trainer:
 
             def one_step(args: tuple[Any, ...], step: Any) -> Any:
                 return strategy.run(replica_step, args=(args[0], args[1], step))
-        else:
-            def one_step(args: tuple[Any, ...], step: Any) -> Any:
-                batches = [next(args[0]) for _ in range(accum)]
-                return strategy.run(lambda *bs: apply(list(bs)), args=tuple(batches))
 
         @tf.function
         def train_call(args: tuple[Any, ...], start: Any) -> Any:
@@ -159,7 +187,10 @@ class Trainer:
     # -- execution ----------------------------------------------------------------
     def call(self) -> Any:
         """Run ``steps_per_call`` steps; returns the last step's global mean loss."""
-        out = self._fn(self._args, self.tf.constant(self._step, self.tf.int64))
+        if self._batches:
+            out = self._fn(self._batches[self._step % len(self._batches)])
+        else:
+            out = self._fn(self._args, self.tf.constant(self._step, self.tf.int64))
         self._step += self.spec.steps_per_call
         return out
 
