@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import importlib
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -204,6 +205,13 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# Subcommands that live in their own modules. Each module exposes
+# ``add_parser(subparsers) -> None`` which registers its subparser and sets
+# ``func`` (a callable taking the parsed args and returning an exit code).
+# Adding a command = a new module + one line here.
+EXTRA_COMMANDS: list[str] = []
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="stratbench", description="Benchmark TensorFlow distribution strategies.",
@@ -226,6 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("sweep_dir", type=Path)
     show.add_argument("--csv", action="store_true", help="CSV instead of a table")
     show.set_defaults(func=cmd_show)
+    for module in EXTRA_COMMANDS:
+        importlib.import_module(module).add_parser(sub)
     return parser
 
 
