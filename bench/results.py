@@ -42,6 +42,28 @@ MEMORY_DEFINITION = (
     "kernel allows it (scope 'window'), else the lifetime peak (scope 'lifetime')."
 )
 
+COMMUNICATION_DEFINITION = (
+    "from a profile of profile_steps steps taken after the throughput windows, per step: "
+    "step_s = wall time of the step's trace annotation; collective_s = wall time during "
+    "which at least one communication op ran (union of their trace events over all "
+    "threads, clipped to the step; op types listed in op_types); compute_s = wall time "
+    "during which another TensorFlow op ran and no communication op did; other_s = "
+    "step_s - collective_s - compute_s (idle, Python, dispatch). comm_fraction = "
+    "collective_s / step_s. profiler_overhead = median profiled step time / median "
+    "unprofiled step time."
+)
+ALLREDUCE_DEFINITION = (
+    "as nccl-tests: bytes = size of the buffer each replica contributes; time = one "
+    "all-reduce through the strategy's own cross-device path, devices synchronised around "
+    "each timing, warm-up excluded; algbw = bytes / time; busbw = algbw x 2(n-1)/n for n "
+    "replicas (the per-link traffic of an optimal ring, comparable across n)."
+)
+MFU_DEFINITION = (
+    "mfu = train FLOPs per example x global throughput / peak_flops_per_s, where the peak "
+    "is a measured matmul rate for the run's compute dtype times the number of physical "
+    "devices used (logical CPU devices share one CPU: it counts once)."
+)
+
 
 def unit(u: str, default: Any = dataclasses.MISSING) -> Any:
     """A dataclass field carrying its unit in metadata."""
@@ -113,6 +135,43 @@ class ModelInfo:
 
 
 @dataclass
+class Communication:
+    """Where a profiled step's wall time went (see COMMUNICATION_DEFINITION)."""
+
+    step_s: float = unit("s")  # median over the profiled steps, as are the three below
+    collective_s: float = unit("s")
+    compute_s: float = unit("s")
+    other_s: float = unit("s")
+    comm_fraction: float = unit("ratio (collective_s / step_s)")
+    op_types: dict[str, int] = unit("trace events per op type, all profiled steps")
+    profile_dir: str = unit("")
+    profiled_steps: int = unit("steps")
+    profiler_overhead: float | None = unit("ratio (profiled / unprofiled median step)")
+    counted_types: list[str] = field(default_factory=list)  # the rule, for the reader
+
+
+@dataclass
+class AllReducePoint:
+    label: str  # e.g. "64 MiB" or "gradients:resnet50"
+    bytes: int = unit("bytes per replica")
+    tensors: int = unit("tensors")
+    time_median_s: float = unit("s")
+    time_p90_s: float = unit("s")
+    algbw: float = unit("bytes/s")
+    busbw: float = unit("bytes/s")
+    iterations: int = unit("timed all-reduces")
+
+
+@dataclass
+class AllReduceFigures:
+    implementation: str  # the cross-device path used, e.g. "CollectiveAllReduce"
+    replicas: int = unit("replicas")
+    dtype: str = unit("")
+    warmup_iterations: int = unit("all-reduces")
+    points: list[AllReducePoint] = field(default_factory=list)
+
+
+@dataclass
 class Figures:
     global_throughput: float = unit("examples/s")
     per_replica_throughput: float = unit("examples/s per replica")
@@ -128,6 +187,10 @@ class Figures:
     learned: bool = unit("")  # loss_end < loss_start
     replica_divergence: float = unit("max |w_i - w_0| over variables and replicas")
     throughput_cv: float = unit("ratio (std/mean over windows)")
+    # issue 4 (probes): optional, absent from results made before they existed.
+    communication: Communication | None = unit("", None)
+    mfu: float | None = unit("ratio (achieved / peak FLOP/s)", None)
+    peak_flops_per_s: float | None = unit("FLOP/s", None)
 
 
 @dataclass
@@ -146,6 +209,7 @@ class RunResult:
     wall_s: float = unit("s", 0.0)
     launcher: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
+    allreduce: AllReduceFigures | None = None  # mode "allreduce" (issue 4)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -161,6 +225,9 @@ class RunResult:
             "throughput": THROUGHPUT_DEFINITION,
             "step_time": STEP_TIME_DEFINITION,
             "memory": MEMORY_DEFINITION,
+            "communication": COMMUNICATION_DEFINITION,
+            "allreduce": ALLREDUCE_DEFINITION,
+            "mfu": MFU_DEFINITION,
         }
         return d
 

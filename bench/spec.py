@@ -16,6 +16,10 @@ PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 DATA_SOURCES = ("synthetic", "tfdata")
 OPTIMIZERS = ("sgd", "adam")
 SIZES = ("default", "tiny")
+# "train" measures training; "allreduce" runs the nccl-tests-style probe
+# (bench.probes.allreduce) through the strategy's cross-device path instead.
+MODES = ("train", "allreduce")
+ALLREDUCE_MIN_BYTES = 1024  # the probe's sizes: 1 KiB doubling up to allreduce_max_bytes
 
 # Fields that change how a run is supervised but not what is measured; they are
 # left out of the identity key so that e.g. raising a timeout resumes a sweep.
@@ -71,6 +75,11 @@ class RunSpec:
     seed: int = 0
     timeout_s: float = 600.0
     gpu_memory_limit_mb: int | None = None
+    # issue 4 (probes). profile_steps > 0 captures a profile of that many steps after
+    # the throughput windows (never inside them) and derives the communication split.
+    mode: str = "train"
+    profile_steps: int = 0
+    allreduce_max_bytes: int = 256 * 2**20
 
     def __post_init__(self) -> None:
         # Imported here: both registries import this module for type hints.
@@ -104,6 +113,17 @@ class RunSpec:
             _positive_int("gpu_memory_limit_mb", self.gpu_memory_limit_mb)
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
             raise _fail("seed", self.seed, "must be an integer")
+        _choice("mode", self.mode, MODES)
+        if isinstance(self.profile_steps, bool) or not isinstance(self.profile_steps, int) \
+                or self.profile_steps < 0:
+            raise _fail("profile_steps", self.profile_steps, "must be an integer >= 0")
+        if self.mode != "train" and self.profile_steps:
+            raise _fail("profile_steps", self.profile_steps,
+                        f"must be 0 in mode {self.mode!r} (only training runs are profiled)")
+        _positive_int("allreduce_max_bytes", self.allreduce_max_bytes)
+        if self.allreduce_max_bytes < ALLREDUCE_MIN_BYTES:
+            raise _fail("allreduce_max_bytes", self.allreduce_max_bytes,
+                        f"must be >= {ALLREDUCE_MIN_BYTES} (the smallest probe size)")
         strategy.validate(self)
         workload.resolve(self.size, self.params)  # raises on unknown or bad parameters
         if self.batch_mode == "global" and self.batch % self.replicas:
@@ -172,6 +192,10 @@ class RunSpec:
             parts.append(f"accum={self.grad_accum}")
         if self.steps_per_call > 1:
             parts.append(f"spc={self.steps_per_call}")
+        if self.mode != "train":
+            parts.append(self.mode)
+        if self.profile_steps:
+            parts.append(f"profile={self.profile_steps}")
         if self.data != "synthetic":
             parts.append(self.data)
         return " ".join(parts)
@@ -181,5 +205,6 @@ class RunSpec:
         ident = {k: v for k, v in self.to_dict().items() if k not in _NOT_IDENTITY}
         digest = hashlib.sha1(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:10]
         cdo = "" if self.cross_device_ops == "default" else f"-{self.cross_device_ops}"
-        return (f"{self.workload}-{self.size}.{self.strategy}{cdo}.n{self.devices}"
+        mode = "" if self.mode == "train" else f"{self.mode}."
+        return (f"{mode}{self.workload}-{self.size}.{self.strategy}{cdo}.n{self.devices}"
                 f".b{self.global_batch}.{self.precision}.{digest}")
