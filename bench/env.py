@@ -23,7 +23,12 @@ from typing import Any
 from bench.hardware import detect
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-_ENV_PATTERN = re.compile(r"^(TF_|NCCL_|CUDA_|XLA_|OMP_|KMP_|MKL_|ONEDNN_|TPU_|SLURM_JOB)")
+_ENV_PATTERN = re.compile(
+    r"^(TF_|NCCL_|CUDA_|XLA_|OMP_|KMP_|MKL_|ONEDNN_|TPU_|SLURM_JOB|STRATBENCH_)")
+# Testing hook: every timed call in a measured window takes this fraction longer
+# (tests/test_compare.py checks that `compare` flags it). Being a STRATBENCH_ variable
+# it is recorded in the fingerprint, so a slowed result can never pass for a real one.
+INJECT_SLOWDOWN_VAR = "STRATBENCH_INJECT_SLOWDOWN"
 
 
 def now_iso() -> str:
@@ -43,6 +48,21 @@ def git_info(timeout_s: float = 5.0) -> dict[str, Any]:
     commit = git("rev-parse", "HEAD")
     status = git("status", "--porcelain", "--untracked-files=no")
     return {"commit": commit, "dirty": bool(status) if status is not None else None}
+
+
+def injected_slowdown() -> float:
+    """The testing hook's slowdown fraction (0 when unset), e.g. 0.2 = calls 20% longer."""
+    text = os.environ.get(INJECT_SLOWDOWN_VAR, "").strip()
+    if not text:
+        return 0.0
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise ValueError(f"{INJECT_SLOWDOWN_VAR} must be a finite number >= 0 (a fraction: "
+                         f"0.2 = 20% slower). Received: {INJECT_SLOWDOWN_VAR}={text!r}")
+    return value
 
 
 def relevant_env() -> dict[str, str]:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from bench.devices import DeviceSetup
+from bench.env import INJECT_SLOWDOWN_VAR, injected_slowdown
 from bench.memory import DeviceMemory, host_peak_rss_bytes, reset_host_peak
 from bench.results import Figures, Memory, ModelInfo, Startup, Warmup, Window
 from bench.spec import RunSpec
@@ -239,6 +240,10 @@ class Trainer:
         windows: list[Window] = []
         all_times: list[float] = []
         host_scope = "window"
+        slowdown = injected_slowdown()  # testing hook, 0 unless set (see bench.env)
+        if slowdown:
+            progress(f"testing hook {INJECT_SLOWDOWN_VAR}={slowdown:g}: every timed call "
+                     f"is made {slowdown:.0%} longer")
         for r in range(spec.repeats):
             mem.reset()
             if not reset_host_peak():
@@ -252,6 +257,9 @@ class Trainer:
                 out = self.call()
                 loss = float(out.numpy())
                 tn = time.perf_counter()
+                if slowdown:  # proportional to the call's own time, so any workload slows alike
+                    time.sleep((tn - tc) * slowdown)
+                    tn = time.perf_counter()
                 times.append((tn - tc) / k)
                 if steps == 0:
                     first_loss = loss
