@@ -37,15 +37,17 @@ def pool_batches(global_batch_bytes: int) -> int:
     return max(1, min(MAX_POOL_BATCHES, POOL_BYTES_BUDGET // max(1, global_batch_bytes)))
 
 
-def replica_major(a: np.ndarray, pool: int, replicas: int) -> np.ndarray:
-    """Reorder ``[pool * global_batch, ...]`` rows so that splitting the first axis
-    into ``replicas`` contiguous shards gives each replica its share of *every*
-    global batch, in order. Global batch j then holds the same examples whatever
-    the replica count, which is what makes loss parity across strategies testable.
+def shard_rows(a: np.ndarray, pool: int, shards: int, index: int) -> np.ndarray:
+    """Rows of shard ``index`` (of ``shards`` equal parts) of every global batch.
+
+    ``a`` holds ``pool`` global batches in order. Input pipeline w of W (one per
+    worker process) gets shard w of each global batch, replica r of R gets shard r;
+    concatenating the shards of batch j gives back global batch j whatever the
+    topology, which is what makes loss parity across strategies testable.
     """
-    per = a.shape[0] // (pool * replicas)
-    return (a.reshape(pool, replicas, per, *a.shape[1:])
-             .swapaxes(0, 1).reshape(a.shape))
+    per = a.shape[0] // (pool * shards)
+    return a.reshape(pool, shards, per, *a.shape[1:])[:, index].reshape(pool * per,
+                                                                         *a.shape[1:])
 
 
 class Trainer:
@@ -88,28 +90,41 @@ class Trainer:
         # Three ways to feed the step, all with the same examples in global batch j:
         #  - steps_per_call == 1: P per-replica batches placed on the devices once and
         #    picked in Python, so the compiled step is exactly a hand-written one;
-        #  - steps_per_call > 1: the whole pool on the devices, sliced in the graph
-        #    (the loop inside the function needs to index it with a tensor);
+        #  - steps_per_call > 1: each replica's share of the whole pool on its device,
+        #    sliced in the graph (the loop inside the function indexes it by a tensor);
         #  - data == "tfdata": a prefetching tf.data pipeline (input cost included).
+        # Input pipelines (one per worker process) and replicas take their shard of
+        # every global batch (shard_rows), so multi-worker runs see distinct data.
         self._batches: list[tuple[Any, ...]] = []
         self._args: tuple[Any, ...] = ()
+        b = spec.per_replica_batch
+
+        def pipeline(ctx: Any) -> Any:
+            rows = [shard_rows(a, self.pool, ctx.num_input_pipelines, ctx.input_pipeline_id)
+                    for a in (x, y)]
+            ds = tf.data.Dataset.from_tensor_slices(tuple(rows))
+            if spec.data == "tfdata":
+                return ds.repeat().batch(b, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+            return ds.batch(b, drop_remainder=True)
+
+        if spec.data == "tfdata" or spec.steps_per_call == 1:
+            it = iter(strategy.distribute_datasets_from_function(pipeline))
         if spec.data == "tfdata":
-            ds = (tf.data.Dataset.from_tensor_slices((x, y)).repeat()
-                  .batch(g, drop_remainder=True).prefetch(tf.data.AUTOTUNE))
-            self._args = (iter(strategy.experimental_distribute_dataset(ds)),)
+            self._args = (it,)
         elif spec.steps_per_call == 1:
-            ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(g, drop_remainder=True)
-            it = iter(strategy.experimental_distribute_dataset(ds))
-            per_call = spec.grad_accum
             batches = [self._on_device(next(it), devices) for _ in range(self.pool)]
             # One call consumes grad_accum micro-batches; cycle through the pool.
+            per_call = spec.grad_accum
             self._batches = [tuple(batches[(i * per_call + a) % self.pool]
                                    for a in range(per_call))
                              for i in range(self.pool)]
         else:
-            ds = tf.data.Dataset.from_tensors((replica_major(x, self.pool, n),
-                                               replica_major(y, self.pool, n)))
-            pool_xy = next(iter(strategy.experimental_distribute_dataset(ds)))
+            def replica_pool(ctx: Any) -> tuple[Any, Any]:
+                r = ctx.replica_id_in_sync_group
+                return (tf.constant(shard_rows(x, self.pool, n, r)),
+                        tf.constant(shard_rows(y, self.pool, n, r)))
+
+            pool_xy = strategy.experimental_distribute_values_from_function(replica_pool)
             self._args = self._on_device(pool_xy, devices)
         self._step = 0
         self._fn = self._make_train_fn()

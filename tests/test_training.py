@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bench.trainer import replica_major
+from bench.trainer import shard_rows
 from tests.tf_cases import run_case
 
 STRATEGY_CASES = [("default", 1), ("one_device", 1), ("mirrored", 2), ("central_storage", 2)]
@@ -137,15 +137,18 @@ def test_flops_of_cnn_count_convolutions() -> None:
     assert s["forward_flops_per_example"] == 2 * (convs + dense)
 
 
-def test_replica_major_keeps_global_batches_whole() -> None:
+def test_shards_rebuild_every_global_batch() -> None:
     pool, g = 3, 8
     rows = np.arange(pool * g)
     for n in (1, 2, 4):
-        shards = np.split(replica_major(rows, pool, n), n)
+        shards = [shard_rows(rows, pool, n, i) for i in range(n)]
         b = g // n
         for j in range(pool):
             batch = np.concatenate([s[j * b:(j + 1) * b] for s in shards])
-            assert sorted(batch) == list(range(j * g, (j + 1) * g))
+            assert batch.tolist() == list(range(j * g, (j + 1) * g))
+    # Two levels (2 worker pipelines x 2 local replicas) equal 4 replicas directly.
+    worker1 = shard_rows(rows, pool, 2, 1)
+    np.testing.assert_array_equal(shard_rows(worker1, pool, 2, 0), shard_rows(rows, pool, 4, 2))
 
 
 def test_synthetic_task_is_deterministic_with_varied_labels() -> None:
