@@ -6,7 +6,7 @@ import hashlib
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 from bench.errors import SpecError
@@ -16,6 +16,8 @@ PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 DATA_SOURCES = ("synthetic", "tfdata")
 OPTIMIZERS = ("sgd", "adam")
 SIZES = ("default", "tiny")
+COMMUNICATIONS = ("auto", "ring", "nccl")
+PARTITIONERS = ("none", "fixed", "min_size")
 # "train" measures training; "allreduce" runs the nccl-tests-style probe
 # (bench.probes.allreduce) through the strategy's cross-device path instead.
 MODES = ("train", "allreduce")
@@ -24,6 +26,17 @@ ALLREDUCE_MIN_BYTES = 1024  # the probe's sizes: 1 KiB doubling up to allreduce_
 # Fields that change how a run is supervised but not what is measured; they are
 # left out of the identity key so that e.g. raising a timeout resumes a sweep.
 _NOT_IDENTITY = ("timeout_s",)
+_ALWAYS_IN_KEY = ("workload", "strategy", "devices", "batch")
+
+
+def _defaults() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in fields(RunSpec):
+        if f.default is not MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not MISSING:
+            out[f.name] = f.default_factory()
+    return out
 
 
 def _fail(field_name: str, value: Any, rule: str) -> SpecError:
@@ -80,6 +93,19 @@ class RunSpec:
     mode: str = "train"
     profile_steps: int = 0
     allreduce_max_bytes: int = 256 * 2**20
+    # issue 3 (multi-process strategies; see bench/strategies.py for how each uses
+    # them). Worker processes: 0 = one per device (the natural layout); in-process
+    # strategies always run one process. ``devices`` stays the run's total.
+    workers: int = 0
+    # Parameter-server tasks (parameter_server only): 0 = one.
+    ps_tasks: int = 0
+    # Worker processes sharing one device (GPU: each gets a memory slice; CPU: the
+    # processes share that device's cores).
+    workers_per_device: int = 1
+    # MultiWorkerMirrored collective implementation.
+    communication: str = "auto"
+    # ParameterServer variable partitioning.
+    partitioner: str = "none"
 
     def __post_init__(self) -> None:
         # Imported here: both registries import this module for type hints.
@@ -89,8 +115,12 @@ class RunSpec:
         workload = WORKLOADS.get(self.workload)
         strategy = STRATEGIES.get(self.strategy)
         for name in ("devices", "batch", "grad_accum", "steps_per_call", "min_steps",
-                     "max_steps", "repeats"):
+                     "max_steps", "repeats", "workers_per_device"):
             _positive_int(name, getattr(self, name))
+        for name in ("workers", "ps_tasks"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise _fail(name, value, "must be an integer >= 0 (0 = automatic)")
         if isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int) \
                 or self.warmup_steps < 0:
             raise _fail("warmup_steps", self.warmup_steps, "must be an integer >= 0")
@@ -107,6 +137,8 @@ class RunSpec:
         _choice("data", self.data, DATA_SOURCES)
         _choice("optimizer", self.optimizer, OPTIMIZERS)
         _choice("size", self.size, SIZES)
+        _choice("communication", self.communication, COMMUNICATIONS)
+        _choice("partitioner", self.partitioner, PARTITIONERS)
         if not isinstance(self.xla, bool):
             raise _fail("xla", self.xla, "must be true or false")
         if self.gpu_memory_limit_mb is not None:
@@ -126,7 +158,8 @@ class RunSpec:
                         f"must be >= {ALLREDUCE_MIN_BYTES} (the smallest probe size)")
         strategy.validate(self)
         workload.resolve(self.size, self.params)  # raises on unknown or bad parameters
-        if self.batch_mode == "global" and self.batch % self.replicas:
+        if self.batch_mode == "global" and self.batch % STRATEGIES.get(
+                self.strategy).batch_divisor(self):
             raise _fail(
                 "batch", self.batch,
                 f"(global) must be divisible by the {self.replicas} replicas of "
@@ -143,11 +176,16 @@ class RunSpec:
 
     @property
     def global_batch(self) -> int:
-        return self.batch if self.batch_mode == "global" else self.batch * self.replicas
+        """Examples in one synchronous step across all replicas (see strategies)."""
+        from bench.strategies import STRATEGIES
+
+        return STRATEGIES.get(self.strategy).global_batch(self)
 
     @property
     def per_replica_batch(self) -> int:
-        return self.global_batch // self.replicas
+        from bench.strategies import STRATEGIES
+
+        return STRATEGIES.get(self.strategy).per_replica_batch(self)
 
     @property
     def examples_per_step(self) -> int:
@@ -192,6 +230,16 @@ class RunSpec:
             parts.append(f"accum={self.grad_accum}")
         if self.steps_per_call > 1:
             parts.append(f"spc={self.steps_per_call}")
+        if self.workers:
+            parts.append(f"workers={self.workers}")
+        if self.ps_tasks:
+            parts.append(f"ps={self.ps_tasks}")
+        if self.workers_per_device > 1:
+            parts.append(f"per_device={self.workers_per_device}")
+        if self.communication != "auto":
+            parts.append(self.communication)
+        if self.partitioner != "none":
+            parts.append(f"partition={self.partitioner}")
         if self.mode != "train":
             parts.append(self.mode)
         if self.profile_steps:
@@ -202,7 +250,12 @@ class RunSpec:
 
     def key(self) -> str:
         """Stable, filename-safe identity: readable prefix + hash of every identity field."""
-        ident = {k: v for k, v in self.to_dict().items() if k not in _NOT_IDENTITY}
+        # Fields at their default are left out, so that adding a knob in a later
+        # version (with a default that keeps the old behaviour) keeps every existing
+        # key, and old sweeps still resume.
+        defaults = _defaults()
+        ident = {k: v for k, v in self.to_dict().items()
+                 if k not in _NOT_IDENTITY and (k in _ALWAYS_IN_KEY or v != defaults.get(k))}
         digest = hashlib.sha1(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:10]
         cdo = "" if self.cross_device_ops == "default" else f"-{self.cross_device_ops}"
         mode = "" if self.mode == "train" else f"{self.mode}."

@@ -24,8 +24,23 @@ class StrategyFactory:
     # Cross-device ops choices this strategy accepts (only "default" unless overridden).
     cross_device_ops: tuple[str, ...] = ("default",)
 
+    # Multi-process knobs this strategy accepts away from their defaults.
+    accepts: tuple[str, ...] = ()
+
     def replicas(self, spec: RunSpec) -> int:
+        """Model replicas that train together (all processes)."""
         return spec.devices
+
+    def batch_divisor(self, spec: RunSpec) -> int:
+        """What a global batch must be divisible by (the replicas in sync)."""
+        return self.replicas(spec)
+
+    def global_batch(self, spec: RunSpec) -> int:
+        """Examples in one step across all replicas that step together."""
+        return spec.batch if spec.batch_mode == "global" else spec.batch * self.replicas(spec)
+
+    def per_replica_batch(self, spec: RunSpec) -> int:
+        return self.global_batch(spec) // self.replicas(spec)
 
     def validate(self, spec: RunSpec) -> None:
         """Reject specs that are wrong whatever the hardware (raises SpecError)."""
@@ -34,6 +49,14 @@ class StrategyFactory:
                 f"RunSpec.cross_device_ops must be one of {', '.join(self.cross_device_ops)} "
                 f"for strategy {self.name}. Received: cross_device_ops={spec.cross_device_ops!r}"
             )
+        defaults = {"workers": 0, "ps_tasks": 0, "workers_per_device": 1,
+                    "communication": "auto", "partitioner": "none"}
+        for name, default in defaults.items():
+            value = getattr(spec, name)
+            if value != default and name not in self.accepts:
+                raise SpecError(
+                    f"RunSpec.{name} does not apply to strategy {self.name} (it is used by "
+                    f"{_users_of(name)}). Received: {name}={value!r}")
 
     def unsupported_reason(self, spec: RunSpec, hw: Hardware) -> str | None:
         """Why the spec cannot run on this hardware, or None if it can."""
@@ -118,6 +141,11 @@ class CentralStorage(StrategyFactory):
 
         return tf.distribute.experimental.CentralStorageStrategy(
             compute_devices=devices, parameter_device="/cpu:0")
+
+
+def _users_of(knob: str) -> str:
+    users = [n for n, f in STRATEGIES.items() if knob in f.accepts]
+    return ", ".join(users) or "no strategy yet"
 
 
 STRATEGIES: Registry[StrategyFactory] = Registry("strategy")
