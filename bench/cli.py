@@ -159,6 +159,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"warning: {w}", file=sys.stderr)
     if outcome.interrupted:
         return EXIT_INTERRUPTED
+    # The report never decides the exit code: a report failure is printed and the
+    # sweep's results and status stand.
+    from reports.cli import report_after_sweep
+
+    report_after_sweep(out)
     if outcome.problems:
         print(f"\n{len(outcome.problems)} configuration(s) failed, ran out of memory or timed "
               f"out; logs in {out / 'logs'}", file=sys.stderr)
@@ -209,7 +214,9 @@ def cmd_show(args: argparse.Namespace) -> int:
 # ``add_parser(subparsers) -> None`` which registers its subparser and sets
 # ``func`` (a callable taking the parsed args and returning an exit code).
 # Adding a command = a new module + one line here.
-EXTRA_COMMANDS: list[str] = []
+EXTRA_COMMANDS: list[str] = [
+    "reports.cli",  # issue 5: `bench report SWEEP_DIR`
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,261 @@
+"""The self-contained HTML report: inline CSS, plots as data: URIs, no scripts, no network."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from bench.results import MEMORY_DEFINITION, STEP_TIME_DEFINITION, THROUGHPUT_DEFINITION
+from reports.plots import Plot, allreduce_plot, workload_plots
+from reports.recommend import WorkloadSummary
+from reports.report import MachineReport, Report
+from reports.runs import RunView, field_of, first_field
+from reports.scaling import DEFINITIONS
+from reports.tables import comparison
+from reports.verdicts import THRESHOLDS_TEXT
+
+CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;
+max-width:1200px;padding:1rem 2rem;color:#222;line-height:1.4}
+h1{font-size:1.6rem;margin-bottom:.2rem}h2{border-bottom:2px solid #ddd;margin-top:2.2rem}
+h3{margin-top:1.8rem}table{border-collapse:collapse;margin:.6rem 0;font-size:.82rem}
+th,td{border:1px solid #ddd;padding:.25rem .45rem;text-align:right;vertical-align:top}
+th{background:#f3f4f6}td.l,th.l{text-align:left}tr.best td{background:#eefbea}
+tr.sub th{background:#e8eef8;text-align:left}
+.box{border-left:4px solid #888;background:#f7f7f7;padding:.5rem .9rem;margin:.8rem 0}
+.rec{border-color:#2b8a3e;background:#eefbea}.warn{border-color:#c92a2a;background:#fff1f0}
+.note{border-color:#e8a33d;background:#fff8e6}.muted{color:#666;font-size:.85rem}
+figure{margin:1rem 0}figure img{max-width:100%;border:1px solid #eee}
+figcaption{font-size:.8rem;color:#555}pre{white-space:pre-wrap;font-size:.75rem;margin:0}
+dl.defs dt{font-weight:600;margin-top:.4rem}dl.defs dd{margin-left:1rem}
+.sev-high{color:#c92a2a;font-weight:600}.sev-moderate{color:#b7791f}
+"""
+
+
+def e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence[str]],
+           left: int = 1) -> str:
+    head = "".join(f"<th class='l'>{e(h)}</th>" if i < left else f"<th>{e(h)}</th>"
+                   for i, h in enumerate(headers))
+    body = "".join("<tr>" + "".join(f"<td class='l'>{e(c)}</td>" if i < left
+                                    else f"<td>{e(c)}</td>" for i, c in enumerate(row))
+                   + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _figure(plot: Plot) -> str:
+    return (f"<figure data-plot='{e(plot.name)}'><img alt='{e(plot.title)}' "
+            f"src='data:image/png;base64,{plot.png_base64}'>"
+            f"<figcaption>{e(plot.caption)}</figcaption></figure>")
+
+
+def _comparison(w: WorkloadSummary, mr: MachineReport) -> str:
+    out = []
+    best = {r.best.key for r in w.recommendations if r.best}
+    for rk in w.rankings:
+        table = comparison(rk, mr)
+        head = "".join(f"<th class='l'>{e(h)}</th>" if i < 3 else f"<th>{e(h)}</th>"
+                       for i, h in enumerate(table.headers))
+        body = []
+        for (n, rows), keys in zip(table.groups, table.keys, strict=True):
+            body.append(f"<tr class='sub'><th colspan='{len(table.headers)}'>{n} replica(s)"
+                        f"</th></tr>")
+            for row, key in zip(rows, keys, strict=True):
+                cls = " class='best'" if key in best else ""
+                cells = "".join(f"<td class='l'>{e(c)}</td>" if i < 3 or i == len(row) - 1
+                                else f"<td>{e(c)}</td>" for i, c in enumerate(row))
+                body.append(f"<tr{cls} data-key='{e(key)}'>{cells}</tr>")
+        out.append(f"<h4>{e(rk.label)}</h4><table><thead><tr>{head}</tr></thead>"
+                   f"<tbody>{''.join(body)}</tbody></table>")
+    return "".join(out)
+
+
+def _recommendation(w: WorkloadSummary) -> str:
+    items = []
+    for rec in w.recommendations:
+        others = "".join(f"<li>{e(o)}</li>" for o in rec.others)
+        items.append(f"<li><b>{e(rec.ranking.label)}</b>: use {e(rec.text)}"
+                     + (f"<ul>{others}</ul>" if others else "") + "</li>")
+    return (f"<div class='box rec'><b>Recommendation</b><ul>{''.join(items)}</ul></div>")
+
+
+def _verdict_list(w: WorkloadSummary, mr: MachineReport) -> str:
+    items = []
+    for run in sorted(w.runs, key=lambda r: (r.batch_setting, r.replicas, r.strategy)):
+        found = [v for v in mr.verdicts.get(run.key, []) if v.kind != "not measured"]
+        if not found:
+            continue
+        lis = "".join(f"<li><span class='sev-{e(v.severity)}'>{e(v.kind)} ({e(v.severity)})"
+                      f"</span>: {e(v.text)}</li>" for v in found)
+        items.append(f"<li>{e(run.result.spec.label())}<ul>{lis}</ul></li>")
+    if not items:
+        return "<p class='muted'>No run of this workload triggered a verdict.</p>"
+    return f"<details open><summary>Verdicts per run</summary><ul>{''.join(items)}</ul></details>"
+
+
+def _tasks(runs: Sequence[RunView]) -> str:
+    """Per-process figures of multi-process runs (issue 3), where present."""
+    out = []
+    for run in runs:
+        if not run.tasks:
+            continue
+        rows = []
+        for t in run.tasks:
+            rows.append([str(field_of(t, "role", "?")), str(field_of(t, "index", "")),
+                         str(field_of(t, "examples", "-")),
+                         _num(first_field(t, "throughput", "global_throughput")),
+                         _mib(first_field(t, "device_peak_bytes", "device_peak")),
+                         _mib(first_field(t, "host_peak_rss_bytes", "host_peak_bytes")),
+                         _num(first_field(t, "startup_s", "launch_to_first_step_s"))])
+        how = run.combination or "not stated"
+        out.append(f"<h4>Tasks of {e(run.result.spec.label())}</h4>"
+                   f"<p class='muted'>global figures combined as: {e(how)}</p>"
+                   + _table(["role", "index", "examples", "throughput (examples/s)",
+                             "device peak (MiB)", "host peak (MiB)", "startup (s)"], rows))
+    return "".join(out)
+
+
+def _num(value: Any) -> str:
+    if isinstance(value, dict):
+        value = max(value.values()) if value else None
+    return f"{value:,.4g}" if isinstance(value, (int, float)) else "-"
+
+
+def _mib(value: Any) -> str:
+    if isinstance(value, dict):
+        value = max(value.values()) if value else None
+    return f"{value / 2**20:,.0f}" if isinstance(value, (int, float)) else "-"
+
+
+def _profiles(runs: Sequence[RunView]) -> str:
+    """Profiled step breakdown (issue 4), where present."""
+    rows = []
+    for run in runs:
+        c = run.communication
+        if c is None:
+            continue
+        ops = field_of(c, "op_types") or {}
+        op_text = ", ".join(f"{k} x{v}" for k, v in sorted(ops.items())) if isinstance(
+            ops, dict) else str(ops)
+        overhead = field_of(c, "profiler_overhead")
+        rows.append([run.result.spec.label(), _ms(field_of(c, "step_s")),
+                     _ms(field_of(c, "compute_s")), _ms(field_of(c, "collective_s")),
+                     _ms(field_of(c, "other_s")),
+                     f"{run.comm_fraction:.1%}" if run.comm_fraction is not None else "-",
+                     str(field_of(c, "profiled_steps", "-")),
+                     f"{overhead:.2f}x" if isinstance(overhead, (int, float)) else "-",
+                     op_text or "-", str(field_of(c, "profile_dir", "") or "-")])
+    if not rows:
+        return ""
+    return ("<h4>Profiled step breakdown</h4>"
+            + _table(["configuration", "step (ms)", "compute (ms)", "collectives (ms)",
+                      "other (ms)", "collectives share", "profiled steps",
+                      "profiler overhead", "op types", "profile"], rows))
+
+
+def _ms(value: Any) -> str:
+    return f"{value * 1e3:.3g}" if isinstance(value, (int, float)) else "-"
+
+
+def _allreduce_table(mr: MachineReport) -> str:
+    rows = []
+    for run in mr.machine.runs:
+        ar = run.allreduce
+        for p in field_of(ar, "points") or []:
+            rows.append([run.result.spec.label(), str(field_of(ar, "implementation", "-")),
+                         str(field_of(p, "label", "")),
+                         _num(first_field(p, "bytes", "size_bytes", "message_bytes")),
+                         str(field_of(p, "tensors", "-")),
+                         _ms(first_field(p, "time_median_s", "median_s")),
+                         _ms(first_field(p, "time_p90_s", "p90_s")),
+                         _num(_gb(first_field(p, "algbw_bytes_per_s", "algbw"))),
+                         _num(_gb(first_field(p, "busbw_bytes_per_s", "busbw")))])
+    if not rows:
+        return ""
+    return _table(["configuration", "implementation", "point", "bytes", "tensors",
+                   "median (ms)", "p90 (ms)", "algbw (GB/s)", "busbw (GB/s)"], rows, left=3)
+
+
+def _gb(value: Any) -> Any:
+    return value / 1e9 if isinstance(value, (int, float)) else None
+
+
+def _problems(mr: MachineReport) -> str:
+    probs = mr.problems
+    if not probs:
+        return "<p class='muted'>Every configuration has figures.</p>"
+    rows = []
+    for run in probs:
+        full = (run.result.reason or "").strip()
+        detail = (f"<details><summary>{e(run.reason_line)}</summary><pre>{e(full)}</pre>"
+                  f"</details>" if "\n" in full else e(run.reason_line or "no reason recorded"))
+        rows.append(f"<tr data-key='{e(run.key)}'><td class='l'>{e(run.status)}</td>"
+                    f"<td class='l'>{e(run.result.spec.label())}</td>"
+                    f"<td class='l'>{detail}</td></tr>")
+    return ("<table><thead><tr><th class='l'>status</th><th class='l'>configuration</th>"
+            f"<th class='l'>reason</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
+
+
+def _machine(mr: MachineReport, n: int) -> str:
+    m = mr.machine
+    parts = [f"<h2 id='machine-{n}'>Machine {n}: {e(m.hardware)}</h2>"]
+    if m.disclaimer:
+        parts.append(f"<div class='box note'><b>Read this first.</b> {e(m.disclaimer)}</div>")
+    parts.append("<details><summary>Environment (fingerprint)</summary>"
+                 + _table(["", ""], [[k, v] for k, v in m.facts.items()], left=2)
+                 + "</details>")
+    for i, w in enumerate(mr.workloads, 1):
+        parts.append(f"<h3 id='m{n}-w{i}'>{e(w.variant.label())}</h3>")
+        parts.append(_recommendation(w))
+        parts.append(_comparison(w, mr))
+        parts.extend(_figure(p) for p in workload_plots(w, mr))
+        parts.append(_verdict_list(w, mr))
+        parts.append(_tasks(w.runs))
+        parts.append(_profiles(w.runs))
+    ar = allreduce_plot(mr)
+    if ar is not None:
+        parts.append("<h3>All-reduce probes</h3>" + _figure(ar) + _allreduce_table(mr))
+    parts.append(f"<h3>Runs without figures ({len(mr.problems)})</h3>" + _problems(mr))
+    return "".join(parts)
+
+
+def _definitions() -> str:
+    items = {"throughput": THROUGHPUT_DEFINITION, "step time": STEP_TIME_DEFINITION,
+             "memory": MEMORY_DEFINITION, **DEFINITIONS, "verdict thresholds": THRESHOLDS_TEXT}
+    return ("<h2 id='definitions'>Definitions</h2><dl class='defs'>"
+            + "".join(f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in items.items())
+            + "</dl>")
+
+
+def render_html(report: Report) -> str:
+    """The whole report as one HTML document."""
+    toc = []
+    for n, mr in enumerate(report.machines, 1):
+        subs = "".join(f"<li><a href='#m{n}-w{i}'>{e(w.variant.label())}</a>: "
+                       f"{e(w.short)}</li>" for i, w in enumerate(mr.workloads, 1))
+        toc.append(f"<li><a href='#machine-{n}'>{e(mr.machine.hardware)}</a> "
+                   f"<span class='muted'>({len(mr.machine.runs)} results)</span>"
+                   f"<ul>{subs}</ul></li>")
+    warnings = "".join(f"<li>{e(w)}</li>" for w in report.warnings)
+    body = [f"<h1>stratbench report</h1><p class='muted'>{e(report.source)}: "
+            f"{len(report.results)} result(s), generated {e(report.generated_at)}</p>"]
+    if warnings:
+        body.append(f"<div class='box warn'><b>Skipped files</b><ul>{warnings}</ul></div>")
+    if len(report.machines) > 1:
+        body.append("<div class='box note'>These results come from "
+                    f"{len(report.machines)} different machines (fingerprint machine_id); "
+                    "each has its own section and figures are never combined across them."
+                    "</div>")
+    if not report.machines:
+        body.append("<p>No results to report.</p>")
+    body.append(f"<div class='box'><b>Summary</b><ul>{''.join(toc)}</ul></div>")
+    body.extend(_machine(mr, n) for n, mr in enumerate(report.machines, 1))
+    body.append(_definitions())
+    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+            "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+            f"<title>stratbench report: {e(report.source.name)}</title>"
+            f"<style>{CSS}</style></head><body>{''.join(body)}</body></html>\n")

@@ -1,0 +1,78 @@
+"""The Markdown summary: fits a CI job summary or a pull-request comment (no images)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from reports.report import MachineReport, Report
+from reports.scaling import DEFINITIONS
+from reports.tables import comparison
+from reports.verdicts import THRESHOLDS_TEXT
+
+# Columns kept in Markdown: the full table is in the HTML and the CSV.
+_KEEP = ("rank", "strategy", "status", "throughput (examples/s)", "window spread (examples/s)",
+         "step median (ms)", "efficiency", "vs one_device on 1 device",
+         "vs independent", "peak memory (MiB)", "collectives (% of step)", "MFU", "verdicts")
+
+
+def cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(cell(h) for h in headers) + " |",
+             "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _machine(mr: MachineReport, n: int, many: bool) -> list[str]:
+    m = mr.machine
+    out = [f"## {'Machine ' + str(n) + ': ' if many else ''}{m.hardware}", "",
+           f"TensorFlow {m.facts.get('TensorFlow')}, Python {m.facts.get('Python')}, "
+           f"commit {m.facts.get('git commit(s)')}, {m.dates}, machine_id `{m.machine_id}`.", ""]
+    if m.disclaimer:
+        out += [f"> **Note.** {m.disclaimer}", ""]
+    for w in mr.workloads:
+        out += [f"### {w.variant.label()}", ""]
+        for rec in w.recommendations:
+            out.append(f"- **{rec.ranking.label}**: use {rec.text}")
+            out += [f"  - {o}" for o in rec.others]
+        out.append("")
+        for rk in w.rankings:
+            table = comparison(rk, mr)
+            keep = [i for i, h in enumerate(table.headers) if h in _KEEP]
+            headers = ["replicas", *[table.headers[i] for i in keep]]
+            rows = [[str(n_), *[row[i] for i in keep]]
+                    for n_, group in table.groups for row in group]
+            out += [f"**{rk.label}**", "", md_table(headers, rows), ""]
+    probs = mr.problems
+    if probs:
+        out += [f"### Runs without figures ({len(probs)})", "",
+                md_table(["status", "configuration", "reason"],
+                         [[r.status, r.result.spec.label(), r.reason_line or "-"]
+                          for r in probs]), ""]
+    return out
+
+
+def render_markdown(report: Report) -> str:
+    """The summary as Markdown text."""
+    out = ["# stratbench report", "",
+           f"{len(report.results)} result(s) from `{report.source}`, generated "
+           f"{report.generated_at}.", ""]
+    for w in report.warnings:
+        out.append(f"> **Warning:** {w}")
+    if report.warnings:
+        out.append("")
+    many = len(report.machines) > 1
+    if many:
+        out += [f"Results from {len(report.machines)} machines: each has its own section; "
+                "figures are never combined across machines.", ""]
+    for n, mr in enumerate(report.machines, 1):
+        out += _machine(mr, n, many)
+    out += ["<details><summary>Definitions</summary>", ""]
+    out += [f"- **{k}**: {v}" for k, v in DEFINITIONS.items()]
+    out += [f"- **verdicts**: {THRESHOLDS_TEXT}", "",
+            "Throughput is global (all replicas) examples/s, the median of the measured "
+            "windows; memory in MiB (2^20 bytes).", "", "</details>", ""]
+    return "\n".join(out)

@@ -1,0 +1,145 @@
+"""Build a report from a sweep directory and write it (HTML, Markdown, CSV).
+
+``build(sweep_dir)`` is a pure function of the stored results: no TensorFlow, no
+network. ``write(report, out_dir)`` renders the three files atomically.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from bench.results import RunResult
+from reports.load import load_sweep
+from reports.machines import Machine, by_machine
+from reports.recommend import WorkloadSummary, summarise
+from reports.runs import RunView, Variant, views
+from reports.scaling import Index, Scaling, scaling_of
+from reports.summary import to_frame
+from reports.verdicts import Context, Verdict, overhead_share, verdicts_for
+
+HTML_NAME, MARKDOWN_NAME, CSV_NAME = "report.html", "summary.md", "results.csv"
+
+
+@dataclass
+class MachineReport:
+    machine: Machine
+    workloads: list[WorkloadSummary]
+    scaling: dict[str, Scaling]
+    verdicts: dict[str, list[Verdict]]
+    overhead: dict[str, float]  # estimated share of step beyond ideal, by key
+
+    @property
+    def problems(self) -> list[RunView]:
+        """Runs without figures, in a stable order: failures first, unsupported last."""
+        order = {"failed": 0, "oom": 1, "timeout": 2, "unsupported": 3}
+        return sorted((r for r in self.machine.runs if not r.ok),
+                      key=lambda r: (order.get(r.status, 0), r.key))
+
+
+@dataclass
+class Report:
+    source: Path
+    machines: list[MachineReport]
+    warnings: list[str] = field(default_factory=list)
+    generated_at: str = ""
+
+    @property
+    def results(self) -> list[RunResult]:
+        return [r.result for m in self.machines for r in m.machine.runs]
+
+
+def build_machine(machine: Machine) -> MachineReport:
+    index = Index(machine.runs)
+    scaling = {r.key: scaling_of(r, index) for r in machine.runs}
+    ctx = Context(machine=machine, index=index, scaling=scaling, runs=machine.runs)
+    verdicts = {r.key: verdicts_for(r, ctx) for r in machine.runs}
+    overhead = {r.key: v for r in machine.runs if (v := overhead_share(r, ctx)) is not None}
+    groups: dict[Variant, list[RunView]] = {}
+    for run in machine.runs:
+        groups.setdefault(run.variant, []).append(run)
+    workloads = [summarise(v, rs, machine, scaling, verdicts)
+                 for v, rs in sorted(groups.items(), key=lambda kv: kv[0].label())]
+    return MachineReport(machine, workloads, scaling, verdicts, overhead)
+
+
+def build_from_results(results: Sequence[RunResult], source: Path,
+                       warnings: Sequence[str] = ()) -> Report:
+    """A report of ``results``; runs are grouped per machine, never mixed."""
+    machines = [build_machine(m) for m in by_machine(views(results))]
+    now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return Report(source, machines, list(warnings), now)
+
+
+def build(sweep_dir: Path) -> Report:
+    """Load ``sweep_dir`` (bad files become warnings) and build its report."""
+    loaded = load_sweep(sweep_dir)
+    return build_from_results(loaded.results, sweep_dir, loaded.warnings)
+
+
+def frame(report: Report) -> pd.DataFrame:
+    """Every result with its headline, scaling and verdict columns (the CSV)."""
+    results = report.results
+    base = to_frame(results)
+    if base.empty:
+        return base
+    extra = []
+    for m in report.machines:
+        for run in m.machine.runs:
+            sc = m.scaling.get(run.key, Scaling())
+            extra.append({
+                "key": run.key, "machine_id": run.machine, "variant": run.variant.label(),
+                "strategy_label": run.strategy, "batch_mode": run.batch_mode,
+                "per_replica_batch": run.per_replica_batch,
+                "speedup": sc.speedup, "strong_eff": sc.strong_eff, "weak_eff": sc.weak_eff,
+                "speedup_vs_one_device": sc.speedup_vs_one,
+                "weak_eff_vs_one_device": sc.weak_eff_vs_one,
+                "eff_vs_independent": sc.vs_independent,
+                "overhead_share": m.overhead.get(run.key),
+                "comm_fraction": run.comm_fraction, "mfu": run.mfu,
+                "verdicts": "; ".join(f"{v.kind} ({v.severity})"
+                                      for v in m.verdicts.get(run.key, [])),
+            })
+    return base.merge(pd.DataFrame(extra), on="key", how="left")
+
+
+def _write_atomic(path: Path, data: str) -> None:
+    """Replace ``path`` in one step: a reader sees the old report or the new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@dataclass(frozen=True)
+class Written:
+    html: Path
+    markdown: Path
+    csv: Path
+
+
+def write(report: Report, out_dir: Path) -> Written:
+    """Render ``report`` into ``out_dir`` (report.html, summary.md, results.csv)."""
+    from reports.html import render_html
+    from reports.markdown import render_markdown
+
+    paths = Written(out_dir / HTML_NAME, out_dir / MARKDOWN_NAME, out_dir / CSV_NAME)
+    _write_atomic(paths.csv, frame(report).to_csv(index=False))
+    _write_atomic(paths.markdown, render_markdown(report))
+    _write_atomic(paths.html, render_html(report))
+    return paths
+
+
+def default_out(sweep_dir: Path) -> Path:
+    return sweep_dir / "report"

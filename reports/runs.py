@@ -1,0 +1,230 @@
+"""A flat, read-only view of one stored result, as every report module sees it.
+
+Results come from several schema additions (issue 3: multi-process tasks, issue 4:
+probes) that a given result file may or may not carry, so every optional field is
+read here once, with ``getattr(..., None)``, and the rest of ``reports/`` works on
+``RunView`` only. Nothing here imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from bench.results import RunResult
+
+MIB = 2**20
+ONE_DEVICE_BASELINES = ("one_device", "default")  # single-device references, best first
+# RunSpec fields (some added by later schema additions) that turn one strategy into a
+# variant worth its own line: mirrored(hierarchical_copy), multi_worker_mirrored(w=2).
+# A knob is shown only when it differs from RunSpec's own default (read from the
+# dataclass, so a changed default never mislabels old results).
+_STRATEGY_KNOBS = (("cross_device_ops", ""), ("communication", "comm="),
+                   ("partitioner", "part="), ("workers", "w="), ("ps_tasks", "ps="),
+                   ("workers_per_device", "wpd="))
+# RunSpec fields that make two runs measure different things (beyond strategy, device
+# count and batch). Measurement knobs (repeats, max_seconds, timeout) are left out:
+# they change how long we look, not what is looked at.
+_VARIANT_FIELDS = ("workload", "size", "precision", "xla", "grad_accum", "steps_per_call",
+                   "data", "optimizer", "mode")
+
+
+def field_of(obj: Any, name: str, default: Any = None) -> Any:
+    """``obj.name`` or ``obj[name]``: optional figures may be dataclasses or plain dicts."""
+    if obj is None:
+        return default
+    if isinstance(obj, Mapping):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def first_field(obj: Any, *names: str) -> Any:
+    """The first of ``names`` that ``obj`` has (field names of optional figures vary)."""
+    for name in names:
+        value = field_of(obj, name)
+        if value is not None:
+            return value
+    return None
+
+
+@dataclass(frozen=True)
+class Variant:
+    """What a group of comparable runs shares: machine + workload + knobs."""
+
+    machine: str
+    workload: str
+    size: str
+    params: str  # JSON of the workload parameters, sorted
+    precision: str
+    xla: bool
+    grad_accum: int
+    steps_per_call: int
+    data: str
+    optimizer: str
+    mode: str
+
+    def label(self) -> str:
+        """Short human label: ``mlp``, ``resnet50 image_size=32 classes=10 mixed_bfloat16``."""
+        parts = [self.workload if self.size == "default" else f"{self.workload}[{self.size}]"]
+        params = json.loads(self.params)
+        parts += [f"{k}={v}" for k, v in params.items()]
+        if self.precision != "float32":
+            parts.append(self.precision)
+        if self.xla:
+            parts.append("xla")
+        if self.grad_accum > 1:
+            parts.append(f"accum={self.grad_accum}")
+        if self.steps_per_call > 1:
+            parts.append(f"spc={self.steps_per_call}")
+        if self.data != "synthetic":
+            parts.append(f"data={self.data}")
+        if self.mode != "train":
+            parts.append(f"mode={self.mode}")
+        return " ".join(parts)
+
+    def with_data(self, data: str) -> Variant:
+        return Variant(**{**self.__dict__, "data": data})
+
+
+@dataclass(frozen=True)
+class RunView:
+    """One result with the figures the reports use, optional ones resolved."""
+
+    result: RunResult
+    machine: str
+    variant: Variant
+    strategy: str  # label, e.g. "mirrored(hierarchical_copy)"
+    base_strategy: str  # registry name, e.g. "mirrored"
+    replicas: int
+    devices: int
+    global_batch: int
+    per_replica_batch: int
+    batch_mode: str
+    batch_setting: int  # the user's --batch value, read per batch_mode
+
+    @property
+    def key(self) -> str:
+        return self.result.key
+
+    @property
+    def status(self) -> str:
+        return self.result.status
+
+    @property
+    def ok(self) -> bool:
+        return self.result.status == "ok" and self.result.figures is not None
+
+    @property
+    def throughput(self) -> float | None:
+        f = self.result.figures
+        return f.global_throughput if f is not None and self.ok else None
+
+    @property
+    def step_s(self) -> float | None:
+        f = self.result.figures
+        return f.step_time.median_s if f is not None and self.ok else None
+
+    @property
+    def cv(self) -> float | None:
+        f = self.result.figures
+        return f.throughput_cv if f is not None and self.ok else None
+
+    @property
+    def window_range(self) -> tuple[float, float] | None:
+        """Lowest and highest window throughput (examples/s), the spread of repeats."""
+        f = self.result.figures
+        if f is None or not f.windows:
+            return None
+        values = [w.global_throughput for w in f.windows]
+        return min(values), max(values)
+
+    @property
+    def device_peak_bytes(self) -> int | None:
+        """Largest device peak; process-wide on CPU (see ``memory_scope``)."""
+        f = self.result.figures
+        if f is None or not f.memory.device_peak_bytes:
+            return None
+        return max(f.memory.device_peak_bytes.values())
+
+    @property
+    def memory_scope(self) -> str | None:
+        f = self.result.figures
+        return f.memory.device_scope if f is not None else None
+
+    @property
+    def host_peak_bytes(self) -> int | None:
+        f = self.result.figures
+        return f.memory.host_peak_rss_bytes if f is not None else None
+
+    # -- optional figures (issues 3 and 4) ------------------------------------
+    @property
+    def communication(self) -> Any:
+        return field_of(self.result.figures, "communication")
+
+    @property
+    def comm_fraction(self) -> float | None:
+        value = field_of(self.communication, "comm_fraction")
+        return float(value) if value is not None else None
+
+    @property
+    def mfu(self) -> float | None:
+        value = field_of(self.result.figures, "mfu")
+        return float(value) if value is not None else None
+
+    @property
+    def tasks(self) -> list[Any]:
+        return list(field_of(self.result.figures, "tasks") or [])
+
+    @property
+    def combination(self) -> str | None:
+        return field_of(self.result.figures, "combination")
+
+    @property
+    def allreduce(self) -> Any:
+        return field_of(self.result, "allreduce")
+
+    @property
+    def reason_line(self) -> str:
+        """First line of the reason (the rest is usually a log tail)."""
+        return (self.result.reason or "").strip().splitlines()[0] if self.result.reason else ""
+
+
+def strategy_label(spec: Any) -> str:
+    """``mirrored``, ``mirrored(hierarchical_copy)``, ``multi_worker_mirrored(w=2)``."""
+    defaults = {f.name: f.default for f in dataclasses.fields(spec)}
+    knobs = []
+    for name, prefix in _STRATEGY_KNOBS:
+        value = getattr(spec, name, None)
+        if name in defaults and value != defaults[name]:
+            knobs.append(f"{prefix}{value}")
+    return f"{spec.strategy}({','.join(knobs)})" if knobs else str(spec.strategy)
+
+
+def variant_of(result: RunResult) -> Variant:
+    spec = result.spec
+    values: dict[str, Any] = {name: getattr(spec, name, "train" if name == "mode" else None)
+                              for name in _VARIANT_FIELDS}
+    return Variant(machine=machine_of(result),
+                   params=json.dumps(dict(spec.params), sort_keys=True), **values)
+
+
+def machine_of(result: RunResult) -> str:
+    """The fingerprint's machine_id: results of different machines are never mixed."""
+    return str(result.environment.get("machine_id") or "unknown")
+
+
+def view(result: RunResult) -> RunView:
+    spec = result.spec
+    return RunView(result=result, machine=machine_of(result), variant=variant_of(result),
+                   strategy=strategy_label(spec), base_strategy=spec.strategy,
+                   replicas=result.replicas, devices=spec.devices,
+                   global_batch=result.global_batch,
+                   per_replica_batch=result.per_replica_batch, batch_mode=spec.batch_mode,
+                   batch_setting=spec.batch)
+
+
+def views(results: Iterable[RunResult]) -> list[RunView]:
+    return [view(r) for r in results]

@@ -1,0 +1,104 @@
+"""The comparison table, as rows of formatted cells shared by the HTML and Markdown.
+
+One place decides which columns exist and how each figure is formatted, so the two
+renderings cannot disagree about a number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from reports.recommend import Ranking, fmt_rate
+from reports.report import MachineReport
+from reports.runs import RunView
+from reports.scaling import Scaling
+
+MIB = 2**20
+
+
+def pct(value: float | None) -> str:
+    return f"{value:.0%}" if value is not None else "-"
+
+
+def ratio(value: float | None) -> str:
+    return f"{value:.2f}x" if value is not None else "-"
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str  # with its unit
+    cell: Callable[[RunView, Scaling, MachineReport], str]
+    optional: bool = False  # shown only when some row has a value
+
+
+def _spread(run: RunView, sc: Scaling, mr: MachineReport) -> str:
+    rng = run.window_range
+    if rng is None or run.cv is None:
+        return "-"
+    return f"{fmt_rate(rng[0])}-{fmt_rate(rng[1])} (cv {run.cv:.1%})"
+
+
+def _memory(run: RunView, sc: Scaling, mr: MachineReport) -> str:
+    peak = run.device_peak_bytes
+    if peak is None:
+        return "-"
+    return f"{peak / MIB:,.0f}" + (" (process)" if run.memory_scope == "process" else "")
+
+
+def _eff(run: RunView, sc: Scaling, mr: MachineReport) -> str:
+    value = sc.strong_eff if run.batch_mode == "global" else sc.weak_eff
+    return pct(value)
+
+
+def _verdicts(run: RunView, sc: Scaling, mr: MachineReport) -> str:
+    found = [v for v in mr.verdicts.get(run.key, []) if v.kind != "not measured"]
+    return "; ".join(f"{v.kind} ({v.severity})" for v in found) or "-"
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("strategy", lambda r, s, m: r.strategy),
+    Column("status", lambda r, s, m: r.status),
+    Column("throughput (examples/s)", lambda r, s, m: fmt_rate(r.throughput)
+           if r.throughput is not None else "-"),
+    Column("per replica (examples/s)", lambda r, s, m: fmt_rate(r.throughput / r.replicas)
+           if r.throughput is not None else "-"),
+    Column("window spread (examples/s)", _spread),
+    Column("step median (ms)", lambda r, s, m: f"{r.step_s * 1e3:.3g}"
+           if r.step_s is not None else "-"),
+    Column("speed-up vs itself on 1 device", lambda r, s, m: ratio(s.speedup)),
+    Column("efficiency", _eff),
+    Column("vs one_device on 1 device", lambda r, s, m: ratio(s.speedup_vs_one)),
+    Column("weak eff. vs one_device", lambda r, s, m: pct(s.weak_eff_vs_one)),
+    Column("vs independent", lambda r, s, m: pct(s.vs_independent), optional=True),
+    Column("peak memory (MiB)", _memory),
+    Column("collectives (% of step)", lambda r, s, m: pct(r.comm_fraction), optional=True),
+    Column("MFU", lambda r, s, m: f"{r.mfu:.1%}" if r.mfu is not None else "-",
+           optional=True),
+    Column("verdicts", _verdicts),
+)
+
+
+@dataclass
+class Table:
+    headers: list[str]
+    groups: list[tuple[int, list[list[str]]]]  # (replicas, rows ranked best first)
+    keys: list[list[str]]  # result key per row, same shape as groups' rows
+
+
+def comparison(rk: Ranking, mr: MachineReport) -> Table:
+    """Strategies ranked at each replica count; optional columns only when used."""
+    rows_by_n = {n: [(run, mr.scaling.get(run.key, Scaling())) for run in runs]
+                 for n, runs in rk.by_replicas.items()}
+    every = [rs for rows in rows_by_n.values() for rs in rows]
+    cols = [c for c in COLUMNS
+            if not c.optional or any(c.cell(r, s, mr) != "-" for r, s in every)]
+    headers = ["rank", *[c.header for c in cols]]
+    groups, keys = [], []
+    for n, rows in rows_by_n.items():
+        cells = []
+        for i, (run, sc) in enumerate(rows, 1):
+            cells.append([str(i) if run.ok else "-", *[c.cell(run, sc, mr) for c in cols]])
+        groups.append((n, cells))
+        keys.append([run.key for run, _ in rows])
+    return Table(headers, groups, keys)

@@ -1,0 +1,286 @@
+"""Why a run is slow: a registry of rules, each reading stored figures only.
+
+Each rule looks at one run (with the sweep around it, for baselines) and returns a
+``Verdict`` or None. Thresholds are named constants with where they come from, so a
+reader can check a verdict by hand from the numbers in the report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from reports.machines import Machine
+from reports.runs import ONE_DEVICE_BASELINES, RunView
+from reports.scaling import Index, Scaling
+
+# Share of step time in collectives; the TensorBoard profiler's overview page uses the
+# same cut-offs for its "communication" recommendation.
+COMM_MODERATE, COMM_HIGH = 0.03, 0.15
+# Share of step time waiting for input: the profiler's infeed-bound thresholds
+# (kModeratelyInfeedBoundThresholdInPercent = 5, kHighly... = 20).
+INPUT_MODERATE, INPUT_HIGH = 0.05, 0.20
+# Distribution overhead (step time beyond the ideal) is graded like communication,
+# since on a healthy system that is where the extra time goes.
+OVERHEAD_MODERATE, OVERHEAD_HIGH = COMM_MODERATE, COMM_HIGH
+# Fixed (batch-independent) share of the step above which adding devices cannot pay.
+FIXED_SHARE_HIGH = 0.5
+# Peak memory as a share of the device's capacity.
+MEMORY_MODERATE, MEMORY_HIGH = 0.80, 0.90
+NOISY_CV = 0.10
+
+SEVERITIES = ("high", "moderate", "info")
+
+THRESHOLDS_TEXT = (
+    f"communication-bound: collectives >= {COMM_MODERATE:.0%} of step time (moderate), "
+    f">= {COMM_HIGH:.0%} (high), the TensorBoard profiler's thresholds; input-bound: input "
+    f"wait >= {INPUT_MODERATE:.0%} / {INPUT_HIGH:.0%} (the profiler's infeed thresholds); "
+    f"distribution overhead (no profile): time beyond the ideal step >= "
+    f"{OVERHEAD_MODERATE:.0%} / {OVERHEAD_HIGH:.0%}; model too small: batch-independent "
+    f"fixed cost >= {FIXED_SHARE_HIGH:.0%} of the step; memory-bound: peak >= "
+    f"{MEMORY_MODERATE:.0%} / {MEMORY_HIGH:.0%} of capacity; noisy: window throughputs vary "
+    f"by >= {NOISY_CV:.0%} (coefficient of variation); efficiency above 100% is suspicious.")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: str  # rule name, e.g. "communication-bound"
+    severity: str  # one of SEVERITIES
+    text: str
+
+
+@dataclass
+class Context:
+    """What rules may look at besides the run itself."""
+
+    machine: Machine
+    index: Index
+    scaling: dict[str, Scaling]  # by result key
+    runs: Sequence[RunView]  # every run of the machine
+
+
+Rule = Callable[[RunView, Context], "Verdict | None"]
+RULES: dict[str, Rule] = {}
+
+
+def rule(name: str) -> Callable[[Rule], Rule]:
+    def register(fn: Rule) -> Rule:
+        RULES[name] = fn
+        return fn
+    return register
+
+
+def _grade(value: float, moderate: float, high: float) -> str | None:
+    return "high" if value >= high else "moderate" if value >= moderate else None
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
+
+
+@rule("not measured")
+def _status(run: RunView, ctx: Context) -> Verdict | None:
+    if run.ok:
+        return None
+    return Verdict("not measured", "info" if run.status == "unsupported" else "high",
+                   f"{run.status}: {run.reason_line or 'no reason recorded'}")
+
+
+@rule("communication-bound")
+def _communication(run: RunView, ctx: Context) -> Verdict | None:
+    frac = run.comm_fraction
+    if frac is None:
+        return None
+    grade = _grade(frac, COMM_MODERATE, COMM_HIGH)
+    if grade is None:
+        return None
+    from reports.runs import field_of
+
+    comm = run.communication
+    step, coll = field_of(comm, "step_s"), field_of(comm, "collective_s")
+    detail = f" ({ms(coll)} of a {ms(step)} step" if step and coll is not None else " ("
+    steps = field_of(comm, "profiled_steps")
+    detail += f", profiled over {steps} steps)" if steps else ", profiled)"
+    return Verdict("communication-bound", grade,
+                   f"collectives take {frac:.1%} of step time{detail}")
+
+
+def ideal_throughput(run: RunView, ctx: Context) -> tuple[float, str] | None:
+    """What this run would reach with zero distribution overhead, and from which baseline.
+
+    The reference is one_device (or default) on 1 device. With real accelerators, N
+    replicas could do N times its work; with logical CPU devices sharing the cores, the
+    same cores do the same work, so the ideal is the 1-device throughput itself.
+    """
+    factor = 1 if ctx.machine.cpu_only else run.replicas
+    one = ctx.index.one_device(run.variant, run.global_batch)
+    if one is not None:
+        return one[1] * factor, f"{one[0]} on 1 device, global batch {run.global_batch}"
+    one = ctx.index.one_device(run.variant, run.per_replica_batch)
+    if one is not None and (run.replicas == 1 or run.batch_mode == "per_replica"):
+        return one[1] * factor, f"{one[0]} on 1 device, batch {run.per_replica_batch}"
+    return None
+
+
+def overhead_share(run: RunView, ctx: Context) -> float | None:
+    """Share of the step beyond the ideal step time: 1 - T / T_ideal."""
+    if run.throughput is None or run.base_strategy in ONE_DEVICE_BASELINES:
+        return None
+    ideal = ideal_throughput(run, ctx)
+    return 1 - run.throughput / ideal[0] if ideal else None
+
+
+@rule("distribution overhead")
+def _overhead(run: RunView, ctx: Context) -> Verdict | None:
+    if run.comm_fraction is not None:  # the profile says it better
+        return None
+    share = overhead_share(run, ctx)
+    ideal = ideal_throughput(run, ctx)
+    if share is None or ideal is None or run.step_s is None:
+        return None
+    grade = _grade(share, OVERHEAD_MODERATE, OVERHEAD_HIGH)
+    if grade is None:
+        return None
+    where = ("all logical devices share the same cores, so this is the strategy's own cost"
+             if ctx.machine.cpu_only else "communication, synchronisation and dispatch")
+    return Verdict("distribution overhead", grade,
+                   f"{share:.0%} of each step ({ms(run.step_s * share)} of "
+                   f"{ms(run.step_s)}) is beyond the ideal set by {ideal[1]} (not profiled; "
+                   f"{where})")
+
+
+@rule("input-bound")
+def _input(run: RunView, ctx: Context) -> Verdict | None:
+    if run.variant.data == "synthetic" or run.throughput is None:
+        return None
+    twin = ctx.index.throughput(run.variant.with_data("synthetic"), run.strategy,
+                                run.replicas, run.global_batch)
+    if not twin:
+        return None
+    share = 1 - run.throughput / twin
+    grade = _grade(share, INPUT_MODERATE, INPUT_HIGH)
+    if grade is None:
+        return None
+    return Verdict("input-bound", grade,
+                   f"{share:.0%} of step time waits for input: {run.throughput:,.0f} "
+                   f"examples/s with data={run.variant.data} vs {twin:,.0f} with data on "
+                   f"the devices")
+
+
+def fixed_cost(run: RunView, ctx: Context) -> float | None:
+    """Batch-independent seconds per step, fitted over the batch sizes of this config.
+
+    Least squares of step time = a + b x global batch over runs of the same variant,
+    strategy and replica count; needs two or more batch sizes.
+    """
+    points = [(r.global_batch, r.step_s) for r in ctx.runs
+              if r.ok and r.step_s is not None and r.variant == run.variant
+              and r.strategy == run.strategy and r.replicas == run.replicas]
+    if len({b for b, _ in points}) < 2:
+        return None
+    n = len(points)
+    mx = sum(b for b, _ in points) / n
+    my = sum(s for _, s in points) / n
+    sxx = sum((b - mx) ** 2 for b, _ in points)
+    slope = sum((b - mx) * (s - my) for b, s in points) / sxx
+    return max(0.0, my - slope * mx)
+
+
+@rule("model too small")
+def _too_small(run: RunView, ctx: Context) -> Verdict | None:
+    if run.step_s is None:
+        return None
+    fixed = fixed_cost(run, ctx)
+    if fixed is None or fixed / run.step_s < FIXED_SHARE_HIGH:
+        return None
+    share = fixed / run.step_s
+    if run.replicas > 1:
+        return Verdict("model too small", "high",
+                       f"{share:.0%} of the step ({ms(fixed)} of {ms(run.step_s)}) is fixed "
+                       f"cost that does not shrink with the batch: too little work per step "
+                       f"for {run.replicas} replicas; use fewer devices or a larger batch")
+    return Verdict("model too small", "moderate",
+                   f"{share:.0%} of the step ({ms(fixed)} of {ms(run.step_s)}) is fixed "
+                   f"per-step cost (dispatch, optimizer); a larger batch or steps_per_call "
+                   f"would amortise it")
+
+
+@rule("memory-bound")
+def _memory(run: RunView, ctx: Context) -> Verdict | None:
+    if not run.ok:
+        return None
+    m = ctx.machine
+    limit_mb = run.result.spec.gpu_memory_limit_mb
+    if m.cpu_only:
+        peak = max(run.device_peak_bytes or 0, run.host_peak_bytes or 0)
+        capacity, what = m.memory_bytes, "of the machine's memory (CPU: host RSS)"
+    else:
+        peak = run.device_peak_bytes or 0
+        capacity = limit_mb * 2**20 if limit_mb else m.gpu_memory_bytes
+        what = "of the device memory limit" if limit_mb else "of the device memory"
+    if not peak or not capacity:
+        return None
+    share = peak / capacity
+    grade = _grade(share, MEMORY_MODERATE, MEMORY_HIGH)
+    if grade is None:
+        return None
+    return Verdict("memory-bound", grade,
+                   f"peak {peak / 2**20:,.0f} MiB is {share:.0%} {what}; a larger batch "
+                   f"would likely run out of memory")
+
+
+_EFF_NAMES = {"strong_eff": "strong-scaling efficiency", "weak_eff": "weak-scaling efficiency",
+              "weak_eff_vs_one": "weak-scaling efficiency vs one_device",
+              "vs_independent": "efficiency vs independent replicas"}
+
+
+@rule("suspicious efficiency")
+def _suspicious(run: RunView, ctx: Context) -> Verdict | None:
+    sc = ctx.scaling.get(run.key)
+    if sc is None:
+        return None
+    effs = sc.efficiencies()
+    if run.replicas == 1:  # against itself by construction
+        effs.pop("strong_eff", None)
+        effs.pop("weak_eff", None)
+    if run.base_strategy in ONE_DEVICE_BASELINES:
+        # one_device against default: two baselines, neither an efficiency.
+        effs.pop("weak_eff_vs_one", None)
+    elif ctx.machine.cpu_only and sc.speedup_vs_one is not None:
+        effs["speedup_vs_one"] = sc.speedup_vs_one  # 1.0 is the ceiling on shared cores
+    over = {k: v for k, v in effs.items() if v > 1.0}
+    if not over:
+        return None
+    name, value = max(over.items(), key=lambda kv: kv[1])
+    label = _EFF_NAMES.get(name, "speed-up vs one_device on shared cores")
+    noise = 2 * (run.cv or 0.0)
+    why = (f"within twice the spread of its windows (cv {run.cv:.1%}): likely noise"
+           if value - 1 <= noise else "beyond the spread of its windows: check the "
+           "baseline run (warm-up, a noisy neighbour) before trusting it")
+    return Verdict("suspicious efficiency", "moderate" if value - 1 <= noise else "high",
+                   f"{label} is {value:.0%} (above 100%), {why}")
+
+
+@rule("noisy")
+def _noisy(run: RunView, ctx: Context) -> Verdict | None:
+    if run.cv is None or run.cv < NOISY_CV:
+        return None
+    return Verdict("noisy", "moderate",
+                   f"window throughputs vary by {run.cv:.0%} (coefficient of variation); "
+                   f"compare with care or raise --repeats/--max-seconds")
+
+
+@rule("did not learn")
+def _learned(run: RunView, ctx: Context) -> Verdict | None:
+    f = run.result.figures
+    if not run.ok or f is None or f.learned:
+        return None
+    return Verdict("did not learn", "moderate",
+                   f"loss went from {f.loss_start:.4g} to {f.loss_end:.4g}: the run may not "
+                   f"be training correctly")
+
+
+def verdicts_for(run: RunView, ctx: Context) -> list[Verdict]:
+    """Every verdict of ``run``, most severe first."""
+    found = [v for fn in RULES.values() if (v := fn(run, ctx)) is not None]
+    return sorted(found, key=lambda v: SEVERITIES.index(v.severity))
