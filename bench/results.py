@@ -138,7 +138,7 @@ class ModelInfo:
 class Communication:
     """Where a profiled step's wall time went (see COMMUNICATION_DEFINITION)."""
 
-    step_s: float = unit("s")  # median over the profiled steps, as are the three below
+    step_s: float = unit("s")  # mean over the profiled steps, as are the three below
     collective_s: float = unit("s")
     compute_s: float = unit("s")
     other_s: float = unit("s")
@@ -249,6 +249,11 @@ class RunResult:
 def figures_from_dict(data: dict[str, Any]) -> Figures:
     """Rebuild Figures from their ``asdict`` form (as the child sends them)."""
     return typing.cast(Figures, _build(Figures, data))
+
+
+def allreduce_from_dict(data: dict[str, Any]) -> AllReduceFigures:
+    """Rebuild AllReduceFigures from their ``asdict`` form (as the child sends them)."""
+    return typing.cast(AllReduceFigures, _build(AllReduceFigures, data))
 
 
 def units_table(cls: type, prefix: str = "") -> dict[str, str]:

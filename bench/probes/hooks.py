@@ -1,0 +1,47 @@
+"""What runs after a training run's measured windows: MFU, then the optional profile.
+
+Kept out of the measured loop so neither the peak probe nor the profiler can touch
+the throughput windows; the child calls ``after_windows`` once ``measure`` returned.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.probes.peak import PRECISION_DTYPE, mfu, peak_flops
+from bench.probes.profile import capture, tensorboard_command
+from bench.probes.trace import DEFAULT_MODEL_SCOPES, Classifier
+from bench.results import Figures
+
+
+def model_classifier(model_name: str) -> Classifier:
+    """Packing ops inside the model's own scope (and the tape's) are model ops."""
+    base = re.sub(r"_\d+$", "", model_name)
+    return Classifier(model_scopes=(*DEFAULT_MODEL_SCOPES, base))
+
+
+def after_windows(trainer: Any, figures: Figures, profile_dir: Path | None,
+                  progress: Callable[[str], None] = lambda _: None) -> None:
+    """Fill ``figures.mfu``, ``peak_flops_per_s`` and ``communication`` in place."""
+    spec, devices = trainer.spec, trainer.devices
+    table = peak_flops(trainer.tf, devices.names[0])
+    physical = 1 if devices.kind == "CPU" else len(devices.names)
+    figures.mfu, figures.peak_flops_per_s = mfu(
+        figures.model.train_flops_per_example, figures.global_throughput,
+        table.get(PRECISION_DTYPE[spec.precision]), physical)
+    if not spec.profile_steps:
+        return
+    if profile_dir is None:
+        progress("profile_steps > 0 but no profile directory was given: not profiled")
+        return
+    figures.communication = capture(
+        trainer.tf, lambda: float(trainer.call().numpy()), spec.profile_steps, profile_dir,
+        steps_per_call=spec.steps_per_call, unprofiled_step_s=figures.step_time.median_s,
+        classifier=model_classifier(trainer.model.name))
+    c = figures.communication
+    progress(f"profile: {c.collective_s * 1e3:.2f} ms of {c.step_s * 1e3:.2f} ms per step "
+             f"communicating ({c.comm_fraction:.1%}); open it with: "
+             f"{tensorboard_command(profile_dir)}")

@@ -1,0 +1,136 @@
+"""TensorFlow cases of the probe tests, each run in a fresh process (``run_probe_case``).
+
+Like tests/tf_cases.py (one MirroredStrategy per process, tensorflow#62790), but the
+number of logical CPU devices is a parameter: the all-reduce probe is checked on 2
+and 4 devices. Each case checks several things in one process, because starting a
+TensorFlow process costs ~3 s of a shared 2-core machine.
+
+    python -m tests.probe_cases CASE DEVICES JSON_KWARGS   -> prints one RESULT line
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+MARK = "PROBE_CASE_RESULT "
+# Short runs of the tiny MLP unless a case overrides (RunSpec built here, not through
+# tests.helpers, so that these cases import only what they exercise).
+BASE_SPEC: dict[str, Any] = {"workload": "mlp", "strategy": "mirrored", "devices": 2,
+                             "batch": 32, "size": "tiny", "repeats": 2, "max_seconds": 0.3,
+                             "min_steps": 3, "max_steps": 20, "warmup_steps": 2,
+                             "learning_rate": 0.01}
+
+
+def spec_of(**over: Any) -> Any:
+    from bench.spec import RunSpec
+
+    return RunSpec(**{**BASE_SPEC, **over})
+
+
+def run_probe_case(case: str, devices: int, timeout: float = 240, **kwargs: Any) -> Any:
+    """Run ``case`` in a child process with ``devices`` logical CPUs; return its result."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([sys.executable, "-m", "tests.probe_cases", case, str(devices),
+                           json.dumps(kwargs)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, env=env)
+    for line in proc.stdout.splitlines():
+        if line.startswith(MARK):
+            return json.loads(line[len(MARK):])
+    raise AssertionError(f"probe case {case}({kwargs}) on {devices} devices exited "
+                         f"{proc.returncode} without a result:\n{proc.stderr[-4000:]}")
+
+
+# -- cases (run inside the child) ------------------------------------------------------
+def case_allreduce(setup: Any, strategy: str, cross_device_ops: str, sizes: list[int],
+                   workload: str = "mlp") -> dict[str, Any]:
+    """Probe the given sizes and the workload's gradients; report points and model bytes."""
+    from bench.probes.allreduce import gradient_buffers, run_points, size_buffers
+    from bench.strategies import STRATEGIES
+    from workloads import WORKLOADS
+    from workloads.flops import model_stats
+
+    spec = spec_of(workload=workload, strategy=strategy, devices=len(setup.names),
+                     cross_device_ops=cross_device_ops, batch=16 * len(setup.names),
+                     mode="allreduce", warmup_steps=3, min_steps=15, max_steps=60,
+                     max_seconds=0.25)
+    built = STRATEGIES.get(strategy).build(spec, setup.names)
+    grads = gradient_buffers(spec)
+    figures = run_points(spec, built, [*(size_buffers(b) for b in sizes), grads])
+    model = WORKLOADS.get(workload).build(spec.workload_params())
+    return {"figures": asdict(figures),
+            "grad_bytes_per_step": model_stats(model).grad_bytes_per_step}
+
+
+def case_profile(setup: Any, runs: list[dict[str, Any]], tmp: str) -> list[dict[str, Any]]:
+    """Measure then profile each run (at most one Mirrored) with the harness's hooks."""
+    from bench.devices import DeviceSetup
+    from bench.probes.hooks import after_windows
+    from bench.strategies import STRATEGIES
+    from bench.trainer import Trainer
+
+    out = []
+    for i, over in enumerate(runs):
+        spec = spec_of(**over)
+        names = setup.names[: spec.devices]
+        strategy = STRATEGIES.get(spec.strategy).build(spec, names)
+        trainer = Trainer(spec, strategy, DeviceSetup(setup.kind, names, setup.logical))
+        figures = trainer.measure(0.0, {"import_tf_s": 0.0, "device_setup_s": 0.0,
+                                        "build_s": 0.0})
+        after_windows(trainer, figures, Path(tmp) / f"run{i}")
+        out.append(asdict(figures))
+    return out
+
+
+def case_trace(setup: Any, tmp: str, steps: int) -> dict[str, Any]:
+    """Capture a tiny profile of known ops and parse it back."""
+    import tensorflow as tf
+
+    from bench.probes.profile import capture
+    from bench.probes.trace import find_xspace, read_xspace
+
+    a = tf.random.uniform((256, 256))
+
+    @tf.function
+    def step() -> Any:
+        with tf.name_scope("adam"):  # packing type outside the model: counted
+            packed = tf.concat([tf.reshape(a, [-1]), tf.reshape(a, [-1])], axis=0)
+        with tf.name_scope("gradient_tape"):  # same type inside the backward pass: not
+            inner = tf.concat([tf.reshape(a, [-1]), tf.reshape(a, [-1])], axis=0)
+        return tf.reduce_sum(tf.linalg.matmul(a, a)) + tf.reduce_sum(packed + inner)
+
+    step()
+    comm = capture(tf, lambda: float(step().numpy()), steps, Path(tmp))
+    ops, spans = read_xspace(find_xspace(Path(tmp)))
+    return {"communication": asdict(comm), "steps": [s.step for s in spans],
+            "ops": sorted({f"{o.name}:{o.op_type}" for o in ops}),
+            "span_seconds": [s.seconds for s in spans]}
+
+
+CASES: dict[str, Callable[..., Any]] = {
+    "allreduce": case_allreduce, "profile": case_profile, "trace": case_trace,
+}
+
+
+def main() -> None:
+    import tensorflow as tf
+
+    from bench.devices import setup_devices
+
+    case, devices, kwargs = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
+    setup = setup_devices(tf, devices, force_cpu=True)
+    result = CASES[case](setup, **kwargs)
+    print(MARK + json.dumps(result), flush=True)
+    sys.stdout.flush()
+    os._exit(0)  # TensorFlow's thread pools can stall interpreter teardown
+
+
+if __name__ == "__main__":
+    main()
