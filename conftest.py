@@ -14,6 +14,10 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+# pytest-benchmark fixtures (`stratbench_benchmark`: a RunSpec run in its own process,
+# its measured windows replayed into pytest-benchmark) and the --stratbench-* options.
+pytest_plugins = ["bench.pytest_bench"]
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip GPU-marked tests, loudly, where no GPU is visible."""

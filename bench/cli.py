@@ -215,6 +215,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 # ``func`` (a callable taking the parsed args and returning an exit code).
 # Adding a command = a new module + one line here.
 EXTRA_COMMANDS: list[str] = [
+    "bench.cmd_history",  # issue 6: history store
+    "bench.cmd_compare",  # issue 6: regression compare
     "reports.cli",  # issue 5: `bench report SWEEP_DIR`
 ]
 

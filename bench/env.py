@@ -65,6 +65,23 @@ def injected_slowdown() -> float:
     return value
 
 
+def stall_until(deadline: float) -> float:
+    """Wait until ``time.perf_counter()`` reaches ``deadline``; returns the time then.
+
+    ``time.sleep`` overshoots by ~0.1 ms, most of a sub-millisecond step, so the
+    bulk is slept and the last millisecond spun: the injected delay is accurate.
+    """
+    import time
+
+    remaining = deadline - time.perf_counter()
+    if remaining > 0.002:
+        time.sleep(remaining - 0.001)
+    now = time.perf_counter()
+    while now < deadline:
+        now = time.perf_counter()
+    return now
+
+
 def relevant_env() -> dict[str, str]:
     return {k: v for k, v in sorted(os.environ.items()) if _ENV_PATTERN.match(k)}
 

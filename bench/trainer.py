@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from bench.devices import DeviceSetup
-from bench.env import INJECT_SLOWDOWN_VAR, injected_slowdown
+from bench.env import INJECT_SLOWDOWN_VAR, injected_slowdown, stall_until
 from bench.memory import DeviceMemory, host_peak_rss_bytes, reset_host_peak
 from bench.results import Figures, Memory, ModelInfo, Startup, Warmup, Window
 from bench.spec import RunSpec
@@ -273,8 +273,7 @@ class Trainer:
                 loss = float(out.numpy())
                 tn = time.perf_counter()
                 if slowdown:  # proportional to the call's own time, so any workload slows alike
-                    time.sleep((tn - tc) * slowdown)
-                    tn = time.perf_counter()
+                    tn = stall_until(tn + (tn - tc) * slowdown)
                 times.append((tn - tc) / k)
                 if steps == 0:
                     first_loss = loss

@@ -1,0 +1,1 @@
+"""The nightly benchmark matrix, run with `pytest benchmarks/ --benchmark-only`."""
