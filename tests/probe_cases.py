@@ -49,24 +49,27 @@ def run_probe_case(case: str, devices: int, timeout: float = 240, **kwargs: Any)
 
 
 # -- cases (run inside the child) ------------------------------------------------------
-def case_allreduce(setup: Any, strategy: str, cross_device_ops: str, sizes: list[int],
+def case_allreduce(setup: Any, configs: list[dict[str, str]], sizes: list[int],
                    workload: str = "mlp") -> dict[str, Any]:
-    """Probe the given sizes and the workload's gradients; report points and model bytes."""
+    """Probe the sizes and the workload's gradients under each (strategy,
+    cross_device_ops) config in turn (at most one collective-based Mirrored)."""
     from bench.probes.allreduce import gradient_buffers, run_points, size_buffers
     from bench.strategies import STRATEGIES
     from workloads import WORKLOADS
     from workloads.flops import model_stats
 
-    spec = spec_of(workload=workload, strategy=strategy, devices=len(setup.names),
-                     cross_device_ops=cross_device_ops, batch=16 * len(setup.names),
-                     mode="allreduce", warmup_steps=3, min_steps=15, max_steps=60,
-                     max_seconds=0.25)
-    built = STRATEGIES.get(strategy).build(spec, setup.names)
-    grads = gradient_buffers(spec)
-    figures = run_points(spec, built, [*(size_buffers(b) for b in sizes), grads])
-    model = WORKLOADS.get(workload).build(spec.workload_params())
-    return {"figures": asdict(figures),
-            "grad_bytes_per_step": model_stats(model).grad_bytes_per_step}
+    n = len(setup.names)
+    out: list[dict[str, Any]] = []
+    for config in configs:
+        spec = spec_of(workload=workload, devices=n, batch=16 * n, mode="allreduce",
+                       warmup_steps=3, min_steps=15, max_steps=60, max_seconds=0.25,
+                       **config)
+        built = STRATEGIES.get(spec.strategy).build(spec, setup.names)
+        points = [*(size_buffers(b) for b in sizes), gradient_buffers(spec)]
+        out.append(asdict(run_points(spec, built, points)))
+    model = WORKLOADS.get(workload).build(spec_of(workload=workload).workload_params())
+    return {"figures": out, "grad_bytes_per_step": model_stats(model).grad_bytes_per_step,
+            "trainable_variables": len(model.trainable_variables)}
 
 
 def case_profile(setup: Any, runs: list[dict[str, Any]], tmp: str) -> list[dict[str, Any]]:
@@ -103,7 +106,8 @@ def case_trace(setup: Any, tmp: str, steps: int) -> dict[str, Any]:
         with tf.name_scope("adam"):  # packing type outside the model: counted
             packed = tf.concat([tf.reshape(a, [-1]), tf.reshape(a, [-1])], axis=0)
         with tf.name_scope("gradient_tape"):  # same type inside the backward pass: not
-            inner = tf.concat([tf.reshape(a, [-1]), tf.reshape(a, [-1])], axis=0)
+            # (other inputs, or graph optimisation would merge the two concats)
+            inner = tf.concat([tf.reshape(a * 2.0, [-1]), tf.reshape(a * 3.0, [-1])], axis=0)
         return tf.reduce_sum(tf.linalg.matmul(a, a)) + tf.reduce_sum(packed + inner)
 
     step()
