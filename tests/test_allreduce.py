@@ -5,6 +5,7 @@ TensorFlow parts run in child processes (tests/probe_cases.py).
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ def test_sizes_double_from_one_kib_up_to_the_maximum() -> None:
     assert sizes(8 * KiB) == [1 * KiB, 2 * KiB, 4 * KiB, 8 * KiB]
     full = sizes(256 * MiB)
     assert full[0] == KiB and full[-1] == 256 * MiB and len(full) == 19
-    assert all(b == 2 * a for a, b in zip(full, full[1:], strict=False))
+    assert all(b == 2 * a for a, b in itertools.pairwise(full))
     assert sizes(3 * KiB) == [1 * KiB, 2 * KiB]  # not a power of two: stops below it
     with pytest.raises(ValueError, match="max_bytes=512"):
         sizes(512)

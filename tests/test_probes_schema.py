@@ -80,8 +80,8 @@ class FakeTF:
 
     __version__ = "0.0-test"
 
-    class config:  # noqa: N801 (mirrors tf.config)
-        class threading:  # noqa: N801
+    class config:  # mirrors tf.config.threading
+        class threading:
             @staticmethod
             def get_intra_op_parallelism_threads() -> int:
                 return 0
