@@ -102,12 +102,16 @@ def _add_matrix_args(p: argparse.ArgumentParser) -> None:
     knobs.add_argument("--lr", type=float, dest="learning_rate")
     knobs.add_argument("--seed", type=int)
     knobs.add_argument("--gpu-memory-limit-mb", type=int, dest="gpu_memory_limit_mb")
+    knobs.add_argument("--profile-steps", type=int, dest="profile_steps",
+                       help="profile this many steps after the windows (communication split; "
+                            "open with the printed tensorboard command)")
     knobs.add_argument("--param", type=_param, action="append", default=[],
                        help="workload parameter KEY=VALUE (JSON value), e.g. image_size=64")
 
 
 _KNOBS = ("batch_mode", "repeats", "max_seconds", "min_steps", "max_steps", "warmup_steps",
-          "timeout_s", "optimizer", "learning_rate", "seed", "gpu_memory_limit_mb")
+          "timeout_s", "optimizer", "learning_rate", "seed", "gpu_memory_limit_mb",
+          "profile_steps")
 _AXES_DEFAULTS: dict[str, list[Any]] = {"devices": [1], "batch": [64]}
 
 
@@ -218,6 +222,7 @@ EXTRA_COMMANDS: list[str] = [
     "bench.cmd_history",  # issue 6: history store
     "bench.cmd_compare",  # issue 6: regression compare
     "reports.cli",  # issue 5: `bench report SWEEP_DIR`
+    "bench.cmd_allreduce",  # issue 4: nccl-tests-style all-reduce probe
 ]
 
 

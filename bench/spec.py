@@ -221,7 +221,8 @@ class RunSpec:
         parts = [self.workload if self.size == "default" else f"{self.workload}[{self.size}]",
                  self.strategy if self.cross_device_ops == "default"
                  else f"{self.strategy}({self.cross_device_ops})",
-                 f"n={self.devices}", f"b={self.global_batch}"]
+                 f"n={self.devices}", f"b={self.global_batch}" if self.mode == "train"
+                 else f"up to {self.allreduce_max_bytes} B"]
         if self.precision != "float32":
             parts.append(self.precision)
         if self.xla:
