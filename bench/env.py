@@ -94,8 +94,11 @@ def tf_fingerprint() -> dict[str, Any]:
 
     build = {k: str(v) for k, v in tf.sysconfig.get_build_info().items()}
     devices = [f"{d.device_type}:{d.name}" for d in tf.config.list_physical_devices()]
+    from bench.probes.peak import fingerprint_entry  # measured once per machine, cached
+
     return {"tensorflow": tf.__version__, "keras": keras.__version__,
-            "numpy": numpy.__version__, "tf_build": build, "physical_devices": devices}
+            "numpy": numpy.__version__, "tf_build": build, "physical_devices": devices,
+            "peak_flops": fingerprint_entry(tf)}
 
 
 def fingerprint(with_tf: bool = False) -> dict[str, Any]:

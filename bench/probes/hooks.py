@@ -37,6 +37,7 @@ def after_windows(trainer: Any, figures: Figures, profile_dir: Path | None,
     if profile_dir is None:
         progress("profile_steps > 0 but no profile directory was given: not profiled")
         return
+    profile_dir = profile_dir.resolve()  # the stored path must work from anywhere
     figures.communication = capture(
         trainer.tf, lambda: float(trainer.call().numpy()), spec.profile_steps, profile_dir,
         steps_per_call=spec.steps_per_call, unprofiled_step_s=figures.step_time.median_s,

@@ -85,10 +85,27 @@ def peak_flops(tf: Any, device: str = "/cpu:0", refresh: bool = False) -> dict[s
         except Exception:  # no kernel for this dtype here: no peak, hence no MFU
             continue
     cache[key] = {"flops_per_s": table, "measured_at": time.time(),
+                  # A busy machine measures a low peak: the load says how busy it was.
+                  "load_avg_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
                   "method": f"best of repeated {MATMUL_N}x{MATMUL_N} matmuls "
                             f"over {PROBE_SECONDS} s on {device}"}
     _write_atomic(path, json.dumps(cache, indent=1))
     return table
+
+
+def fingerprint_entry(tf: Any) -> dict[str, Any]:
+    """Peak FLOP/s per dtype of the first device, for the environment fingerprint."""
+    device = "/gpu:0" if tf.config.list_logical_devices("GPU") else "/cpu:0"
+    try:
+        table = peak_flops(tf, device)
+    except Exception as exc:  # the fingerprint must never fail a run
+        return {"device": device, "error": f"{type(exc).__name__}: {exc}"}
+    entry: dict[str, Any] = {}
+    with contextlib.suppress(OSError, json.JSONDecodeError, AttributeError, KeyError):
+        entry = json.loads(cache_path().read_text(encoding="utf-8"))[cache_key(tf, device)]
+    return {"device": device, "flops_per_s": table, "unit": "FLOP/s",
+            "method": entry.get("method"), "measured_at": entry.get("measured_at"),
+            "load_avg_1m": entry.get("load_avg_1m"), "cache": str(cache_path())}
 
 
 def _write_atomic(path: Path, text: str) -> None:
