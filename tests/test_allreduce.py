@@ -6,6 +6,7 @@ TensorFlow parts run in child processes (tests/probe_cases.py).
 from __future__ import annotations
 
 import itertools
+import os
 from typing import Any
 
 import pytest
@@ -96,3 +97,32 @@ def test_every_cpu_cross_device_path_all_reduces_correctly() -> None:
     assert names[2].startswith("CentralStorageStrategy"), names
     for figures in r["figures"]:
         _check_points(figures, 2)
+
+
+def test_cli_runs_each_configuration_isolated_and_stores_the_common_schema(
+        tmp_path: Any) -> None:
+    """`python -m bench allreduce` end to end: one child per configuration, results in
+    the sweep directory (RunResult.allreduce), NCCL on CPU recorded as unsupported."""
+    import subprocess
+    import sys
+
+    from bench.results import load
+    from tests.probe_cases import ROOT
+
+    out = tmp_path / "ar"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "allreduce", "--strategy", "mirrored",
+         "--cross-device-ops", "default,nccl", "--devices", "2", "--workload", "mlp",
+         "--size", "tiny", "--max-bytes", "8KiB", "--warmup", "2", "--min-iters", "5",
+         "--max-seconds", "0.1", "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=240,
+        env={**os.environ, "STRATBENCH_CACHE_DIR": str(tmp_path / "cache")})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "busbw GB/s" in proc.stdout
+    results = {r.spec.cross_device_ops: r for r in map(load, (out / "results").glob("*.json"))}
+    assert results["nccl"].status == "unsupported"
+    ok = results["default"]
+    assert ok.status == "ok" and ok.figures is None and ok.allreduce is not None
+    assert [p.bytes for p in ok.allreduce.points] == [1024, 2048, 4096, 8192, 4752]
+    assert ok.spec.mode == "allreduce" and ok.allreduce.replicas == 2
+    assert ok.environment["peak_flops"]["flops_per_s"]["float32"] > 0

@@ -149,3 +149,29 @@ def test_runs_carry_mfu_against_a_cached_measured_peak(
         assert 0 < f["mfu"] < 1
         assert f["mfu"] == pytest.approx(
             f["model"]["train_flops_per_example"] * f["global_throughput"] / fp32)
+
+
+def test_bench_run_keeps_the_profile_beside_the_result_and_prints_how_to_open_it(
+        tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from bench.results import load
+    from tests.probe_cases import ROOT
+
+    out = tmp_path / "sweep"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "run", "--workload", "mlp", "--size", "tiny",
+         "--strategy", "mirrored", "--devices", "2", "--batch", "32", "--repeats", "1",
+         "--max-seconds", "0.3", "--profile-steps", "2", "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=240,
+        env={**os.environ, "STRATBENCH_CACHE_DIR": str(tmp_path / "cache")})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (path,) = (out / "results").glob("*.json")
+    result = load(path)
+    assert result.figures is not None and result.figures.communication is not None
+    c = result.figures.communication
+    assert Path(c.profile_dir).parent == (out / "profiles").resolve()
+    assert list(Path(c.profile_dir).glob("plugins/profile/*/*.xplane.pb"))
+    assert f"tensorboard --logdir {c.profile_dir}" in proc.stdout
+    assert result.to_dict()["units"]["figures.communication.collective_s"] == "s"
