@@ -30,6 +30,7 @@ figure{margin:1rem 0}figure img{max-width:100%;border:1px solid #eee}
 figcaption{font-size:.8rem;color:#555}pre{white-space:pre-wrap;font-size:.75rem;margin:0}
 dl.defs dt{font-weight:600;margin-top:.4rem}dl.defs dd{margin-left:1rem}
 .sev-high{color:#c92a2a;font-weight:600}.sev-moderate{color:#b7791f}
+.scroll{overflow-x:auto;max-width:100%}td.wide{min-width:14em}
 """
 
 
@@ -44,7 +45,8 @@ def _table(headers: Sequence[str], rows: Iterable[Sequence[str]],
     body = "".join("<tr>" + "".join(f"<td class='l'>{e(c)}</td>" if i < left
                                     else f"<td>{e(c)}</td>" for i, c in enumerate(row))
                    + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return (f"<div class='scroll'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody>"
+            f"</table></div>")
 
 
 def _figure(plot: Plot) -> str:
@@ -66,11 +68,12 @@ def _comparison(w: WorkloadSummary, mr: MachineReport) -> str:
                         f"</th></tr>")
             for row, key in zip(rows, keys, strict=True):
                 cls = " class='best'" if key in best else ""
-                cells = "".join(f"<td class='l'>{e(c)}</td>" if i < 3 or i == len(row) - 1
+                cells = "".join(f"<td class='l'>{e(c)}</td>" if i < 3
+                                else f"<td class='l wide'>{e(c)}</td>" if i == len(row) - 1
                                 else f"<td>{e(c)}</td>" for i, c in enumerate(row))
                 body.append(f"<tr{cls} data-key='{e(key)}'>{cells}</tr>")
-        out.append(f"<h4>{e(rk.label)}</h4><table><thead><tr>{head}</tr></thead>"
-                   f"<tbody>{''.join(body)}</tbody></table>")
+        out.append(f"<h4>{e(rk.label)}</h4><div class='scroll'><table><thead><tr>{head}"
+                   f"</tr></thead><tbody>{''.join(body)}</tbody></table></div>")
     return "".join(out)
 
 
@@ -78,7 +81,8 @@ def _recommendation(w: WorkloadSummary) -> str:
     items = []
     for rec in w.recommendations:
         others = "".join(f"<li>{e(o)}</li>" for o in rec.others)
-        items.append(f"<li><b>{e(rec.ranking.label)}</b>: use {e(rec.text)}"
+        verb = "use " if rec.best else ""
+        items.append(f"<li><b>{e(rec.ranking.label)}</b>: {verb}{e(rec.text)}"
                      + (f"<ul>{others}</ul>" if others else "") + "</li>")
     return (f"<div class='box rec'><b>Recommendation</b><ul>{''.join(items)}</ul></div>")
 
@@ -105,17 +109,18 @@ def _tasks(runs: Sequence[RunView]) -> str:
             continue
         rows = []
         for t in run.tasks:
-            rows.append([str(field_of(t, "role", "?")), str(field_of(t, "index", "")),
+            rows.append([str(field_of(t, "task", "?")), str(field_of(t, "role", "?")),
                          str(field_of(t, "examples", "-")),
-                         _num(first_field(t, "throughput", "global_throughput")),
-                         _mib(first_field(t, "device_peak_bytes", "device_peak")),
-                         _mib(first_field(t, "host_peak_rss_bytes", "host_peak_bytes")),
-                         _num(first_field(t, "startup_s", "launch_to_first_step_s"))])
+                         _num(field_of(t, "throughput")),
+                         _mib(first_field(t, "device_peak_bytes")),
+                         _mib(field_of(t, "host_peak_rss_bytes")),
+                         _num(field_of(t, "launch_to_first_step_s"))])
         how = run.combination or "not stated"
         out.append(f"<h4>Tasks of {e(run.result.spec.label())}</h4>"
                    f"<p class='muted'>global figures combined as: {e(how)}</p>"
-                   + _table(["role", "index", "examples", "throughput (examples/s)",
-                             "device peak (MiB)", "host peak (MiB)", "startup (s)"], rows))
+                   + _table(["task", "role", "examples", "throughput (examples/s)",
+                             "device peak (MiB)", "host peak (MiB)",
+                             "launch to first step (s)"], rows, left=2))
     return "".join(out)
 
 

@@ -36,7 +36,7 @@ def _machine(mr: MachineReport, n: int, many: bool) -> list[str]:
     for w in mr.workloads:
         out += [f"### {w.variant.label()}", ""]
         for rec in w.recommendations:
-            out.append(f"- **{rec.ranking.label}**: use {rec.text}")
+            out.append(f"- **{rec.ranking.label}**: {'use ' if rec.best else ''}{rec.text}")
             out += [f"  - {o}" for o in rec.others]
         out.append("")
         for rk in w.rankings:

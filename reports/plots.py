@@ -135,6 +135,7 @@ def efficiency_vs_devices(w: WorkloadSummary, mr: MachineReport, pal: Palette) -
                 ax.plot(*zip(*pts, strict=True), marker=pal.marker(strategy),
                         color=pal.color(strategy), label=strategy)
         ax.axhline(100, linestyle="--", color="black", linewidth=1, label="ideal (100%)")
+        ax.set_xticks(sorted({r.replicas for r in rk.ok_runs()}))
         ax.set_title(f"{rk.label} ({'strong' if strong else 'weak'} scaling)", fontsize=9)
         ax.set_xlabel("replicas (devices)")
         ax.set_ylabel("efficiency vs same strategy on 1 device (%)")

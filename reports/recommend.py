@@ -33,6 +33,8 @@ STRATEGY_TRAITS: dict[str, str] = {
                    "a way to train one model)",
     "tpu": "it runs on TPU replicas",
 }
+# Baselines that train separate models: measured, shown, never recommended.
+NOT_A_CHOICE = ("independent",)
 NOISE_SPREADS = 2.0  # differences within 2x the combined window spread are called noise
 
 
@@ -121,9 +123,11 @@ def _why(run: RunView, best: RunView, verdicts: dict[str, list[Verdict]]) -> str
 def recommend(ranking: Ranking, machine: Machine, scaling: dict[str, Scaling],
               verdicts: dict[str, list[Verdict]]) -> Recommendation:
     """Best run of the batch setting and why every other strategy loses to it."""
-    ok = ranking.ok_runs()
+    everything = ranking.ok_runs()
+    ok = [r for r in everything if r.base_strategy not in NOT_A_CHOICE]
+    ceilings = [r for r in everything if r.base_strategy in NOT_A_CHOICE]
     if not ok:
-        return Recommendation(ranking, None, "no successful run")
+        return Recommendation(ranking, None, "no successful run (see the runs without figures)")
     best = max(ok, key=lambda r: (r.throughput or 0.0, -r.replicas))
     sc = scaling.get(best.key, Scaling())
     text = f"{best.strategy} on {best.replicas} device(s): {fmt_rate(best.throughput or 0)} " \
@@ -156,8 +160,12 @@ def recommend(ranking: Ranking, machine: Machine, scaling: dict[str, Scaling],
                           f"spreads: cv {run.cv or 0:.0%} and {best.cv or 0:.0%})")
         else:
             others.append(f"{head} because {_why(run, best, verdicts)}")
-    for strategy in sorted({r.strategy for rs in ranking.by_replicas.values() for r in rs}
-                           - set(per_strategy)):
+    for run in sorted(ceilings, key=lambda r: r.replicas):
+        others.append(f"{run.strategy} on {run.replicas} device(s): "
+                      f"{fmt_rate(run.throughput or 0)} examples/s, the no-communication "
+                      f"ceiling (a baseline, not a way to train one model)")
+    for strategy in sorted({r.strategy for rs in ranking.by_replicas.values() for r in rs
+                            if r.base_strategy not in NOT_A_CHOICE} - set(per_strategy)):
         others.append(f"{strategy}: no successful run (see the failures below)")
     return Recommendation(ranking, best, text, others)
 

@@ -39,7 +39,7 @@ class MachineReport:
     def problems(self) -> list[RunView]:
         """Runs without figures, in a stable order: failures first, unsupported last."""
         order = {"failed": 0, "oom": 1, "timeout": 2, "unsupported": 3}
-        return sorted((r for r in self.machine.runs if not r.ok),
+        return sorted((r for r in self.machine.runs if r.status != "ok"),
                       key=lambda r: (order.get(r.status, 0), r.key))
 
 
@@ -63,7 +63,10 @@ def build_machine(machine: Machine) -> MachineReport:
     overhead = {r.key: v for r in machine.runs if (v := overhead_share(r, ctx)) is not None}
     groups: dict[Variant, list[RunView]] = {}
     for run in machine.runs:
-        groups.setdefault(run.variant, []).append(run)
+        # Probe-only runs (mode "allreduce") have no training figures: they appear in
+        # the all-reduce section, not as a workload to rank.
+        if run.variant.mode == "train":
+            groups.setdefault(run.variant, []).append(run)
     workloads = [summarise(v, rs, machine, scaling, verdicts)
                  for v, rs in sorted(groups.items(), key=lambda kv: kv[0].label())]
     return MachineReport(machine, workloads, scaling, verdicts, overhead)

@@ -57,3 +57,78 @@ def fake_result(status: str = "ok", **spec_over: Any) -> RunResult:
         if status == "ok" else None
     return make_result(spec, status, None if status == "ok" else f"{status} for a test",
                        figures=figures, environment={"machine_id": "test"})
+
+
+# -- report fixtures (issue 5): hand-built sweeps with controlled figures -------------
+def fake_environment(machine: str = "cpu-box", gpus: int = 0) -> dict[str, Any]:
+    """A fingerprint like bench.env's, for a CPU-only box or one with ``gpus`` GPUs."""
+    return {"machine_id": machine, "host": machine, "cpu_model": "Test CPU @ 2.0GHz",
+            "cpu_cores": 2, "memory_bytes": 16 * 2**30, "python": "3.11.7",
+            "tensorflow": "2.21.0", "keras": "3.15.1", "platform": "Linux-test",
+            "gpus": [{"name": "Test GPU", "memory_mib": 16384, "driver": "550.1"}
+                     for _ in range(gpus)],
+            "tpu": False, "git": {"commit": "0123456789abcdef", "dirty": False}}
+
+
+def measured(strategy: str, devices: int, batch: int, throughput: float, *,
+             env: dict[str, Any] | None = None, cv: float = 0.02, status: str = "ok",
+             reason: str | None = None, **spec_over: Any) -> RunResult:
+    """A result whose median window throughput is exactly ``throughput`` (examples/s)."""
+    spec = tiny_spec(strategy=strategy, devices=devices, batch=batch, **spec_over)
+    figures = None
+    if status == "ok":
+        figures = fake_figures(throughputs=(throughput * (1 - cv), throughput,
+                                            throughput * (1 + cv)),
+                               replicas=spec.replicas, batch=spec.global_batch)
+        figures.step_time.median_s = spec.global_batch / throughput
+        figures.throughput_cv = cv
+    elif reason is None:
+        reason = f"{status} for a test\n--- log tail ---\nline one\nline two"
+    return make_result(spec, status, reason, figures=figures,
+                       environment=env if env is not None else fake_environment())
+
+
+def report_results() -> list[RunResult]:
+    """A CPU sweep with every status and the optional probe figures, for report tests.
+
+    Throughputs fall with the device count as they do on logical CPU devices; one run
+    carries a profile (communication), one an MFU, one an all-reduce probe.
+    """
+    from bench.results import AllReduceFigures, AllReducePoint, Communication
+
+    out = []
+    for batch, base in ((32, 20_000.0), (64, 36_000.0)):
+        out.append(measured("one_device", 1, batch, base))
+        out.append(measured("default", 1, batch, base * 0.99))
+        for n, keep in ((1, 0.97), (2, 0.7), (4, 0.45)):
+            out.append(measured("mirrored", n, batch, base * keep))
+            out.append(measured("central_storage", n, batch, base * keep * 0.8))
+    profiled = measured("mirrored", 2, 64, 36_000.0 * 0.69, profile_steps=10)
+    assert profiled.figures is not None
+    step = profiled.figures.step_time.median_s
+    profiled.figures.communication = Communication(
+        step_s=step, collective_s=0.2 * step, compute_s=0.7 * step, other_s=0.1 * step,
+        comm_fraction=0.2, op_types={"CollectiveReduceV2": 20, "_Send": 10},
+        profile_dir="/tmp/profile", profiled_steps=10, profiler_overhead=1.08)
+    profiled.figures.mfu = 0.12
+    out.append(profiled)
+    probe = measured("mirrored", 2, 32, 1.0, mode="allreduce", status="ok")
+    probe.figures = None
+    probe.allreduce = AllReduceFigures(
+        implementation="CollectiveAllReduce", replicas=2, dtype="float32",
+        warmup_iterations=3,
+        points=[AllReducePoint(label=f"{2**k} KiB", bytes=2**k * 1024, tensors=1,
+                               time_median_s=1e-4 * 2**k, time_p90_s=1.2e-4 * 2**k,
+                               algbw=2**k * 1024 / (1e-4 * 2**k),
+                               busbw=2**k * 1024 / (1e-4 * 2**k), iterations=20)
+                for k in range(0, 12, 2)])
+    out.append(probe)
+    out.append(measured("mirrored", 4, 128, 0.0, status="failed",
+                        reason="child exited with code 1 without writing a result\n"
+                               "--- log tail ---\nValueError: boom"))
+    out.append(measured("mirrored", 4, 256, 0.0, status="oom"))
+    out.append(measured("central_storage", 4, 128, 0.0, status="timeout",
+                        reason="killed after exceeding the 120 s timeout"))
+    out.append(measured("one_device", 2, 32, 0.0, status="unsupported",
+                        reason="one_device places everything on one device; devices must be 1"))
+    return out

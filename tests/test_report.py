@@ -1,0 +1,330 @@
+"""Reports from hand-built results: scaling, verdicts, recommendations, every status.
+
+No TensorFlow here: results are built with tests.helpers, so every expected figure is
+computed from the throughputs the test put in, not copied from a run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.results import Communication, RunResult, TaskFigures, save
+from reports.cli import report_after_sweep
+from reports.report import MachineReport, Report, build, build_from_results, frame, write
+from reports.verdicts import COMM_HIGH, COMM_MODERATE, INPUT_HIGH
+from tests.helpers import fake_environment, measured, report_results
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _report(results: list[RunResult], tmp: Path | None = None) -> Report:
+    return build_from_results(results, tmp or Path("/nonexistent/sweep"))
+
+
+def _only_machine(report: Report) -> MachineReport:
+    assert len(report.machines) == 1
+    return report.machines[0]
+
+
+def _find(results: list[RunResult], strategy: str, devices: int, batch: int) -> RunResult:
+    (r,) = [r for r in results if r.spec.strategy == strategy and r.spec.devices == devices
+            and r.spec.batch == batch and r.spec.mode == "train"
+            and not r.spec.profile_steps]
+    return r
+
+
+def _t(r: RunResult) -> float:
+    assert r.figures is not None
+    return r.figures.global_throughput
+
+
+def test_scaling_figures_follow_their_definitions() -> None:
+    gpu = fake_environment("gpu-box", gpus=4)
+    results = [measured("one_device", 1, b, t, env=gpu)
+               for b, t in ((16, 900.0), (32, 1000.0), (64, 1100.0))]
+    results += [measured("mirrored", 1, b, t, env=gpu)
+                for b, t in ((16, 880.0), (32, 990.0), (64, 1090.0))]
+    results += [measured("mirrored", 2, 64, 1900.0, env=gpu),
+                measured("mirrored", 4, 64, 3000.0, env=gpu),
+                measured("independent", 4, 64, 3400.0, env=gpu)]
+    mr = _only_machine(_report(results))
+    m2, m4 = _find(results, "mirrored", 2, 64), _find(results, "mirrored", 4, 64)
+    sc2, sc4 = mr.scaling[m2.key], mr.scaling[m4.key]
+    t1_same = _t(_find(results, "mirrored", 1, 64))
+    assert sc2.speedup == pytest.approx(_t(m2) / t1_same)
+    assert sc2.strong_eff == pytest.approx(_t(m2) / t1_same / 2)
+    # weak: per-replica batch 32 on 2 replicas -> the 1-replica run at batch 32
+    t1_32, t1_16 = _t(_find(results, "mirrored", 1, 32)), _t(_find(results, "mirrored", 1, 16))
+    assert sc2.weak_eff == pytest.approx(_t(m2) / (2 * t1_32))
+    assert sc4.weak_eff == pytest.approx(_t(m4) / (4 * t1_16))
+    one64 = _t(_find(results, "one_device", 1, 64))
+    assert sc4.speedup_vs_one == pytest.approx(_t(m4) / one64)
+    assert sc4.weak_eff_vs_one == pytest.approx(
+        _t(m4) / (4 * _t(_find(results, "one_device", 1, 16))))
+    independent = _t(_find(results, "independent", 4, 64))
+    assert sc4.vs_independent == pytest.approx(_t(m4) / independent)
+    assert sc2.vs_independent is None  # no independent run at 2 devices
+    assert mr.machine.disclaimer is None  # GPUs: no CPU-only caveat
+    (rec,) = [r for r in mr.workloads[0].recommendations if r.ranking.batch == 64]
+    assert rec.best is not None and rec.best.key == m4.key  # independent is never chosen
+    assert f"{_t(m4) / one64:.2f}x one_device" in rec.text
+    assert f"{_t(m4) / one64 / 4:.0%} efficiency" in rec.text
+    assert any("no-communication ceiling" in o for o in rec.others)
+
+
+def test_recommendation_explains_why_others_lose() -> None:
+    gpu = fake_environment("gpu-box", gpus=2)
+    results = [measured("one_device", 1, 64, 1000.0, env=gpu),
+               measured("mirrored", 1, 64, 990.0, env=gpu),
+               measured("mirrored", 2, 64, 1800.0, env=gpu),
+               measured("central_storage", 1, 64, 950.0, env=gpu),
+               measured("central_storage", 2, 64, 1400.0, env=gpu)]
+    mr = _only_machine(_report(results))
+    rec = mr.workloads[0].recommendations[0]
+    assert rec.text.startswith("mirrored on 2 device(s): 1,800 examples/s, 1.80x one_device")
+    assert "90% efficiency" in rec.text
+    (cs,) = [o for o in rec.others if o.startswith("central_storage")]
+    assert f"{1 - 1400 / 1800:.0%} slower" in cs and "variables sit on one device" in cs
+
+
+@pytest.mark.parametrize(("fraction", "severity"), [
+    (COMM_MODERATE - 0.001, None), (COMM_MODERATE, "moderate"),
+    (COMM_HIGH - 0.001, "moderate"), (COMM_HIGH, "high")])
+def test_communication_bound_uses_the_profiler_thresholds(fraction: float,
+                                                          severity: str | None) -> None:
+    results = [measured("one_device", 1, 32, 1000.0), measured("mirrored", 2, 32, 700.0)]
+    run = results[1]
+    assert run.figures is not None
+    step = run.figures.step_time.median_s
+    run.figures.communication = Communication(
+        step_s=step, collective_s=fraction * step, compute_s=(1 - fraction) * step,
+        other_s=0.0, comm_fraction=fraction, op_types={}, profile_dir="", profiled_steps=5,
+        profiler_overhead=None)
+    mr = _only_machine(_report(results))
+    found = [v for v in mr.verdicts[run.key] if v.kind == "communication-bound"]
+    assert [v.severity for v in found] == ([severity] if severity else [])
+    # a profiled run is explained by its profile, not by the estimate
+    assert not [v for v in mr.verdicts[run.key] if v.kind == "distribution overhead"]
+
+
+def test_other_verdicts_from_stored_figures() -> None:
+    gpu = fake_environment("gpu-box", gpus=2)
+    results = [
+        measured("one_device", 1, 64, 1000.0, env=gpu),
+        measured("mirrored", 2, 64, 2300.0, env=gpu, cv=0.01),  # >100%: suspicious
+        measured("mirrored", 1, 64, 1000.0, env=gpu, data="tfdata"),
+        measured("one_device", 1, 64, 600.0, env=gpu, data="tfdata"),  # 40% input wait
+        measured("mirrored", 1, 64, 990.0, env=gpu, cv=0.25),  # noisy
+    ]
+    big = results[1]
+    assert big.figures is not None
+    big.figures.memory.device_peak_bytes = {"GPU:0": int(0.95 * 16384 * 2**20)}
+    mr = _only_machine(_report(results))
+    kinds = {v.kind: v for v in mr.verdicts[big.key]}
+    assert kinds["suspicious efficiency"].severity == "high"
+    assert f"{2300 / 2 / 990:.0%}" in kinds["suspicious efficiency"].text  # vs mirrored n=1
+    assert kinds["memory-bound"].severity == "high" and "95%" in kinds["memory-bound"].text
+    slow_input = results[3]
+    (inp,) = [v for v in mr.verdicts[slow_input.key] if v.kind == "input-bound"]
+    assert inp.severity == ("high" if 0.4 >= INPUT_HIGH else "moderate")
+    assert "40%" in inp.text
+    assert [v.kind for v in mr.verdicts[results[4].key]] == ["noisy"]
+
+
+def test_model_too_small_from_the_fixed_cost_over_batch_sizes() -> None:
+    # step = 2 ms fixed + 0.01 ms per example: at batch 32 the fixed part dominates
+    results = []
+    for n in (1, 2):
+        for b in (32, 256):
+            step = 0.002 + 0.00001 * b
+            results.append(measured("mirrored", n, b, b / step))
+    mr = _only_machine(_report(results))
+    small = _find(results, "mirrored", 2, 32)
+    (v,) = [v for v in mr.verdicts[small.key] if v.kind == "model too small"]
+    assert v.severity == "high" and f"{0.002 / (0.002 + 0.00032):.0%}" in v.text
+    big = _find(results, "mirrored", 2, 256)
+    assert not [v for v in mr.verdicts[big.key] if v.kind == "model too small"]
+
+
+def test_every_status_appears_with_its_reason(tmp_path: Path) -> None:
+    results = report_results()
+    report = _report(results, tmp_path)
+    paths = write(report, tmp_path / "out")
+    html = paths.html.read_text(encoding="utf-8")
+    md = paths.markdown.read_text(encoding="utf-8")
+    problems = [r for r in results if r.status != "ok"]
+    assert {r.status for r in problems} == {"failed", "oom", "timeout", "unsupported"}
+    for r in problems:
+        first = (r.reason or "").splitlines()[0]
+        assert first and first in md, first
+        assert f"data-key='{r.key}'" in html
+        assert first.replace("'", "&#x27;") in html
+    assert "ValueError: boom" in html  # the log tail, behind <details>
+    assert "CPU only: the device counts are logical devices" in html
+    assert "CPU only: the device counts are logical devices" in md
+    csv = paths.csv.read_text(encoding="utf-8").splitlines()
+    assert len(csv) == len(results) + 1
+    assert "speedup" in csv[0] and "verdicts" in csv[0]
+
+
+def test_optional_probe_and_task_sections_render_only_when_present(tmp_path: Path) -> None:
+    plain = [measured("one_device", 1, 32, 1000.0), measured("mirrored", 2, 32, 700.0)]
+    html_plain = (write(_report(plain), tmp_path / "a").html).read_text(encoding="utf-8")
+    for absent in ("Profiled step breakdown", "All-reduce probes", "MFU", "Tasks of",
+                   "collectives (% of step)", "vs independent"):
+        assert absent not in html_plain
+    rich = report_results()
+    multi = measured("multi_worker_mirrored", 2, 32, 650.0)
+    assert multi.figures is not None
+    multi.figures.tasks = [TaskFigures(task=f"worker{i}", role="worker", pid=100 + i,
+                                       local_replicas=1, examples=3200, throughput=325.0,
+                                       launch_to_first_step_s=3.5) for i in range(2)]
+    multi.figures.combination = "sum of workers' examples / chief window"
+    rich.append(multi)
+    paths = write(_report(rich), tmp_path / "b")
+    html = paths.html.read_text(encoding="utf-8")
+    for present in ("Profiled step breakdown", "All-reduce probes", "MFU", "Tasks of",
+                    "CollectiveReduceV2 x20", "CollectiveAllReduce", "worker1",
+                    "sum of workers&#x27; examples / chief window", "allreduce-busbw"):
+        assert present in html, present
+    assert "| 20% | 12.0% |" in paths.markdown.read_text(encoding="utf-8")
+
+
+def test_machines_are_grouped_never_mixed() -> None:
+    a, b = fake_environment("box-a"), fake_environment("box-b", gpus=2)
+    results = [measured("one_device", 1, 32, 1000.0, env=a),
+               measured("mirrored", 2, 32, 700.0, env=a),
+               measured("mirrored", 2, 32, 1900.0, env=b)]  # box-b has no 1-device run
+    report = _report(results)
+    assert [m.machine.machine_id for m in report.machines] == ["box-a", "box-b"]
+    mb = report.machines[1]
+    assert [r.key for r in mb.machine.runs] == [results[2].key]
+    sc = mb.scaling[results[2].key]
+    assert sc.speedup is None and sc.speedup_vs_one is None  # never box-a's baseline
+    assert report.machines[0].machine.disclaimer and mb.machine.disclaimer is None
+
+
+def test_corrupt_and_unknown_version_files_are_named_and_skipped(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    good = [measured("one_device", 1, 32, 1000.0), measured("mirrored", 2, 32, 700.0)]
+    for r in good:
+        save(r, sweep / "results" / f"{r.key}.json")
+    corrupt = sweep / "results" / "corrupt.json"
+    corrupt.write_text('{"key": "half a file', encoding="utf-8")
+    future = sweep / "results" / "future.json"
+    data = good[0].to_dict()
+    data["schema_version"] = 99
+    future.write_text(json.dumps(data), encoding="utf-8")
+    report = build(sweep)
+    assert len(report.results) == 2
+    assert len(report.warnings) == 2
+    assert any("corrupt.json" in w for w in report.warnings)
+    assert any("future.json" in w and "99" in w for w in report.warnings)
+    paths = write(report, tmp_path / "out")
+    assert "corrupt.json" in paths.html.read_text(encoding="utf-8")
+    assert "future.json" in paths.markdown.read_text(encoding="utf-8")
+
+
+def _number(text: str) -> float:
+    return float(text.replace(",", "").split()[0].rstrip("x%"))
+
+
+def _close(printed: str, stored: float) -> bool:
+    """True if ``printed`` is ``stored`` rounded to the digits it shows."""
+    digits = printed.replace(",", "").split()[0].rstrip("x%")
+    decimals = len(digits.split(".")[1]) if "." in digits else 0
+    sig = len(digits.replace(".", "").lstrip("0"))
+    tol = max(0.5 * 10 ** -decimals, abs(stored) * 0.5 * 10 ** (1 - max(sig, 1)))
+    return abs(float(digits) - stored) <= tol * 1.0001
+
+
+def test_markdown_numbers_match_the_stored_results(tmp_path: Path) -> None:
+    results = report_results()
+    report = _report(results, tmp_path)
+    md = write(report, tmp_path / "out").markdown.read_text(encoding="utf-8")
+    mr = _only_machine(report)
+    by_label = {}
+    for r in results:
+        by_label.setdefault((r.spec.strategy, r.replicas, r.spec.batch), []).append(r)
+    checked = 0
+    section = None
+    header: list[str] = []
+    for line in md.splitlines():
+        m = re.match(r"\*\*global batch (\d+)\*\*", line)
+        if m:
+            section = int(m.group(1))
+            continue
+        if not line.startswith("| "):
+            continue
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells[0] == "replicas":
+            header = cells
+            continue
+        if cells[0] == "status":  # the runs-without-figures table ends the rankings
+            section = None
+        if section is None or set(cells[0]) <= {"-"}:
+            continue
+        row = dict(zip(header, cells, strict=True))
+        if row.get("status") != "ok":
+            continue
+        candidates = by_label[(row["strategy"], int(row["replicas"]), section)]
+        stored = [r for r in candidates if r.figures and _close(
+            row["throughput (examples/s)"], r.figures.global_throughput)]
+        assert stored, f"no stored result matches the printed row {row}"
+        r = stored[0]
+        assert r.figures is not None
+        assert _close(row["step median (ms)"], r.figures.step_time.median_s * 1e3)
+        sc = mr.scaling[r.key]
+        assert _close(row["efficiency"], 100 * (sc.strong_eff or 0))
+        assert _close(row["efficiency"],
+                      100 * r.figures.global_throughput / r.replicas
+                      / _t(_find(results, r.spec.strategy, 1, section)))
+        checked += 1
+    ok = [r for r in results if r.status == "ok" and r.spec.mode == "train"]
+    assert checked == len(ok)
+
+
+def test_report_failure_is_printed_not_raised(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    sweep = tmp_path / "sweep"
+    r = measured("one_device", 1, 32, 1000.0)
+    save(r, sweep / "results" / f"{r.key}.json")
+    (sweep / "report").write_text("a file where the report directory should be")
+    assert report_after_sweep(sweep) is None
+    err = capsys.readouterr().err
+    assert "could not be written" in err and "bench report" in err
+    assert (sweep / "results" / f"{r.key}.json").exists()
+
+
+def test_frame_has_one_row_per_result_with_scaling_columns() -> None:
+    results = report_results()
+    df = frame(_report(results))
+    assert len(df) == len(results)
+    row = df[df["key"] == _find(results, "mirrored", 2, 32).key].iloc[0]
+    assert row["strong_eff"] == pytest.approx(
+        _t(_find(results, "mirrored", 2, 32)) / 2 / _t(_find(results, "mirrored", 1, 32)))
+
+
+def test_reporting_never_imports_tensorflow(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    for r in report_results():
+        save(r, sweep / "results" / f"{r.key}.json")
+    code = (
+        "import sys\n"
+        "from bench.cli import main\n"
+        f"rc = main(['report', {str(sweep)!r}, '--out', {str(tmp_path / 'out')!r}])\n"
+        "assert rc == 0, rc\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras'))\n"
+        "print('IMPORTED', bad)\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "IMPORTED []" in proc.stdout
+    assert "recommendations:" in proc.stdout
+    assert (tmp_path / "out" / "report.html").stat().st_size > 10_000
