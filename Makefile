@@ -42,5 +42,11 @@ lint: $(STAMP) ## ruff and mypy
 overhead: $(STAMP) ## harness vs hand-written loop throughput (prints figures)
 	$(PY) scripts/overhead.py $(ARGS)
 
+.PHONY: report
+# SWEEP=<sweep dir> (required); REPORT_OUT=<dir> (default SWEEP/report).
+report: $(STAMP) ## HTML/Markdown/CSV report of SWEEP=<dir> (make bench writes one itself)
+	@test -n "$(SWEEP)" || { echo "usage: make report SWEEP=results/<sweep dir>"; exit 2; }
+	$(PY) -m bench report $(SWEEP) $(if $(REPORT_OUT),--out $(REPORT_OUT))
+
 clean: ## remove the virtual environment and caches (keeps results/)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
