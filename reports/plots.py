@@ -197,11 +197,12 @@ def step_breakdown(w: WorkloadSummary, mr: MachineReport, pal: Palette) -> Plot 
         ax.set_ylabel("median step time (ms)")
         ax.set_title(rk.label, fontsize=9)
         ax.legend(fontsize=6)
+    estimate = ("the median step split into the ideal step (from the 1-device baseline's "
+                "throughput) and the overhead beyond it: an estimate, not a profile; baselines "
+                "show the measured step only.")
     return Plot("step-breakdown", "Step-time breakdown", _png(fig),
-                ("Compute / communication / other from the profiler where runs were profiled; "
-                 if profiled else "")
-                + "elsewhere the median step split into the ideal step (1-device baseline "
-                  "throughput) and the overhead beyond it, an estimate, not a profile.")
+                "Compute / communication / other from the profiler where runs were profiled; "
+                f"elsewhere {estimate}" if profiled else estimate[0].upper() + estimate[1:])
 
 
 def _per_count_panels(w: WorkloadSummary, what: str, mr: MachineReport,
@@ -218,6 +219,7 @@ def _per_count_panels(w: WorkloadSummary, what: str, mr: MachineReport,
             ax.plot([x(r) for r in rs], [y(r) for r in rs], marker=pal.marker(strategy),
                     color=pal.color(strategy), label=strategy)
         ax.set_title(f"{n} replica(s)", fontsize=9)
+        ax.set_xticks(sorted({x(r) for r in runs if r.replicas == n}))
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.set_ylim(bottom=0)

@@ -46,11 +46,6 @@ def _memory(run: RunView, sc: Scaling, mr: MachineReport) -> str:
     return f"{peak / MIB:,.0f}" + (" (process)" if run.memory_scope == "process" else "")
 
 
-def _eff(run: RunView, sc: Scaling, mr: MachineReport) -> str:
-    value = sc.strong_eff if run.batch_mode == "global" else sc.weak_eff
-    return pct(value)
-
-
 def _verdicts(run: RunView, sc: Scaling, mr: MachineReport) -> str:
     found = [v for v in mr.verdicts.get(run.key, []) if v.kind != "not measured"]
     return "; ".join(f"{v.kind} ({v.severity})" for v in found) or "-"
@@ -67,7 +62,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("step median (ms)", lambda r, s, m: f"{r.step_s * 1e3:.3g}"
            if r.step_s is not None else "-"),
     Column("speed-up vs itself on 1 device", lambda r, s, m: ratio(s.speedup)),
-    Column("efficiency", _eff),
+    Column("strong eff.", lambda r, s, m: pct(s.strong_eff)),
+    Column("weak eff.", lambda r, s, m: pct(s.weak_eff)),
     Column("vs one_device on 1 device", lambda r, s, m: ratio(s.speedup_vs_one)),
     Column("weak eff. vs one_device", lambda r, s, m: pct(s.weak_eff_vs_one)),
     Column("vs independent", lambda r, s, m: pct(s.vs_independent), optional=True),

@@ -252,7 +252,7 @@ def test_markdown_numbers_match_the_stored_results(tmp_path: Path) -> None:
     by_label = {}
     for r in results:
         by_label.setdefault((r.spec.strategy, r.replicas, r.spec.batch), []).append(r)
-    checked = 0
+    checked = weak_checked = 0
     section = None
     header: list[str] = []
     for line in md.splitlines():
@@ -281,11 +281,17 @@ def test_markdown_numbers_match_the_stored_results(tmp_path: Path) -> None:
         assert r.figures is not None
         assert _close(row["step median (ms)"], r.figures.step_time.median_s * 1e3)
         sc = mr.scaling[r.key]
-        assert _close(row["efficiency"], 100 * (sc.strong_eff or 0))
-        assert _close(row["efficiency"],
+        assert _close(row["strong eff."], 100 * (sc.strong_eff or 0))
+        assert _close(row["strong eff."],
                       100 * r.figures.global_throughput / r.replicas
                       / _t(_find(results, r.spec.strategy, 1, section)))
+        if row["weak eff."] != "-":
+            weak_checked += 1
+            base = _t(_find(results, r.spec.strategy, 1, section // r.replicas))
+            assert _close(row["weak eff."],
+                          100 * r.figures.global_throughput / (r.replicas * base))
         checked += 1
+    assert weak_checked >= 2
     ok = [r for r in results if r.status == "ok" and r.spec.mode == "train"]
     assert checked == len(ok)
 

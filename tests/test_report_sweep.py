@@ -79,7 +79,7 @@ def test_report_of_a_tiny_sweep(tmp_path: Path) -> None:
         two, one = by[("mirrored", 2, batch)], by[("mirrored", 1, batch)]
         assert two.figures is not None and one.figures is not None
         eff = two.figures.global_throughput / one.figures.global_throughput / 2
-        assert _row(md, batch, "mirrored", 2)["efficiency"] == f"{eff:.0%}"
+        assert _row(md, batch, "mirrored", 2)["strong eff."] == f"{eff:.0%}"
     assert "logical devices that share the same" in md  # this machine has no GPU
     assert html.count("<img ") >= 4
     rows = list(csv.DictReader(io.StringIO((report_dir / "results.csv").read_text())))
