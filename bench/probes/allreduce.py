@@ -7,13 +7,17 @@ uses (CollectiveReduceV2 for Mirrored's default and MultiWorkerMirrored, AddN an
 copies for HierarchicalCopy / ReductionToOneDevice, the parameter device for
 CentralStorage) and runs inside any strategy object it is given.
 
-Per point: ``warmup`` untimed all-reduces (tracing, collective set-up), then timed
-ones, each one bracketed by device synchronisation (every replica's result fetched),
-until ``max_iters`` or ``max_seconds`` with at least ``min_iters``. The result of the
-first all-reduce is checked (sum of known values), as nccl-tests checks its buffers.
+Per point: ``warmup`` untimed all-reduces (tracing, collective set-up), then a fixed
+number of timed ones, each bracketed by device synchronisation (every replica's result
+fetched). The number is decided before timing, from the warm-up: enough to fill about
+``max_seconds``, clamped to ``[min_iters, max_iters]``. The result of the first
+all-reduce is checked (sum of known values), as nccl-tests checks its buffers.
 
-Multi-worker strategies: every worker must call ``run_points`` with the same points in
-the same order (collectives pair up by order); the chief's figures are the result.
+Multi-worker strategies: every worker must issue the same collectives in the same
+order, or they pair up wrongly ("Shape mismatch in the collective instance"). So every
+worker calls ``run_points`` with the same points, and the iteration count is agreed
+across workers (the mean of their warm-up estimates, by one all-reduce) instead of
+each stopping on its own clock. The main task's figures are the result.
 """
 
 from __future__ import annotations
@@ -129,7 +133,12 @@ class AllReduceProbe:
 
         def replica_fn(*tensors: Any) -> Any:
             ctx = tf.distribute.get_replica_context()
-            reduced = ctx.all_reduce(tf.distribute.ReduceOp.SUM, list(tensors))
+            # Function arguments carry no device; the all-reduce takes its destination
+            # from its inputs' device, so re-create them (no copy) under the replica's
+            # device scope. Without it MultiWorkerMirrored fails: "destinations can not
+            # be empty". Gradients in training are likewise produced inside the replica.
+            placed = [tf.identity(t) for t in tensors]
+            reduced = ctx.all_reduce(tf.distribute.ReduceOp.SUM, placed)
             # One element of every result: fetching it waits for the whole all-reduce
             # without copying the buffers to the host.
             return tf.add_n([tf.cast(tf.reshape(r, [-1])[0], tf.float32) for r in reduced])
@@ -139,6 +148,16 @@ class AllReduceProbe:
             return strategy.run(replica_fn, args=tensors)
 
         return all_reduce
+
+    def _agree(self, value: float) -> float:
+        """The mean of ``value`` over all workers (itself within one process)."""
+        if getattr(self.strategy.extended, "_num_workers", 1) <= 1:
+            return value
+        tf = self.tf
+        per_replica = self.strategy.experimental_distribute_values_from_function(
+            lambda _: tf.constant(value, tf.float64))
+        total = self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+        return float(total.numpy()) / self.replicas
 
     def _sync(self, out: Any) -> list[float]:
         return [float(v.numpy()) for v in self.strategy.experimental_local_results(out)]
@@ -153,18 +172,18 @@ class AllReduceProbe:
         if any(not math.isclose(g, expected, rel_tol=1e-6) for g in got):
             raise ArithmeticError(f"all-reduce of {buf.label} returned {got} on the replicas, "
                                   f"expected {expected} each")
-        for _ in range(max(0, warmup - 1)):
-            self._sync(fn(*inputs))
-        times: list[float] = []
-        t_start = time.perf_counter()
-        while True:
+        warm: list[float] = []
+        for _ in range(max(1, warmup - 1)):
             t0 = time.perf_counter()
             self._sync(fn(*inputs))
-            t1 = time.perf_counter()
-            times.append(t1 - t0)
-            if len(times) >= max_iters or (t1 - t_start >= max_seconds
-                                           and len(times) >= min_iters):
-                break
+            warm.append(time.perf_counter() - t0)
+        estimate = self._agree(float(np.median(warm)))
+        iters = int(min(max_iters, max(min_iters, max_seconds // max(estimate, 1e-9))))
+        times: list[float] = []
+        for _ in range(iters):
+            t0 = time.perf_counter()
+            self._sync(fn(*inputs))
+            times.append(time.perf_counter() - t0)
         median, p90 = (float(x) for x in np.percentile(times, [50, 90]))
         bw = algbw(buf.bytes, median)
         return AllReducePoint(label=buf.label, bytes=buf.bytes, tensors=len(buf.shapes),
@@ -193,7 +212,7 @@ def run_points(spec: RunSpec, strategy: Any, points: Sequence[Buffers],
     min_steps, max_steps, max_seconds are read as all-reduce iterations and seconds)."""
     probe = AllReduceProbe(strategy)
     out = AllReduceFigures(implementation=implementation(strategy), replicas=probe.replicas,
-                           dtype="float32", warmup_iterations=max(1, spec.warmup_steps))
+                           dtype="float32", warmup_iterations=max(2, spec.warmup_steps))
     for buf in points:
         point = probe.run(buf, spec.warmup_steps, spec.min_steps, spec.max_steps,
                           spec.max_seconds)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.probes.peak import PRECISION_DTYPE, mfu, peak_flops
+from bench.probes.peak import PRECISION_DTYPE, fingerprint_entry, mfu, peak_flops
 from bench.probes.profile import capture, tensorboard_command
 from bench.probes.trace import DEFAULT_MODEL_SCOPES, Classifier
 from bench.results import Figures
@@ -24,19 +24,24 @@ def model_classifier(model_name: str) -> Classifier:
 
 
 def after_windows(trainer: Any, figures: Figures, profile_dir: Path | None,
-                  progress: Callable[[str], None] = lambda _: None) -> None:
-    """Fill ``figures.mfu``, ``peak_flops_per_s`` and ``communication`` in place."""
+                  progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Fill ``figures.mfu``, ``peak_flops_per_s`` and ``communication`` in place.
+
+    Returns the peak FLOP/s entry for the environment fingerprint (measured here, after
+    the strategy exists, if the cache lacks it: see peak.fingerprint_entry).
+    """
     spec, devices = trainer.spec, trainer.devices
+    entry = fingerprint_entry(trainer.tf, measure=True)
     table = peak_flops(trainer.tf, devices.names[0])
     physical = 1 if devices.kind == "CPU" else len(devices.names)
     figures.mfu, figures.peak_flops_per_s = mfu(
         figures.model.train_flops_per_example, figures.global_throughput,
         table.get(PRECISION_DTYPE[spec.precision]), physical)
     if not spec.profile_steps:
-        return
+        return entry
     if profile_dir is None:
         progress("profile_steps > 0 but no profile directory was given: not profiled")
-        return
+        return entry
     profile_dir = profile_dir.resolve()  # the stored path must work from anywhere
     figures.communication = capture(
         trainer.tf, lambda: float(trainer.call().numpy()), spec.profile_steps, profile_dir,
@@ -46,3 +51,4 @@ def after_windows(trainer: Any, figures: Figures, profile_dir: Path | None,
     progress(f"profile: {c.collective_s * 1e3:.2f} ms of {c.step_s * 1e3:.2f} ms per step "
              f"communicating ({c.comm_fraction:.1%}); open it with: "
              f"{tensorboard_command(profile_dir)}")
+    return entry

@@ -93,11 +93,30 @@ def peak_flops(tf: Any, device: str = "/cpu:0", refresh: bool = False) -> dict[s
     return table
 
 
-def fingerprint_entry(tf: Any) -> dict[str, Any]:
-    """Peak FLOP/s per dtype of the first device, for the environment fingerprint."""
-    device = "/gpu:0" if tf.config.list_logical_devices("GPU") else "/cpu:0"
+def first_device(tf: Any) -> str:
+    # Physical, not logical, devices: listing logical ones initialises the runtime, after
+    # which MultiWorkerMirrored can no longer configure its collectives.
+    return "/gpu:0" if tf.config.list_physical_devices("GPU") else "/cpu:0"
+
+
+def fingerprint_entry(tf: Any, measure: bool = False) -> dict[str, Any]:
+    """Peak FLOP/s per dtype of the first device, for the environment fingerprint.
+
+    Without ``measure`` only the cache is read, so no op runs: the fingerprint is taken
+    before strategies are built, and an op run then would break MultiWorkerMirrored
+    ("Collective ops must be configured at program startup"). Training runs measure
+    after their windows (bench.probes.hooks) and put the entry in their fingerprint.
+    """
+    device = first_device(tf)
     try:
-        table = peak_flops(tf, device)
+        if measure:
+            table = peak_flops(tf, device)
+        else:
+            cached = json.loads(cache_path().read_text(encoding="utf-8"))
+            table = cached[cache_key(tf, device)]["flops_per_s"]
+    except (OSError, json.JSONDecodeError, KeyError, TypeError):
+        return {"device": device, "flops_per_s": None,
+                "note": "not measured yet (a training run measures it after its windows)"}
     except Exception as exc:  # the fingerprint must never fail a run
         return {"device": device, "error": f"{type(exc).__name__}: {exc}"}
     entry: dict[str, Any] = {}

@@ -28,16 +28,16 @@ def communication_line(c: Communication) -> str:
 
 def allreduce_table(results: Sequence[RunResult]) -> str:
     """nccl-tests-like table: one row per point of every all-reduce result."""
-    head = (f"{'strategy / implementation':44s} {'n':>2s} {'point':>20s} {'bytes':>11s} "
+    head = (f"{'strategy / implementation':52s} {'n':>2s} {'point':>20s} {'bytes':>11s} "
             f"{'median ms':>10s} {'p90 ms':>9s} {'algbw GB/s':>10s} {'busbw GB/s':>10s}")
     rows = [head, "-" * len(head)]
     for r in results:
         if r.allreduce is None:
-            rows.append(f"{r.spec.label():44s} {r.status}: "
+            rows.append(f"{r.spec.label():52s} {r.status}: "
                         f"{(r.reason or '').splitlines()[0] if r.reason else ''}")
             continue
         for p in r.allreduce.points:
-            rows.append(f"{r.allreduce.implementation[:44]:44s} {r.allreduce.replicas:2d} "
+            rows.append(f"{r.allreduce.implementation[:52]:52s} {r.allreduce.replicas:2d} "
                         f"{p.label:>20s} {p.bytes:11d} {p.time_median_s * 1e3:10.3f} "
                         f"{p.time_p90_s * 1e3:9.3f} {p.algbw / 1e9:10.3f} "
                         f"{p.busbw / 1e9:10.3f}")
