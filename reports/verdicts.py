@@ -113,12 +113,17 @@ def ideal_throughput(run: RunView, ctx: Context) -> tuple[float, str] | None:
     same cores do the same work, so the ideal is the 1-device throughput itself.
     """
     factor = 1 if ctx.machine.cpu_only else run.replicas
-    one = ctx.index.one_device(run.variant, run.global_batch)
-    if one is not None:
-        return one[1] * factor, f"{one[0]} on 1 device, global batch {run.global_batch}"
-    one = ctx.index.one_device(run.variant, run.per_replica_batch)
-    if one is not None and (run.replicas == 1 or run.batch_mode == "per_replica"):
-        return one[1] * factor, f"{one[0]} on 1 device, batch {run.per_replica_batch}"
+    # Strong scaling compares at the same global batch, weak scaling at the same
+    # per-replica batch; the sweep's batch_mode says which the user is asking about.
+    batches = [run.global_batch, run.per_replica_batch]
+    if run.batch_mode == "per_replica":
+        batches.reverse()
+    elif run.replicas > 1:
+        batches = batches[:1]
+    for batch in batches:
+        one = ctx.index.one_device(run.variant, batch)
+        if one is not None:
+            return one[1] * factor, f"{one[0]} on 1 device, batch {batch}"
     return None
 
 

@@ -334,3 +334,19 @@ def test_reporting_never_imports_tensorflow(tmp_path: Path) -> None:
     assert "IMPORTED []" in proc.stdout
     assert "recommendations:" in proc.stdout
     assert (tmp_path / "out" / "report.html").stat().st_size > 10_000
+
+
+def test_overhead_ideal_follows_the_batch_mode() -> None:
+    """Weak scaling (per-replica batch) is judged against one_device at that batch."""
+    gpu = fake_environment("gpu-box", gpus=2)
+    results = [measured("one_device", 1, 64, 1000.0, env=gpu),
+               measured("one_device", 1, 128, 1500.0, env=gpu),
+               measured("mirrored", 2, 64, 1800.0, env=gpu, batch_mode="per_replica")]
+    mr = _only_machine(_report(results))
+    weak = results[2]
+    assert mr.overhead[weak.key] == pytest.approx(1 - 1800.0 / (2 * 1000.0))
+    (v,) = [v for v in mr.verdicts[weak.key] if v.kind == "distribution overhead"]
+    assert v.severity == "moderate" and "batch 64" in v.text
+    strong = measured("mirrored", 2, 128, 1800.0, env=gpu)
+    mr = _only_machine(_report([*results[:2], strong]))
+    assert mr.overhead[strong.key] == pytest.approx(1 - 1800.0 / (2 * 1500.0))
