@@ -48,5 +48,10 @@ report: $(STAMP) ## HTML/Markdown/CSV report of SWEEP=<dir> (make bench writes o
 	@test -n "$(SWEEP)" || { echo "usage: make report SWEEP=results/<sweep dir>"; exit 2; }
 	$(PY) -m bench report $(SWEEP) $(if $(REPORT_OUT),--out $(REPORT_OUT))
 
+.PHONY: nightly
+# NIGHTLY_OUT / ARGS as for bench; exit 1 on a regression (see README "Regression tracking").
+nightly: $(STAMP) ## nightly matrix -> history -> compare with the previous nightly (exit 1 on regression)
+	$(PY) -m bench nightly $(if $(NIGHTLY_OUT),--out $(NIGHTLY_OUT)) $(ARGS)
+
 clean: ## remove the virtual environment and caches (keeps results/)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

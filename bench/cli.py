@@ -221,6 +221,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 EXTRA_COMMANDS: list[str] = [
     "bench.cmd_history",  # issue 6: history store
     "bench.cmd_compare",  # issue 6: regression compare
+    "bench.cmd_nightly",  # issue 6: nightly job (make nightly)
     "reports.cli",  # issue 5: `bench report SWEEP_DIR`
     "bench.cmd_allreduce",  # issue 4: nccl-tests-style all-reduce probe
 ]

@@ -1,0 +1,74 @@
+"""The pytest-benchmark path: `pytest benchmarks/ --benchmark-only` on the tiny matrix.
+
+One subprocess chain checks several things (each TensorFlow process costs seconds):
+the saved JSON holds one round per measured window with exactly the replayed step
+times, extra_info carries figures and fingerprint, `pytest-benchmark compare` reads
+the autosaved file, and `--benchmark-compare-fail=median:5%` fails a slowed re-run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.env import INJECT_SLOWDOWN_VAR
+from reports.load import load_sweep
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_pytest(args: list[str], env_extra: dict[str, str] | None = None
+               ) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != INJECT_SLOWDOWN_VAR}
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, "-m", "pytest", "benchmarks/", "--benchmark-only",
+                           "--stratbench-matrix", "tiny", "-p", "no:cacheprovider", *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_benchmark_json_compare_and_compare_fail(tmp_path: Path) -> None:
+    storage = f"file://{tmp_path / 'store'}"
+    first_json = tmp_path / "first.json"
+    first = run_pytest(["--stratbench-out", str(tmp_path / "sweep"),
+                        "--benchmark-storage", storage, "--benchmark-autosave",
+                        "--benchmark-json", str(first_json)])
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+
+    doc = json.loads(first_json.read_text("utf-8"))
+    (bench,) = doc["benchmarks"]
+    (result,) = load_sweep(tmp_path / "sweep").results  # the same run, saved as a result
+    assert result.status == "ok" and result.figures is not None
+    windows = result.figures.windows
+    assert bench["stats"]["rounds"] == len(windows) == result.spec.repeats
+    assert bench["stats"]["data"] == pytest.approx([w.wall_s / w.steps for w in windows],
+                                                   rel=1e-12)
+    assert bench["options"]["timer"] == "stratbench_replayed_window_step_time"
+    info = bench["extra_info"]
+    assert info["stratbench_key"] == result.key
+    assert info["global_throughput"] == pytest.approx(result.figures.global_throughput)
+    assert info["window_throughputs"] == [w.global_throughput for w in windows]
+    assert info["units"]["global_throughput"] == "examples/s"
+    assert info["fingerprint"]["tensorflow"] and info["fingerprint"]["machine_id"]
+    assert info["host_peak_rss_bytes"] > 0
+    assert doc["machine_info"]["stratbench"]["machine_id"] == info["fingerprint"]["machine_id"]
+
+    # pytest-benchmark's own CLI reads what was autosaved.
+    saved = list((tmp_path / "store").rglob("0001_*.json"))
+    assert len(saved) == 1
+    tool = Path(sys.executable).with_name("pytest-benchmark")  # the console script users run
+    cli = subprocess.run([str(tool), "--storage", storage, "compare", "0001",
+                          "--columns", "min,median,max"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert cli.returncode == 0, cli.stderr
+    assert "test_training_throughput" in cli.stdout and "Median" in cli.stdout
+
+    # A 20% slower re-run compared with the saved one fails the median check.
+    slow = run_pytest(["--benchmark-storage", storage, "--benchmark-compare=0001",
+                       "--benchmark-compare-fail=median:5%"], {INJECT_SLOWDOWN_VAR: "0.2"})
+    assert slow.returncode != 0, slow.stdout[-3000:]
+    assert "Performance has regressed" in slow.stdout + slow.stderr
