@@ -22,6 +22,12 @@ PARTITIONERS = ("none", "fixed", "min_size")
 # (bench.probes.allreduce) through the strategy's cross-device path instead.
 MODES = ("train", "allreduce")
 ALLREDUCE_MIN_BYTES = 1024  # the probe's sizes: 1 KiB doubling up to allreduce_max_bytes
+# Strategies without an all-reduce between replicas for the probe to time, and why.
+NO_ALLREDUCE = {
+    "parameter_server": "parameter-server training sends gradients to the ps tasks; it has "
+                        "no all-reduce between replicas",
+    "independent": "independent copies never communicate",
+}
 
 # Fields that change how a run is supervised but not what is measured; they are
 # left out of the identity key so that e.g. raising a timeout resumes a sweep.
@@ -146,6 +152,9 @@ class RunSpec:
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
             raise _fail("seed", self.seed, "must be an integer")
         _choice("mode", self.mode, MODES)
+        if self.mode == "allreduce" and self.strategy in NO_ALLREDUCE:
+            raise _fail("mode", self.mode, f"cannot be used with strategy {self.strategy}: "
+                                           f"{NO_ALLREDUCE[self.strategy]}")
         if isinstance(self.profile_steps, bool) or not isinstance(self.profile_steps, int) \
                 or self.profile_steps < 0:
             raise _fail("profile_steps", self.profile_steps, "must be an integer >= 0")

@@ -47,6 +47,9 @@ def test_spec_modes_and_profile_steps_are_validated_with_the_received_value() ->
         spec(mode="allreduce", profile_steps=3)
     with pytest.raises(SpecError, match=r"Received: allreduce_max_bytes=100"):
         spec(allreduce_max_bytes=100)
+    with pytest.raises(SpecError, match=r"independent copies never communicate\. "
+                                        r"Received: mode='allreduce'"):
+        spec(strategy="independent", mode="allreduce")
 
 
 def test_probe_figures_round_trip_with_units(tmp_path: Path) -> None:
