@@ -64,6 +64,8 @@ def render_markdown(report: Report) -> str:
         out.append(f"> **Warning:** {w}")
     if report.warnings:
         out.append("")
+    if not report.machines:
+        out += [f"No results found in `{report.source}`.", ""]
     many = len(report.machines) > 1
     if many:
         out += [f"Results from {len(report.machines)} machines: each has its own section; "
