@@ -176,8 +176,8 @@ def test_every_status_appears_with_its_reason(tmp_path: Path) -> None:
 def test_optional_probe_and_task_sections_render_only_when_present(tmp_path: Path) -> None:
     plain = [measured("one_device", 1, 32, 1000.0), measured("mirrored", 2, 32, 700.0)]
     html_plain = (write(_report(plain), tmp_path / "a").html).read_text(encoding="utf-8")
-    for absent in ("Profiled step breakdown", "All-reduce probes", "MFU", "Tasks of",
-                   "collectives (% of step)", "vs independent"):
+    for absent in ("Profiled step breakdown", "All-reduce probes", "<th>MFU</th>", "Tasks of",
+                   "<th>collectives (% of step)</th>", "<th>vs independent</th>"):
         assert absent not in html_plain
     rich = report_results()
     multi = measured("multi_worker_mirrored", 2, 32, 650.0)
@@ -189,7 +189,7 @@ def test_optional_probe_and_task_sections_render_only_when_present(tmp_path: Pat
     rich.append(multi)
     paths = write(_report(rich), tmp_path / "b")
     html = paths.html.read_text(encoding="utf-8")
-    for present in ("Profiled step breakdown", "All-reduce probes", "MFU", "Tasks of",
+    for present in ("Profiled step breakdown", "All-reduce probes", "<th>MFU</th>", "Tasks of",
                     "CollectiveReduceV2 x20", "CollectiveAllReduce", "worker1",
                     "sum of workers&#x27; examples / chief window", "allreduce-busbw"):
         assert present in html, present
