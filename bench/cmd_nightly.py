@@ -24,6 +24,9 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     from bench.cli import UsageError
 
     out: Path = args.out or Path("results") / f"nightly-{_dt.datetime.now():%Y%m%d-%H%M%S}"
+    if args.baseline_runs < 1:
+        raise UsageError(f"--baseline-runs must be a positive integer. "
+                         f"Received: --baseline-runs {args.baseline_runs}")
     try:
         thresholds = Thresholds.parse(args.threshold)
         rc = None
@@ -33,7 +36,8 @@ def cmd_nightly(args: argparse.Namespace) -> int:
             raise UsageError(f"--report-only needs an existing nightly directory. "
                              f"Received: --out {out}")
         outcome = report_nightly(out, history_path=args.history, thresholds=thresholds,
-                                 method=args.method, alpha=args.alpha, pytest_rc=rc)
+                                 method=args.method, alpha=args.alpha, pytest_rc=rc,
+                                 baseline_runs=args.baseline_runs)
     except (CompareError, HistoryError) as exc:
         raise UsageError(str(exc)) from exc
     for why in outcome.ingest.skipped:
@@ -66,5 +70,7 @@ def add_parser(sub: Any) -> None:
                    help="extra pytest arguments, e.g. \"--stratbench-matrix tiny\"")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
                    help="hard limit for the whole matrix, seconds (default %(default)g)")
+    p.add_argument("--baseline-runs", type=int, default=1,
+                   help="pool this many previous nightlies as the baseline (default 1)")
     add_compare_args(p)
     p.set_defaults(func=cmd_nightly)

@@ -203,13 +203,18 @@ class Report:
         return d
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, default=_json_default) + "\n"
+        """Strict JSON: undefined figures (e.g. a change from 0 bytes) become null."""
+        return json.dumps(_finite(self.to_dict()), indent=2, allow_nan=False) + "\n"
 
 
-def _json_default(value: Any) -> Any:
+def _finite(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
-    raise TypeError(f"not JSON serialisable: {value!r}")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 # -- comparing ----------------------------------------------------------------------

@@ -34,7 +34,7 @@ class NightlyOutcome:
     out: Path
     ingest: IngestReport
     machine_id: str | None
-    baseline: Sweep | None
+    baseline: Sweep | None  # the newest of the baseline nightlies
     report: Report | None
     markdown: Path
     plot: Path | None
@@ -67,8 +67,14 @@ def run_matrix(out: Path, pytest_args: list[str], timeout_s: float = DEFAULT_TIM
 
 def report_nightly(out: Path, *, history_path: Path | None = None,
                    thresholds: Thresholds | None = None, method: str = DEFAULT_METHOD,
-                   alpha: float = DEFAULT_ALPHA, pytest_rc: int | None = None) -> NightlyOutcome:
-    """Ingest ``out``, compare with the previous nightly of the same machine, write reports."""
+                   alpha: float = DEFAULT_ALPHA, pytest_rc: int | None = None,
+                   baseline_runs: int = 1) -> NightlyOutcome:
+    """Ingest ``out``, compare with the previous nightly of the same machine, write reports.
+
+    ``baseline_runs`` > 1 pools the windows of that many previous nightlies: the
+    baseline then holds the night-to-night drift too, fewer false alarms on a noisy
+    machine, at the price of blurring a regression that landed in one of them.
+    """
     with open_history(history_path) as h:
         ingest = h.ingest(out, tag=NIGHTLY_TAG)
         sweep_id = h.sweep_of(out)
@@ -80,12 +86,16 @@ def report_nightly(out: Path, *, history_path: Path | None = None,
         mine = [s for s in h.sweeps(same_machine) if s.id == sweep_id]
         earlier = [s for s in h.sweeps(same_machine) if s.id != sweep_id
                    and (not mine or s.started_at < mine[0].started_at)]
-        baseline = earlier[-1] if earlier else None
-        base_results = h.results(Selection({"sweep": str(baseline.id)}))[0] if baseline else []
+        pooled = earlier[-baseline_runs:]
+        baseline = pooled[-1] if pooled else None
+        base_results = [r for s in pooled
+                        for r in h.results(Selection({"sweep": str(s.id)}))[0]]
         trend_rows = h.rows(same_machine)
     report = None
     if baseline is not None and base_results and current:
-        report = compare(base_results, current, baseline_label=f"nightly {baseline.path}",
+        label = baseline.path if len(pooled) == 1 else \
+            f"{len(pooled)} nightlies up to {baseline.path}"
+        report = compare(base_results, current, baseline_label=f"nightly {label}",
                          current_label=f"nightly {out}", thresholds=thresholds,
                          method=method, alpha=alpha)
     plot = plot_trend(trend_rows, out / "trend.png",

@@ -245,3 +245,18 @@ def test_injected_slowdown_is_flagged_and_a_rerun_is_not(
     assert tput["change"] < -0.05
     assert any(d["field"] == f"env_vars.{INJECT_SLOWDOWN_VAR}" and d["severity"] == "warning"
                for d in report["fingerprint"])
+
+
+def test_json_output_is_strict_when_a_change_is_undefined() -> None:
+    base, cur = res(BASE), res(BASE)
+    for r in (base, cur):
+        assert r.figures is not None
+        for w in r.figures.windows:
+            w.device_peak_bytes = {"CPU:0": 0}  # a change from 0 bytes has no ratio
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"non-standard JSON constant {constant}")
+
+    doc = json.loads(compare([base], [cur]).to_json(), parse_constant=refuse)
+    memory = next(m for m in doc["configs"][0]["metrics"] if m["metric"] == "device_memory")
+    assert memory["change"] is None and memory["verdict"] == "unchanged"

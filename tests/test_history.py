@@ -168,3 +168,18 @@ def test_nightly_report_compares_with_the_previous_nightly_of_the_same_machine(
     assert "trend.png" in md
     # Re-reporting the same nightly is idempotent: nothing new is stored.
     assert report_nightly(n3, history_path=store).ingest.added == 0
+
+
+def test_nightly_can_pool_several_previous_nightlies(tmp_path: Path) -> None:
+    store = tmp_path / "h.sqlite"
+    for day, tput in ((19, STEADY), (20, tuple(t * 1.02 for t in STEADY))):
+        report_nightly(sweep(tmp_path, f"n{day}", [result(tput, started=f"2026-11-{day}T01:00"
+                                                           f":00+00:00")]), history_path=store)
+    last = report_nightly(sweep(tmp_path, "n21", [result(SLOW, started="2026-11-21T01:00"
+                                                         ":00+00:00")]),
+                          history_path=store, baseline_runs=2)
+    assert last.report is not None and last.exit_code == 1
+    (config,) = last.report.configs
+    assert config.baseline_runs == 2 and "2 nightlies" in last.report.baseline
+    assert main(["nightly", "--report-only", "--out", str(tmp_path / "n21"),
+                 "--history", str(store), "--baseline-runs", "0"]) == 2
