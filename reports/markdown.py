@@ -10,9 +10,10 @@ from reports.tables import comparison
 from reports.verdicts import THRESHOLDS_TEXT
 
 # Columns kept in Markdown: the full table is in the HTML and the CSV.
-_KEEP = ("rank", "strategy", "status", "throughput (examples/s)", "window spread (examples/s)",
+_KEEP = ("rank", "strategy", "status", "throughput (examples/s)",
+         "spread: cv (window min-max, examples/s)",
          "step median (ms)", "strong eff.", "weak eff.", "vs one_device on 1 device",
-         "vs independent", "peak memory (MiB)", "collectives (% of step)", "MFU", "verdicts")
+         "vs independent", "peak memory", "collectives (% of step)", "MFU", "verdicts")
 
 
 def cell(text: str) -> str:
@@ -41,7 +42,7 @@ def _machine(mr: MachineReport, n: int, many: bool) -> list[str]:
         out.append("")
         for rk in w.rankings:
             table = comparison(rk, mr)
-            keep = [i for i, h in enumerate(table.headers) if h in _KEEP]
+            keep = [i for i, h in enumerate(table.headers) if h.startswith(_KEEP)]
             headers = ["replicas", *[table.headers[i] for i in keep]]
             rows = [[str(n_), *[row[i] for i in keep]]
                     for n_, group in table.groups for row in group]

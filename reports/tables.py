@@ -30,20 +30,27 @@ class Column:
     header: str  # with its unit
     cell: Callable[[RunView, Scaling, MachineReport], str]
     optional: bool = False  # shown only when some row has a value
+    cpu_header: str | None = None  # header on CPU-only machines, where it differs
+
+
+def compact(value: float) -> str:
+    """3 significant digits with k/M: 40.5k, 1.23M, 812."""
+    for scale, suffix in ((1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:.3g}"
 
 
 def _spread(run: RunView, sc: Scaling, mr: MachineReport) -> str:
     rng = run.window_range
     if rng is None or run.cv is None:
         return "-"
-    return f"{fmt_rate(rng[0])}-{fmt_rate(rng[1])} (cv {run.cv:.1%})"
+    return f"{run.cv:.1%} ({compact(rng[0])}-{compact(rng[1])})"
 
 
 def _memory(run: RunView, sc: Scaling, mr: MachineReport) -> str:
     peak = run.device_peak_bytes
-    if peak is None:
-        return "-"
-    return f"{peak / MIB:,.0f}" + (" (process)" if run.memory_scope == "process" else "")
+    return f"{peak / MIB:,.0f}" if peak is not None else "-"
 
 
 def _verdicts(run: RunView, sc: Scaling, mr: MachineReport) -> str:
@@ -58,7 +65,7 @@ COLUMNS: tuple[Column, ...] = (
            if r.throughput is not None else "-"),
     Column("per replica (examples/s)", lambda r, s, m: fmt_rate(r.throughput / r.replicas)
            if r.throughput is not None else "-"),
-    Column("window spread (examples/s)", _spread),
+    Column("spread: cv (window min-max, examples/s)", _spread),
     Column("step median (ms)", lambda r, s, m: f"{r.step_s * 1e3:.3g}"
            if r.step_s is not None else "-"),
     Column("speed-up vs itself on 1 device", lambda r, s, m: ratio(s.speedup)),
@@ -67,7 +74,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("vs one_device on 1 device", lambda r, s, m: ratio(s.speedup_vs_one)),
     Column("weak eff. vs one_device", lambda r, s, m: pct(s.weak_eff_vs_one)),
     Column("vs independent", lambda r, s, m: pct(s.vs_independent), optional=True),
-    Column("peak memory (MiB)", _memory),
+    Column("peak memory per device (MiB, largest)", _memory,
+           cpu_header="peak memory (MiB, process-wide: logical devices share it)"),
     Column("collectives (% of step)", lambda r, s, m: pct(r.comm_fraction), optional=True),
     Column("MFU", lambda r, s, m: f"{r.mfu:.1%}" if r.mfu is not None else "-",
            optional=True),
@@ -89,7 +97,8 @@ def comparison(rk: Ranking, mr: MachineReport) -> Table:
     every = [rs for rows in rows_by_n.values() for rs in rows]
     cols = [c for c in COLUMNS
             if not c.optional or any(c.cell(r, s, mr) != "-" for r, s in every)]
-    headers = ["rank", *[c.header for c in cols]]
+    cpu = mr.machine.cpu_only
+    headers = ["rank", *[c.cpu_header if cpu and c.cpu_header else c.header for c in cols]]
     groups, keys = [], []
     for n, rows in rows_by_n.items():
         cells = []
