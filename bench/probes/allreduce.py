@@ -100,9 +100,11 @@ def implementation(strategy: Any) -> str:
                                                              lambda *_: None)(None)
     if cdo is not None:
         name += f"/{type(cdo).__name__}"
+    # The communication implementation (RING, NCCL, AUTO) only applies to collectives;
+    # Mirrored carries the option even when HierarchicalCopy ignores it.
     options = getattr(ext, "_communication_options", None)
     impl = getattr(options, "implementation", None)
-    if impl is not None:
+    if impl is not None and (cdo is None or "Collective" in type(cdo).__name__):
         name += f"/{getattr(impl, 'name', impl)}"
     return name
 
