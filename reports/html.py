@@ -17,9 +17,9 @@ from reports.verdicts import THRESHOLDS_TEXT
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;
-max-width:1200px;padding:1rem 2rem;color:#222;line-height:1.4}
+max-width:1500px;padding:1rem 1.5rem;color:#222;line-height:1.4}
 h1{font-size:1.6rem;margin-bottom:.2rem}h2{border-bottom:2px solid #ddd;margin-top:2.2rem}
-h3{margin-top:1.8rem}table{border-collapse:collapse;margin:.6rem 0;font-size:.82rem}
+h3{margin-top:1.8rem}table{border-collapse:collapse;margin:.6rem 0;font-size:.78rem}
 th,td{border:1px solid #ddd;padding:.25rem .45rem;text-align:right;vertical-align:top}
 th{background:#f3f4f6}td.l,th.l{text-align:left}tr.best td{background:#eefbea}
 tr.sub th{background:#e8eef8;text-align:left}
@@ -30,7 +30,7 @@ figure{margin:1rem 0}figure img{max-width:100%;border:1px solid #eee}
 figcaption{font-size:.8rem;color:#555}pre{white-space:pre-wrap;font-size:.75rem;margin:0}
 dl.defs dt{font-weight:600;margin-top:.4rem}dl.defs dd{margin-left:1rem}
 .sev-high{color:#c92a2a;font-weight:600}.sev-moderate{color:#b7791f}
-.scroll{overflow-x:auto;max-width:100%}td.wide{min-width:14em}
+.scroll{overflow-x:auto;max-width:100%}td.wide{min-width:13em}
 """
 
 
@@ -60,8 +60,9 @@ def _comparison(w: WorkloadSummary, mr: MachineReport) -> str:
     best = {r.best.key for r in w.recommendations if r.best}
     for rk in w.rankings:
         table = comparison(rk, mr)
-        head = "".join(f"<th class='l'>{e(h)}</th>" if i < 3 else f"<th>{e(h)}</th>"
-                       for i, h in enumerate(table.headers))
+        last = len(table.headers) - 1
+        head = "".join(f"<th class='l'>{e(h)}</th>" if i < 3 or i == last
+                       else f"<th>{e(h)}</th>" for i, h in enumerate(table.headers))
         body = []
         for (n, rows), keys in zip(table.groups, table.keys, strict=True):
             body.append(f"<tr class='sub'><th colspan='{len(table.headers)}'>{n} replica(s)"

@@ -11,7 +11,7 @@ from reports.verdicts import THRESHOLDS_TEXT
 
 # Columns kept in Markdown: the full table is in the HTML and the CSV.
 _KEEP = ("rank", "strategy", "status", "throughput (examples/s)",
-         "spread: cv (window min-max, examples/s)",
+         "spread: cv (window min-max)",
          "step median (ms)", "strong eff.", "weak eff.", "vs one_device on 1 device",
          "vs independent", "peak memory", "collectives (% of step)", "MFU", "verdicts")
 

@@ -38,6 +38,10 @@ NOT_A_CHOICE = ("independent",)
 NOISE_SPREADS = 2.0  # differences within 2x the combined window spread are called noise
 
 
+def devices(n: int) -> str:
+    return f"{n} device" if n == 1 else f"{n} devices"
+
+
 def fmt_rate(value: float) -> str:
     """examples/s with sensible precision: 65,434 / 812.5 / 9.21."""
     if value >= 1000:
@@ -82,7 +86,7 @@ class WorkloadSummary:
     def short(self) -> str:
         """The winners only, e.g. ``global batch 64: one_device on 1 device (1,104 ex/s)``."""
         return "; ".join(
-            f"{r.ranking.label}: " + (f"{r.best.strategy} on {r.best.replicas} device(s) "
+            f"{r.ranking.label}: " + (f"{r.best.strategy} on {devices(r.best.replicas)} "
                                       f"({fmt_rate(r.best.throughput or 0)} examples/s)"
                                       if r.best else "no successful run")
             for r in self.recommendations)
@@ -130,7 +134,7 @@ def recommend(ranking: Ranking, machine: Machine, scaling: dict[str, Scaling],
         return Recommendation(ranking, None, "no successful run (see the runs without figures)")
     best = max(ok, key=lambda r: (r.throughput or 0.0, -r.replicas))
     sc = scaling.get(best.key, Scaling())
-    text = f"{best.strategy} on {best.replicas} device(s): {fmt_rate(best.throughput or 0)} " \
+    text = f"{best.strategy} on {devices(best.replicas)}: {fmt_rate(best.throughput or 0)} " \
            f"examples/s"
     if best.replicas > 1 and sc.speedup_vs_one is not None:
         text += (f", {sc.speedup_vs_one:.2f}x {sc.one_device_name} on 1 device, "
@@ -154,14 +158,14 @@ def recommend(ranking: Ranking, machine: Machine, scaling: dict[str, Scaling],
             continue
         slower = 1 - (run.throughput or 0.0) / (best.throughput or 1.0)
         head = (f"{strategy} {slower:.0%} slower (best {fmt_rate(run.throughput or 0)} "
-                f"examples/s on {run.replicas} device(s))")
+                f"examples/s on {devices(run.replicas)})")
         if _within_noise(run, best):
             others.append(f"{head}: within measurement noise of {best.strategy} (window "
                           f"spreads: cv {run.cv or 0:.0%} and {best.cv or 0:.0%})")
         else:
             others.append(f"{head} because {_why(run, best, verdicts)}")
     for run in sorted(ceilings, key=lambda r: r.replicas):
-        others.append(f"{run.strategy} on {run.replicas} device(s): "
+        others.append(f"{run.strategy} on {devices(run.replicas)}: "
                       f"{fmt_rate(run.throughput or 0)} examples/s, the no-communication "
                       f"ceiling (a baseline, not a way to train one model)")
     for strategy in sorted({r.strategy for rs in ranking.by_replicas.values() for r in rs

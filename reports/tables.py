@@ -65,7 +65,7 @@ COLUMNS: tuple[Column, ...] = (
            if r.throughput is not None else "-"),
     Column("per replica (examples/s)", lambda r, s, m: fmt_rate(r.throughput / r.replicas)
            if r.throughput is not None else "-"),
-    Column("spread: cv (window min-max, examples/s)", _spread),
+    Column("spread: cv (window min-max)", _spread),
     Column("step median (ms)", lambda r, s, m: f"{r.step_s * 1e3:.3g}"
            if r.step_s is not None else "-"),
     Column("speed-up vs itself on 1 device", lambda r, s, m: ratio(s.speedup)),
@@ -75,7 +75,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("weak eff. vs one_device", lambda r, s, m: pct(s.weak_eff_vs_one)),
     Column("vs independent", lambda r, s, m: pct(s.vs_independent), optional=True),
     Column("peak memory per device (MiB, largest)", _memory,
-           cpu_header="peak memory (MiB, process-wide: logical devices share it)"),
+           cpu_header="peak memory (MiB, whole process)"),
     Column("collectives (% of step)", lambda r, s, m: pct(r.comm_fraction), optional=True),
     Column("MFU", lambda r, s, m: f"{r.mfu:.1%}" if r.mfu is not None else "-",
            optional=True),

@@ -87,7 +87,7 @@ def test_recommendation_explains_why_others_lose() -> None:
                measured("central_storage", 2, 64, 1400.0, env=gpu)]
     mr = _only_machine(_report(results))
     rec = mr.workloads[0].recommendations[0]
-    assert rec.text.startswith("mirrored on 2 device(s): 1,800 examples/s, 1.80x one_device")
+    assert rec.text.startswith("mirrored on 2 devices: 1,800 examples/s, 1.80x one_device")
     assert "90% efficiency" in rec.text
     (cs,) = [o for o in rec.others if o.startswith("central_storage")]
     assert f"{1 - 1400 / 1800:.0%} slower" in cs and "variables sit on one device" in cs
