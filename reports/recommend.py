@@ -136,7 +136,11 @@ def recommend(ranking: Ranking, machine: Machine, scaling: dict[str, Scaling],
     sc = scaling.get(best.key, Scaling())
     text = f"{best.strategy} on {devices(best.replicas)}: {fmt_rate(best.throughput or 0)} " \
            f"examples/s"
-    if best.replicas > 1 and sc.speedup_vs_one is not None:
+    if best.replicas > 1 and best.batch_mode == "per_replica" and sc.weak_eff_vs_one:
+        text += (f", {sc.weak_eff_vs_one * best.replicas:.2f}x {sc.one_device_name} on 1 "
+                 f"device at the same per-replica batch, {sc.weak_eff_vs_one:.0%} weak-scaling "
+                 f"efficiency")
+    elif best.replicas > 1 and sc.speedup_vs_one is not None:
         text += (f", {sc.speedup_vs_one:.2f}x {sc.one_device_name} on 1 device, "
                  f"{sc.speedup_vs_one / best.replicas:.0%} efficiency")
     elif best.replicas > 1 and sc.speedup is not None:

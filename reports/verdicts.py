@@ -129,7 +129,8 @@ def ideal_throughput(run: RunView, ctx: Context) -> tuple[float, str] | None:
 
 def overhead_share(run: RunView, ctx: Context) -> float | None:
     """Share of the step beyond the ideal step time: 1 - T / T_ideal."""
-    if run.throughput is None or run.base_strategy in ONE_DEVICE_BASELINES:
+    # Baselines have no distribution to be overhead of (independent copies do not talk).
+    if run.throughput is None or run.base_strategy in (*ONE_DEVICE_BASELINES, "independent"):
         return None
     ideal = ideal_throughput(run, ctx)
     return 1 - run.throughput / ideal[0] if ideal else None

@@ -347,6 +347,9 @@ def test_overhead_ideal_follows_the_batch_mode() -> None:
     assert mr.overhead[weak.key] == pytest.approx(1 - 1800.0 / (2 * 1000.0))
     (v,) = [v for v in mr.verdicts[weak.key] if v.kind == "distribution overhead"]
     assert v.severity == "moderate" and "batch 64" in v.text
+    (rec,) = [r for r in mr.workloads[0].recommendations if r.ranking.batch_mode == "per_replica"]
+    assert (f"{1800 / 1000:.2f}x one_device on 1 device at the same per-replica batch, "
+            f"{1800 / 2000:.0%} weak-scaling efficiency") in rec.text
     strong = measured("mirrored", 2, 128, 1800.0, env=gpu)
     mr = _only_machine(_report([*results[:2], strong]))
     assert mr.overhead[strong.key] == pytest.approx(1 - 1800.0 / (2 * 1500.0))
