@@ -51,6 +51,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--cross-device-ops", type=_split, dest="cross_device_ops",
                    default=["default"],
                    help="mirrored: default, hierarchical_copy, reduction_to_one_device, nccl")
+    p.add_argument("--communication", type=_split, default=["auto"],
+                   help="multi_worker_mirrored collectives: auto, ring, nccl")
     p.add_argument("--devices", type=_ints("--devices"), default=[2])
     p.add_argument("--workload", default="resnet50",
                    help="whose gradient shapes to all-reduce (default resnet50)")
@@ -79,15 +81,24 @@ def specs_from_args(args: argparse.Namespace) -> list[Any]:
 
         raise UsageError(f"--max-bytes must be at least {ALLREDUCE_MIN_BYTES}. "
                          f"Received: {args.allreduce_max_bytes}")
-    axes = {"workload": [args.workload], "size": [args.size], "strategy": args.strategy,
-            "cross_device_ops": args.cross_device_ops, "devices": args.devices}
+    from bench.strategies import STRATEGIES
+
     fixed: dict[str, Any] = {
         "mode": "allreduce", "batch_mode": "per_replica", "batch": 1,
         **{k: getattr(args, k) for k in ("allreduce_max_bytes", "warmup_steps", "min_steps",
                                           "max_steps", "max_seconds", "timeout_s")}}
     if args.param:
         fixed["params"] = dict(args.param)
-    return expand(axes, fixed)
+    specs: dict[str, Any] = {}
+    for strategy in args.strategy:
+        # Only strategies that take a communication choice vary it; others run once.
+        takes = "communication" in getattr(STRATEGIES.get(strategy), "accepts", ())
+        for comm in (args.communication if takes else ["auto"]):
+            axes = {"workload": [args.workload], "size": [args.size], "strategy": [strategy],
+                    "cross_device_ops": args.cross_device_ops, "devices": args.devices}
+            for spec in expand(axes, {**fixed, "communication": comm}):
+                specs.setdefault(spec.key(), spec)
+    return list(specs.values())
 
 
 def cmd_allreduce(args: argparse.Namespace) -> int:

@@ -59,6 +59,13 @@ def _choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
         raise _fail(name, value, f"must be one of {', '.join(choices)}")
 
 
+def _size_text(n: int) -> str:
+    for name, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale}{name}"
+    return f"{n}B"
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """One configuration: workload x strategy x devices x batch x knobs.
@@ -231,7 +238,7 @@ class RunSpec:
                  self.strategy if self.cross_device_ops == "default"
                  else f"{self.strategy}({self.cross_device_ops})",
                  f"n={self.devices}", f"b={self.global_batch}" if self.mode == "train"
-                 else f"up to {self.allreduce_max_bytes} B"]
+                 else f"up to {_size_text(self.allreduce_max_bytes)}"]
         if self.precision != "float32":
             parts.append(self.precision)
         if self.xla:
