@@ -30,7 +30,8 @@ figure{margin:1rem 0}figure img{max-width:100%;border:1px solid #eee}
 figcaption{font-size:.8rem;color:#555}pre{white-space:pre-wrap;font-size:.75rem;margin:0}
 dl.defs dt{font-weight:600;margin-top:.4rem}dl.defs dd{margin-left:1rem}
 .sev-high{color:#c92a2a;font-weight:600}.sev-moderate{color:#b7791f}
-.scroll{overflow-x:auto;max-width:100%}td.wide{min-width:13em}
+.scroll{overflow-x:auto;max-width:100%}tr.hasv td{border-bottom:none}
+tr.v td{border-top:none;color:#8a4b08;font-size:.74rem;padding-top:0}
 """
 
 
@@ -56,23 +57,29 @@ def _figure(plot: Plot) -> str:
 
 
 def _comparison(w: WorkloadSummary, mr: MachineReport) -> str:
+    """Ranked tables; the verdicts column becomes a line under its row (keeps tables narrow)."""
     out = []
     best = {r.best.key for r in w.recommendations if r.best}
     for rk in w.rankings:
         table = comparison(rk, mr)
-        last = len(table.headers) - 1
-        head = "".join(f"<th class='l'>{e(h)}</th>" if i < 3 or i == last
-                       else f"<th>{e(h)}</th>" for i, h in enumerate(table.headers))
+        assert table.headers[-1] == "verdicts"
+        headers = table.headers[:-1]
+        head = "".join(f"<th class='l'>{e(h)}</th>" if i < 3 else f"<th>{e(h)}</th>"
+                       for i, h in enumerate(headers))
         body = []
         for (n, rows), keys in zip(table.groups, table.keys, strict=True):
-            body.append(f"<tr class='sub'><th colspan='{len(table.headers)}'>{n} replica(s)"
+            body.append(f"<tr class='sub'><th colspan='{len(headers)}'>{n} replica(s)"
                         f"</th></tr>")
             for row, key in zip(rows, keys, strict=True):
-                cls = " class='best'" if key in best else ""
-                cells = "".join(f"<td class='l'>{e(c)}</td>" if i < 3
-                                else f"<td class='l wide'>{e(c)}</td>" if i == len(row) - 1
-                                else f"<td>{e(c)}</td>" for i, c in enumerate(row))
-                body.append(f"<tr{cls} data-key='{e(key)}'>{cells}</tr>")
+                cls = "best" if key in best else ""
+                cells = "".join(f"<td class='l'>{e(c)}</td>" if i < 3 else f"<td>{e(c)}</td>"
+                                for i, c in enumerate(row[:-1]))
+                verdicts = row[-1]
+                body.append(f"<tr class='{cls}{' hasv' if verdicts != '-' else ''}' "
+                            f"data-key='{e(key)}'>{cells}</tr>")
+                if verdicts != "-":
+                    body.append(f"<tr class='v {cls}'><td></td><td class='l' "
+                                f"colspan='{len(headers) - 1}'>verdicts: {e(verdicts)}</td></tr>")
         out.append(f"<h4>{e(rk.label)}</h4><div class='scroll'><table><thead><tr>{head}"
                    f"</tr></thead><tbody>{''.join(body)}</tbody></table></div>")
     return "".join(out)
