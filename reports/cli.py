@@ -68,10 +68,10 @@ def add_parser(sub: Any) -> None:
     """Register ``report`` on the ``bench`` command line."""
     p = sub.add_parser("report", help="HTML/Markdown/CSV report of a sweep (scaling "
                                       "efficiency, recommendations, verdicts)")
-    p.add_argument("sweep_dir", type=Path)
+    p.add_argument("sweep_dir", type=Path, help="a directory written by `bench run --out`")
     p.add_argument("--out", type=Path,
                    help="directory for report.html, summary.md, results.csv "
                         "(default: SWEEP_DIR/report)")
     p.add_argument("--print-markdown", action="store_true", dest="print_markdown",
-                   help="also print the Markdown summary (e.g. for $GITHUB_STEP_SUMMARY)")
+                   help="also print the Markdown summary after the file locations")
     p.set_defaults(func=cmd_report)

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bench.results import RunResult
 from reports.load import load_sweep
 from reports.recommend import fmt_rate
@@ -47,6 +49,7 @@ def _row(md: str, batch: int, strategy: str, replicas: int) -> dict[str, str]:
     raise AssertionError(f"no row for batch {batch} {strategy} n={replicas} in:\n{md}")
 
 
+@pytest.mark.slow  # six TensorFlow child processes, ~25 s on an idle 2-core machine
 def test_report_of_a_tiny_sweep(tmp_path: Path) -> None:
     out = tmp_path / "sweep"
     proc = bench("run", "--workload", "mlp", "--strategy", "one_device,mirrored",
