@@ -44,19 +44,21 @@ def test_union_length_merges_overlaps_across_threads() -> None:
     assert union_length([(4, 4), (9, 3)]) == 0  # empty or reversed
 
 
-def test_classifier_counts_packing_ops_only_outside_the_model() -> None:
-    rule = Classifier(model_scopes=("gradient_tape", "resnet50"))
+def test_classifier_counts_packing_ops_only_in_the_optimizers_all_reduce() -> None:
+    rule = Classifier(reduction_scopes=("adam",))
     assert rule.is_communication("adam/CollectiveReduceV2", "CollectiveReduceV2")
     assert rule.is_communication("x/NcclAllReduce", "NcclAllReduce")
     assert rule.is_communication("update_0/AssignVariableOp/_14", "_Send")
     assert rule.is_communication("adam/concat", "ConcatV2")  # gradient packing
     assert rule.is_communication("adam/AddN", "AddN")  # hierarchical-copy reduction
-    assert rule.is_communication("AddN", "AddN")  # the loss's cross-replica sum
+    assert rule.is_communication("replica_1/adam_1/split", "SplitV")
+    # Top-level AddN: the tape summing a tensor's gradients (ResNet50 has ~120 a step
+    # on one device, where nothing is communicated), so not counted.
+    assert not rule.is_communication("AddN_4", "AddN")
     assert not rule.is_communication("gradient_tape/resnet50/AddN", "AddN")
-    assert not rule.is_communication("replica_1/gradient_tape/replica_1/x/AddN", "AddN")
     assert not rule.is_communication("replica_1/resnet50_1/concat", "ConcatV2")
     assert not rule.is_communication("adam/MatMul", "_MklMatMul")
-    assert any(t.startswith("ConcatV2 (outside") for t in rule.counted_types())
+    assert any(t.startswith("ConcatV2 (inside scopes adam") for t in rule.counted_types())
 
 
 def test_breakdown_partitions_each_step_by_hand() -> None:

@@ -13,14 +13,18 @@ from typing import Any
 
 from bench.probes.peak import PRECISION_DTYPE, fingerprint_entry, mfu, peak_flops
 from bench.probes.profile import capture, tensorboard_command
-from bench.probes.trace import DEFAULT_MODEL_SCOPES, Classifier
+from bench.probes.trace import Classifier
 from bench.results import Figures
 
 
-def model_classifier(model_name: str) -> Classifier:
-    """Packing ops inside the model's own scope (and the tape's) are model ops."""
-    base = re.sub(r"_\d+$", "", model_name)
-    return Classifier(model_scopes=(*DEFAULT_MODEL_SCOPES, base))
+def optimizer_classifier(optimizer: Any) -> Classifier:
+    """Packing ops count inside the run's optimizer scope(s), where Keras all-reduces
+    gradients (a LossScaleOptimizer's inner optimizer has its own scope)."""
+    names = [optimizer.name]
+    inner = getattr(optimizer, "inner_optimizer", None)
+    if inner is not None:
+        names.append(inner.name)
+    return Classifier(reduction_scopes=tuple(re.sub(r"_\d+$", "", n) for n in names))
 
 
 def after_windows(trainer: Any, figures: Figures, profile_dir: Path | None,
@@ -46,7 +50,7 @@ def after_windows(trainer: Any, figures: Figures, profile_dir: Path | None,
     figures.communication = capture(
         trainer.tf, lambda: float(trainer.call().numpy()), spec.profile_steps, profile_dir,
         steps_per_call=spec.steps_per_call, unprofiled_step_s=figures.step_time.median_s,
-        classifier=model_classifier(trainer.model.name))
+        classifier=optimizer_classifier(trainer.optimizer))
     c = figures.communication
     progress(f"profile: {c.collective_s * 1e3:.2f} ms of {c.step_s * 1e3:.2f} ms per step "
              f"communicating ({c.comm_fraction:.1%}); open it with: "

@@ -14,9 +14,11 @@ Definitions (per step, the step being the span of its ``train`` trace annotation
 
 The three add up to the step time. An op is communication when its type is a
 collective, NCCL or cross-device send/receive op, or when it is a gradient packing /
-reduction op (``AddN``, ``ConcatV2``, ``SplitV``...) outside the model and its
-backward pass: those also appear inside models and gradients, so they are counted
-only by scope. ``Classifier`` holds that rule; ``counted_types`` states it.
+reduction op (``AddN``, ``ConcatV2``, ``SplitV``...) inside the optimizer's name scope,
+where Keras all-reduces the gradients (``adam/concat``, ``adam/AddN``). Those types also
+occur in models and backward passes (the tape sums a tensor's gradients with top-level
+``AddN`` ops), so they are counted by scope. ``Classifier`` holds that rule;
+``counted_types`` states it.
 
 The pure functions here take plain events, so the rules are testable without
 TensorFlow; ``read_xspace`` (TensorFlow's protobuf) turns a captured file into them.
@@ -39,8 +41,11 @@ TRANSFER_TYPES = frozenset({"_Send", "_Recv", "_HostSend", "_HostRecv", "_RecvTe
 # Types that pack or reduce gradients for the all-reduce, but also occur in models and in
 # backward passes (AddN sums the gradients of a tensor with several consumers).
 PACKING_TYPES = frozenset({"AddN", "ConcatV2", "Concat", "SplitV", "Split", "Pack", "Unpack"})
-# Name scopes of the forward and backward pass, where packing types are model ops.
-DEFAULT_MODEL_SCOPES = ("gradient_tape",)
+# Name scopes in which packing types belong to the gradient all-reduce: the optimizer's
+# (Keras calls replica_context.all_reduce inside apply_gradients). Default names of the
+# Keras optimizers; the harness passes the run's actual optimizer name.
+DEFAULT_REDUCTION_SCOPES = ("adam", "adamw", "sgd", "rmsprop", "adagrad", "nadam",
+                            "loss_scale_optimizer")
 
 _OP_EVENT = re.compile(r"^(?P<name>[^:\s][^:]*):(?P<type>[A-Za-z_][A-Za-z0-9_]*)$")
 _REPLICA_PREFIX = re.compile(r"^replica_\d+/")
@@ -71,23 +76,23 @@ class StepSpan:
 class Classifier:
     """Which op events count as communication (see the module docstring)."""
 
-    model_scopes: tuple[str, ...] = DEFAULT_MODEL_SCOPES
+    reduction_scopes: tuple[str, ...] = DEFAULT_REDUCTION_SCOPES
 
     def is_communication(self, name: str, op_type: str) -> bool:
         if op_type.startswith(COLLECTIVE_PREFIXES) or op_type in TRANSFER_TYPES:
             return True
-        if op_type in PACKING_TYPES:
+        if op_type in PACKING_TYPES and "/" in name:
             scope = _REPLICA_PREFIX.sub("", name).split("/", 1)[0]
-            # Keras suffixes scopes of replicas and repeated calls ("mlp_1").
-            base = re.sub(r"_\d+$", "", scope)
-            return base not in self.model_scopes
+            # TensorFlow suffixes repeated scopes ("adam_1"); names compare lower-case.
+            base = re.sub(r"_\d+$", "", scope).lower()
+            return base in {s.lower() for s in self.reduction_scopes}
         return False
 
     def counted_types(self) -> list[str]:
         """The rule, in words a result file can carry."""
         return ([f"{p}* (any scope)" for p in COLLECTIVE_PREFIXES]
                 + [f"{t} (any scope)" for t in sorted(TRANSFER_TYPES)]
-                + [f"{t} (outside scopes {', '.join(self.model_scopes)})"
+                + [f"{t} (inside scopes {', '.join(self.reduction_scopes)})"
                    for t in sorted(PACKING_TYPES)])
 
 
