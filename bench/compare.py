@@ -34,13 +34,19 @@ DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.05
 DEFAULT_METHOD = "mannwhitney"
 CONFIDENCE = 0.95  # of the reported bootstrap interval, whatever the method
+# With 2+ baseline runs of a configuration, its run-to-run spread is known: windows of
+# one process share that process's conditions (load, memory layout, thread placement),
+# so a new run can differ from the old ones by more than their windows do. A change
+# smaller than this many run-to-run CVs is what re-running the same code can show.
+RUN_NOISE_K = 2.0
 
 COMPARISON_DEFINITION = (
     "change = median(current windows) / median(baseline windows) - 1. A metric regressed "
     "when the change is significant (the chosen test on per-window values, two-sided) AND "
     "worse than the metric's threshold. noise floor = coefficient of variation (std/mean) of "
     "the per-window throughputs of one side. Several runs of one configuration on a side "
-    "are pooled (their windows together).")
+    f"are pooled (their windows together); with 2+ baseline runs the threshold is raised "
+    f"to {RUN_NOISE_K:g} x the run-to-run CV of their medians when that is larger.")
 
 
 class CompareError(BenchError):
@@ -142,6 +148,7 @@ class MetricComparison:
     current_cv: float
     verdict: str
     note: str = ""
+    run_to_run_cv: float | None = None  # of the baseline runs' medians (2+ runs)
 
 
 @dataclass
@@ -231,8 +238,12 @@ def group(results: Iterable[RunResult]) -> dict[str, list[RunResult]]:
 
 
 def compare_metric(metric: Metric, base: Sequence[float], cur: Sequence[float],
-                   threshold: float, method: str, alpha: float) -> MetricComparison:
+                   threshold: float, method: str, alpha: float,
+                   run_to_run_cv: float | None = None) -> MetricComparison:
     """Compare one metric's per-window samples; see the module docstring for the rule."""
+    asked = threshold
+    if run_to_run_cv is not None:
+        threshold = max(threshold, RUN_NOISE_K * run_to_run_cv)
     b_med, c_med = float(np.median(base)), float(np.median(cur))
     change = c_med / b_med - 1.0 if b_med else math.nan
     lo, hi = bootstrap_ratio_interval(base, cur, CONFIDENCE)
@@ -251,16 +262,27 @@ def compare_metric(metric: Metric, base: Sequence[float], cur: Sequence[float],
         note = f"significant but within the {threshold:.0%} threshold"
     elif verdict == "unchanged" and abs(worse) > threshold:
         note = "beyond the threshold but not significant (noise)"
+    if threshold > asked and run_to_run_cv is not None:
+        raised = (f"threshold {threshold:.0%}: {RUN_NOISE_K:g} x the baseline runs' "
+                  f"run-to-run CV {run_to_run_cv:.1%}")
+        note = f"{note}; {raised}" if note else raised
     return MetricComparison(
         metric=metric.name, unit=metric.unit, baseline_median=b_med, current_median=c_med,
         change=change, interval=(lo - 1.0, hi - 1.0), p_value=outcome.p_value,
         significant=outcome.significant, threshold=threshold, baseline_windows=len(base),
         current_windows=len(cur), baseline_cv=coefficient_of_variation(base),
-        current_cv=coefficient_of_variation(cur), verdict=verdict, note=note)
+        current_cv=coefficient_of_variation(cur), verdict=verdict, note=note,
+        run_to_run_cv=run_to_run_cv)
 
 
 def _pooled(results: Sequence[RunResult], metric: Metric) -> list[float]:
     return [v for r in results if r.figures is not None for v in metric.samples(r.figures)]
+
+
+def _run_to_run_cv(results: Sequence[RunResult], metric: Metric) -> float | None:
+    medians = [float(np.median(v)) for r in results if r.figures
+               and (v := metric.samples(r.figures))]
+    return coefficient_of_variation(medians) if len(medians) >= 2 else None
 
 
 def _status(results: Sequence[RunResult]) -> str:
@@ -289,7 +311,8 @@ def compare_config(base: Sequence[RunResult], cur: Sequence[RunResult], *,
     for name, metric in METRICS.items():
         b, c = _pooled(base_ok, metric), _pooled(cur_ok, metric)
         if b and c:
-            out.metrics.append(compare_metric(metric, b, c, thresholds.of(name), method, alpha))
+            out.metrics.append(compare_metric(metric, b, c, thresholds.of(name), method, alpha,
+                                              _run_to_run_cv(base_ok, metric)))
     # Worst first: one regressed metric makes the configuration regressed.
     verdicts = {m.verdict for m in out.metrics}
     out.verdict = next((v for v in ("regressed", "improved", "inconclusive") if v in verdicts),

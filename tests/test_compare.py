@@ -260,3 +260,16 @@ def test_json_output_is_strict_when_a_change_is_undefined() -> None:
     doc = json.loads(compare([base], [cur]).to_json(), parse_constant=refuse)
     memory = next(m for m in doc["configs"][0]["metrics"] if m["metric"] == "device_memory")
     assert memory["change"] is None and memory["verdict"] == "unchanged"
+
+
+def test_run_to_run_spread_of_a_pooled_baseline_raises_the_threshold() -> None:
+    slow = res(tuple(t * 0.85 for t in BASE))
+    steady = compare([res(BASE), res(tuple(t * 1.01 for t in BASE))], [slow])
+    tput = next(m for m in steady.configs[0].metrics if m.metric == "throughput")
+    assert tput.verdict == "regressed" and tput.threshold == pytest.approx(0.05)
+    # Two baseline runs 30% apart: another run of the same code may land anywhere near.
+    drifting = compare([res(BASE), res(tuple(t * 1.3 for t in BASE))], [slow])
+    tput = next(m for m in drifting.configs[0].metrics if m.metric == "throughput")
+    assert tput.run_to_run_cv is not None and tput.threshold == pytest.approx(
+        2 * tput.run_to_run_cv)
+    assert tput.verdict == "unchanged" and "run-to-run CV" in tput.note
