@@ -125,3 +125,26 @@ def test_oom_result_names_the_largest_batch_that_fit() -> None:
     assert "no smaller batch" in (lonely.reason or "")
     ok = result(batch=32)
     assert note_largest_fit(ok, ran).reason is None  # only oom results are touched
+
+
+def test_a_failing_profile_costs_its_figures_not_the_run(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from bench.probes import hooks
+    from tests.helpers import fake_figures
+
+    def broken_capture(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("another profiler session is active")
+
+    monkeypatch.setattr(hooks, "fingerprint_entry", lambda *_, **__: {"device": "/cpu:0"})
+    monkeypatch.setattr(hooks, "peak_flops", lambda *_: {"float32": 1e12})
+    monkeypatch.setattr(hooks, "capture", broken_capture)
+    trainer = SimpleNamespace(
+        spec=spec(profile_steps=3), tf=None, optimizer=SimpleNamespace(name="adam"),
+        devices=SimpleNamespace(kind="CPU", names=["/cpu:0", "/cpu:1"]))
+    figures = fake_figures()
+    out = hooks.after_windows(trainer, figures, tmp_path / "p")
+    assert figures.communication is None
+    assert figures.mfu == pytest.approx(600.0 * figures.global_throughput / 1e12)
+    assert out.reason is not None and "another profiler session is active" in out.reason
