@@ -82,6 +82,8 @@ def extra_info(result: RunResult, result_file: Path | None) -> dict[str, Any]:
         "device_peak_bytes": f.memory.device_peak_bytes,
         "device_memory_scope": f.memory.device_scope,
         "host_peak_rss_bytes": f.memory.host_peak_rss_bytes,
+        "loss_start": f.loss_start,
+        "loss_end": f.loss_end,
         "units": {"global_throughput": "examples/s",
                   "per_replica_throughput": "examples/s per replica",
                   "window_throughputs": "examples/s", "throughput_cv": "ratio",
@@ -117,6 +119,9 @@ def run_benchmark(benchmark: Any, spec: RunSpec, out_dir: Path | None,
         if result.status == "unsupported":
             pytest.skip(f"{spec.label()}: unsupported here: {result.reason}")
         if result.status != "ok" or result.figures is None:
+            # The failure is the test's outcome; without this pytest-benchmark would add
+            # a misleading "fixture was not used at all" warning to it.
+            benchmark.skipped = True
             pytest.fail(f"{spec.label()}: {result.status}: {result.reason}", pytrace=False)
         times = iter(window_step_times(result))
         benchmark.extra_info.update(extra_info(result, paths.result if out_dir else None))

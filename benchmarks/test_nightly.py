@@ -25,7 +25,7 @@ WINDOWS = {"repeats": 6, "min_steps": 3, "max_steps": 100_000, "timeout_s": 300.
 
 
 def nightly_matrix() -> list[RunSpec]:
-    """Every workload on one device (default strategy) and on two (mirrored)."""
+    """Every workload on one device (one_device) and on two (mirrored)."""
     # Logical CPU devices share the cores: two of them measure strategy overhead.
     two = 2 if not detect().gpus else min(2, len(detect().gpus))
     specs = []
@@ -33,7 +33,7 @@ def nightly_matrix() -> list[RunSpec]:
                                     ("resnet50", 16, {"image_size": 32, "classes": 10})):
         common = {**WINDOWS, "workload": workload, "batch": batch, "params": params,
                   "max_seconds": 0.5, "warmup_steps": 3}
-        specs.append(RunSpec(strategy="default", devices=1, **common))
+        specs.append(RunSpec(strategy="one_device", devices=1, **common))
         if two > 1:
             specs.append(RunSpec(strategy="mirrored", devices=two, **common))
     return specs
@@ -58,8 +58,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def test_training_throughput(stratbench_benchmark: Any, spec: RunSpec) -> None:
-    """Benchmark one configuration; it must also have trained (loss went down)."""
+    """Benchmark one configuration (a failed, OOM or timed-out run fails the test).
+
+    Whether the model learns is not asserted here: a dozen steps of ResNet50 with
+    BatchNorm can raise the loss, and training correctness is tests/'s job. The
+    losses go to extra_info.
+    """
     result: RunResult = stratbench_benchmark(spec)
-    assert result.figures is not None and result.figures.learned, (
-        f"{spec.label()}: loss did not decrease ({result.figures and result.figures.loss_start}"
-        f" -> {result.figures and result.figures.loss_end})")
+    assert result.status == "ok" and result.figures is not None and result.figures.windows
