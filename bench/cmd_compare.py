@@ -41,7 +41,7 @@ def load_side(arg: str, history_path: Path | None) -> tuple[str, list[RunResult]
                          f"(KEY=VALUE[,KEY=VALUE...], e.g. tag=nightly,sweep=latest). "
                          f"Received: {arg!r}")
     selection = Selection.parse(arg)
-    with open_history(history_path) as h:
+    with open_history(history_path, create=False) as h:
         results, warnings = h.results(selection)
     return f"history:{selection.describe()}", results, warnings
 

@@ -28,7 +28,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    with open_history(args.history) as h:
+    with open_history(args.history, create=False) as h:
         rows = h.rows(_selection(args.selection))
     rows = rows[-args.limit:] if args.limit else rows
     if args.json:
@@ -48,7 +48,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_sweeps(args: argparse.Namespace) -> int:
-    with open_history(args.history) as h:
+    with open_history(args.history, create=False) as h:
         sweeps = h.sweeps(_selection(args.selection))
     if args.json:
         print(json.dumps([asdict(s) for s in sweeps], indent=2))

@@ -117,8 +117,12 @@ def default_path() -> Path:
 class History:
     """An open history store. Use as a context manager."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, create: bool = True) -> None:
         self.path = Path(path)
+        if not create and not self.path.exists():  # a typo must not leave an empty store
+            raise HistoryError(f"no history store at {self.path}; create one with "
+                               f"`python -m bench history ingest SWEEP_DIR --history "
+                               f"{self.path}`")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S)
@@ -327,9 +331,12 @@ class Selection:
 
 
 @contextlib.contextmanager
-def open_history(path: Path | None) -> Iterator[History]:
-    """Open the store at ``path`` (default results/history.sqlite) and close it after."""
-    h = History(path or default_path())
+def open_history(path: Path | None, create: bool = True) -> Iterator[History]:
+    """Open the store at ``path`` (default results/history.sqlite) and close it after.
+
+    ``create=False`` (readers) refuses a store that does not exist yet.
+    """
+    h = History(path or default_path(), create=create)
     try:
         yield h
     finally:

@@ -183,3 +183,11 @@ def test_nightly_can_pool_several_previous_nightlies(tmp_path: Path) -> None:
     assert config.baseline_runs == 2 and "2 nightlies" in last.report.baseline
     assert main(["nightly", "--report-only", "--out", str(tmp_path / "n21"),
                  "--history", str(store), "--baseline-runs", "0"]) == 2
+
+
+def test_readers_never_create_a_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "typo.sqlite"
+    assert main(["history", "list", "--history", str(missing)]) == 2
+    assert main(["compare", "sweep=1", "sweep=2", "--history", str(missing)]) == 2
+    assert "no history store at" in capsys.readouterr().err
+    assert not missing.exists()
