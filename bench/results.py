@@ -172,6 +172,24 @@ class AllReduceFigures:
 
 
 @dataclass
+class TaskFigures:
+    """One process of a multi-process run (None where the process cannot know)."""
+
+    task: str  # e.g. "worker1", "ps0", "chief0", "replica2"
+    role: str
+    pid: int | None = None
+    local_replicas: int | None = unit("replicas", None)
+    examples: int | None = unit("examples", None)  # by this task's replicas, all windows
+    throughput: float | None = unit("examples/s", None)  # this task's replicas, median window
+    step_median_s: float | None = unit("s", None)
+    launch_to_first_step_s: float | None = unit("s", None)
+    host_peak_rss_bytes: int | None = unit("bytes", None)
+    device_peak_bytes: dict[str, int] = field(default_factory=dict, metadata={"unit": "bytes"})
+    cores: list[int] = field(default_factory=list)
+    threads: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
 class Figures:
     global_throughput: float = unit("examples/s")
     per_replica_throughput: float = unit("examples/s per replica")
@@ -191,6 +209,10 @@ class Figures:
     communication: Communication | None = unit("", None)
     mfu: float | None = unit("ratio (achieved / peak FLOP/s)", None)
     peak_flops_per_s: float | None = unit("FLOP/s", None)
+    # issue 3: per-process figures of multi-process runs, and how the global ones
+    # were combined from them (None for single-process runs).
+    tasks: list[TaskFigures] | None = unit("", None)
+    combination: str | None = unit("", None)
 
 
 @dataclass

@@ -8,13 +8,16 @@ Adding a strategy means adding one class and one ``register`` line here.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from bench.errors import SpecError
 from bench.hardware import Hardware
 from bench.registry import Registry
+from bench.tasks import Task, shared_device_tasks
 
 if TYPE_CHECKING:
+    from bench.results import Figures, TaskFigures
     from bench.spec import RunSpec
 
 
@@ -63,6 +66,29 @@ class StrategyFactory:
         if hw.gpus and spec.devices > len(hw.gpus):
             return f"{spec.devices} devices requested but only {len(hw.gpus)} GPU(s) are visible"
         return None
+
+    def plan(self, spec: RunSpec, hw: Hardware) -> list[Task]:
+        """The processes of a run; in-process strategies need exactly one."""
+        return [Task("single", 0, "train", main=True, local_devices=spec.devices)]
+
+    def local_spec(self, spec: RunSpec, task: Task) -> RunSpec:
+        """The spec one training process trains (the run's spec unless it is a copy)."""
+        return spec
+
+    # How the run's global figures come from its processes (stored with results).
+    combination = "single process: the figures are that process's own"
+
+    def task_share(self, spec: RunSpec, local_replicas: int) -> float:
+        """Fraction of the main task's measured examples that one task's replicas did.
+
+        Synchronous strategies measure global figures in every task, so a task's own
+        share is its replicas over all replicas.
+        """
+        return local_replicas / self.replicas(spec)
+
+    def combine(self, spec: RunSpec, main: Figures, tasks: list[TaskFigures]) -> Figures:
+        """The run's figures from the main task's and every task's own."""
+        return dataclasses.replace(main, tasks=tasks, combination=self.combination)
 
     def build(self, spec: RunSpec, devices: list[str]) -> Any:
         raise NotImplementedError
@@ -143,11 +169,208 @@ class CentralStorage(StrategyFactory):
             compute_devices=devices, parameter_device="/cpu:0")
 
 
+def _communication(choice: str) -> Any:
+    import tensorflow as tf
+
+    impl = tf.distribute.experimental.CommunicationImplementation
+    table = {"auto": impl.AUTO, "ring": impl.RING, "nccl": impl.NCCL}
+    return tf.distribute.experimental.CommunicationOptions(implementation=table[choice])
+
+
+class MultiWorkerMirrored(StrategyFactory):
+    """Synchronous data parallelism across worker processes (collective all-reduce).
+
+    ``devices`` is the run's total. With ``workers_per_device = K > 1``, K worker
+    processes share each device (devices x K workers, one replica each);
+    otherwise ``workers`` processes (0: one per device) split the devices.
+    """
+
+    name = "multi_worker_mirrored"
+    description = ("tf.distribute.MultiWorkerMirroredStrategy: one process per worker on "
+                   "127.0.0.1, collective all-reduce between them")
+    accepts = ("workers", "workers_per_device", "communication")
+    combination = ("synchronous: every step processes the global batch across all workers, "
+                   "so the global figures are the chief's (worker 0) window; each task's "
+                   "figures are its own replicas' share measured in its own windows")
+
+    def processes(self, spec: RunSpec) -> int:
+        if spec.workers_per_device > 1:
+            return spec.devices * spec.workers_per_device
+        return spec.workers or spec.devices
+
+    def replicas(self, spec: RunSpec) -> int:
+        return spec.devices * spec.workers_per_device
+
+    def validate(self, spec: RunSpec) -> None:
+        super().validate(spec)
+        if spec.workers_per_device > 1 and spec.workers:
+            raise SpecError("RunSpec.workers must be 0 when workers_per_device > 1 (the "
+                            "workers are devices x workers_per_device). "
+                            f"Received: workers={spec.workers}")
+        if spec.workers and spec.devices % spec.workers:
+            raise SpecError(f"RunSpec.workers must divide devices ({spec.devices}). "
+                            f"Received: workers={spec.workers}")
+
+    def unsupported_reason(self, spec: RunSpec, hw: Hardware) -> str | None:
+        if spec.communication == "nccl" and not hw.gpus:
+            return "nccl collectives need GPUs"
+        if not hw.gpus and spec.devices // self.processes(spec) > 1:
+            return ("MultiWorkerMirroredStrategy uses one CPU device per worker; without GPUs "
+                    "use one worker per device (workers=0)")
+        return super().unsupported_reason(spec, hw)
+
+    def plan(self, spec: RunSpec, hw: Hardware) -> list[Task]:
+        per_worker = spec.devices // self.processes(spec)
+        if per_worker == 1:
+            return shared_device_tasks("worker", "train", spec.devices,
+                                       spec.workers_per_device, hw, cluster_job="worker",
+                                       barrier=False, memory_limit_mb=spec.gpu_memory_limit_mb)
+        return [Task("worker", w, "train", main=w == 0, local_devices=per_worker,
+                     gpus=tuple(g.index for g in hw.gpus[w * per_worker:(w + 1) * per_worker]),
+                     cluster_job="worker") for w in range(self.processes(spec))]
+
+    def build(self, spec: RunSpec, devices: list[str]) -> Any:
+        import tensorflow as tf
+
+        return tf.distribute.MultiWorkerMirroredStrategy(
+            communication_options=_communication(spec.communication))
+
+
+class ParameterServer(StrategyFactory):
+    """Asynchronous training: a coordinator schedules steps on worker servers that
+    read and update variables held by parameter-server tasks.
+
+    One worker process per device (``workers`` 0 or equal to devices). Steps are
+    not synchronised across workers: each step processes one batch of ``batch``
+    examples on one worker, so ``global_batch`` = ``per_replica_batch`` = batch.
+    """
+
+    name = "parameter_server"
+    description = ("tf.distribute.ParameterServerStrategy with a ClusterCoordinator: "
+                   "ps, worker and chief processes on 127.0.0.1")
+    accepts = ("workers", "ps_tasks", "partitioner")
+    combination = ("asynchronous: examples of the steps that all workers completed in the "
+                   "chief's window / the window's wall time; workers do not report their "
+                   "own throughput (the coordinator does not say which worker ran a step)")
+
+    def replicas(self, spec: RunSpec) -> int:
+        return spec.devices
+
+    def batch_divisor(self, spec: RunSpec) -> int:
+        return 1
+
+    def global_batch(self, spec: RunSpec) -> int:
+        return spec.batch
+
+    def per_replica_batch(self, spec: RunSpec) -> int:
+        return spec.batch
+
+    def validate(self, spec: RunSpec) -> None:
+        super().validate(spec)
+        if spec.workers and spec.workers != spec.devices:
+            raise SpecError("RunSpec.workers must be 0 or equal devices for parameter_server "
+                            f"(one worker per device). Received: workers={spec.workers}")
+
+    def plan(self, spec: RunSpec, hw: Hardware) -> list[Task]:
+        # Servers keep TensorFlow's default threads and every core: a server pinned to
+        # one core sizes its inter-op pool to 1 and deadlocks on the first step (seen
+        # with TF 2.21; TF-NOTES: in-process servers hang with 2 inter-op threads).
+        workers = [dataclasses.replace(t, main=False, inter_threads=0, intra_threads=0,
+                                       cores=())
+                   for t in shared_device_tasks(
+                       "worker", "server", spec.devices, 1, hw, cluster_job="worker",
+                       barrier=False, memory_limit_mb=spec.gpu_memory_limit_mb)]
+        ps = [Task("ps", i, "server", cluster_job="ps") for i in range(spec.ps_tasks or 1)]
+        chief = Task("chief", 0, "ps_chief", main=True, local_devices=1, cluster_job="chief")
+        return [chief, *ps, *workers]
+
+    def build(self, spec: RunSpec, devices: list[str]) -> Any:
+        import tensorflow as tf
+
+        shards = spec.ps_tasks or 1
+        partitioners = tf.distribute.experimental.partitioners
+        partitioner = {
+            "none": None,
+            "fixed": partitioners.FixedShardsPartitioner(num_shards=shards),
+            "min_size": partitioners.MinSizePartitioner(min_shard_bytes=256 << 10,
+                                                        max_shards=shards),
+        }[spec.partitioner]
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+        return tf.distribute.ParameterServerStrategy(resolver, variable_partitioner=partitioner)
+
+
+class Independent(StrategyFactory):
+    """N copies of the workload, one per device and process, no communication: the
+    ideal-scaling baseline ("can I just train separate models on each GPU?").
+
+    With ``workers_per_device = K``, K copies share each device. The global batch is
+    split over the copies as over replicas, so each copy does a replica's work.
+    """
+
+    name = "independent"
+    description = "N independent copies, one process each, no communication (baseline)"
+    accepts = ("workers_per_device",)
+    combination = ("independent copies started together (barrier after warm-up): global "
+                   "throughput = sum of the copies' median window throughputs; step times "
+                   "and memory are the first copy's, every copy's own are in tasks")
+
+    def replicas(self, spec: RunSpec) -> int:
+        return spec.devices * spec.workers_per_device
+
+    def plan(self, spec: RunSpec, hw: Hardware) -> list[Task]:
+        return shared_device_tasks("replica", "train", spec.devices, spec.workers_per_device,
+                                   hw, cluster_job=None, barrier=True,
+                                   memory_limit_mb=spec.gpu_memory_limit_mb)
+
+    def task_share(self, spec: RunSpec, local_replicas: int) -> float:
+        return 1.0  # each copy measures only itself
+
+    def combine(self, spec: RunSpec, main: Figures, tasks: list[TaskFigures]) -> Figures:
+        total = sum(t.throughput or 0.0 for t in tasks)
+        return dataclasses.replace(
+            main, tasks=tasks, combination=self.combination, global_throughput=total,
+            per_replica_throughput=total / self.replicas(spec),
+            achieved_flops_per_s=main.model.train_flops_per_example * total)
+
+    def local_spec(self, spec: RunSpec, task: Task) -> RunSpec:
+        # Each copy is a one-device run of a replica's share, with its own seed.
+        return spec.replace(strategy="one_device", devices=1, batch=spec.per_replica_batch,
+                            batch_mode="global", workers_per_device=1,
+                            seed=spec.seed + task.index)
+
+    def build(self, spec: RunSpec, devices: list[str]) -> Any:
+        import tensorflow as tf
+
+        return tf.distribute.OneDeviceStrategy(devices[0])
+
+
+class TPU(StrategyFactory):
+    name = "tpu"
+    description = "tf.distribute.TPUStrategy (needs a TPU; TPU_NAME names a remote one)"
+
+    def unsupported_reason(self, spec: RunSpec, hw: Hardware) -> str | None:
+        if not hw.tpu:
+            return "no TPU on this machine (no /dev/accel* device and TPU_NAME is not set)"
+        return None
+
+    def build(self, spec: RunSpec, devices: list[str]) -> Any:
+        import os
+
+        import tensorflow as tf
+
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+            tpu=os.environ.get("TPU_NAME", ""))
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        return tf.distribute.TPUStrategy(resolver)
+
+
 def _users_of(knob: str) -> str:
     users = [n for n, f in STRATEGIES.items() if knob in f.accepts]
     return ", ".join(users) or "no strategy yet"
 
 
 STRATEGIES: Registry[StrategyFactory] = Registry("strategy")
-for _factory in (DefaultStrategy(), OneDevice(), Mirrored(), CentralStorage()):
+for _factory in (DefaultStrategy(), OneDevice(), Mirrored(), CentralStorage(),
+                 MultiWorkerMirrored(), ParameterServer(), Independent(), TPU()):
     STRATEGIES.register(_factory.name, _factory)

@@ -50,11 +50,63 @@ def shard_rows(a: np.ndarray, pool: int, shards: int, index: int) -> np.ndarray:
                                                                          *a.shape[1:])
 
 
+def build_model(spec: RunSpec, strategy: Any) -> tuple[Any, Any]:
+    """Model and optimizer (slots created) under ``strategy``, seeded by ``spec.seed``."""
+    import keras
+
+    keras.mixed_precision.set_global_policy(spec.precision)
+    keras.utils.set_random_seed(spec.seed)  # same initial weights across strategies
+    with strategy.scope():
+        model = WORKLOADS.get(spec.workload).build(spec.workload_params())
+        opt: Any = (keras.optimizers.SGD(spec.learning_rate, momentum=0.9)
+                    if spec.optimizer == "sgd" else keras.optimizers.Adam(spec.learning_rate))
+        if spec.precision == "mixed_float16":
+            opt = keras.optimizers.LossScaleOptimizer(opt)
+        opt.build(model.trainable_variables)  # slots now, not inside tf.function
+    return model, opt
+
+
+def make_apply(spec: RunSpec, model: Any, opt: Any) -> Callable[[list[tuple[Any, Any]]], Any]:
+    """The per-replica step: gradients over micro-batches, then one optimizer update.
+
+    Returns a function of the micro-batches (``grad_accum`` (x, y) pairs) that
+    returns this replica's share of the mean loss (summed over replicas by the caller).
+    """
+    import tensorflow as tf
+
+    variables = model.trainable_variables
+    scale = spec.precision == "mixed_float16"
+    denom = spec.global_batch * spec.grad_accum
+
+    def grads_of(x: Any, y: Any) -> tuple[Any, list[Any]]:
+        with tf.GradientTape() as tape:
+            logits = tf.cast(model(x, training=True), tf.float32)
+            per_example = tf.keras.losses.sparse_categorical_crossentropy(
+                y, logits, from_logits=True)
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=denom)
+            target = opt.scale_loss(loss) if scale else loss
+        return loss, tape.gradient(target, variables)
+
+    if spec.xla:  # per-replica step compiled; whole-step XLA fails with 2+ replicas
+        grads_of = tf.function(grads_of, jit_compile=True)
+
+    def apply(micro_batches: list[tuple[Any, Any]]) -> Any:
+        total: Any = None
+        acc: list[Any] = []
+        for x, y in micro_batches:
+            loss, grads = grads_of(x, y)
+            total = loss if total is None else total + loss
+            acc = list(grads) if not acc else [a + g for a, g in zip(acc, grads, strict=True)]
+        opt.apply_gradients(zip(acc, variables, strict=True))
+        return total
+
+    return apply
+
+
 class Trainer:
     """Builds model, optimizer and data under a strategy and measures training."""
 
     def __init__(self, spec: RunSpec, strategy: Any, devices: DeviceSetup) -> None:
-        import keras
         import tensorflow as tf
 
         self.tf = tf
@@ -62,21 +114,15 @@ class Trainer:
         self.strategy = strategy
         self.devices = devices
         self.replicas = int(strategy.num_replicas_in_sync)
+        # Replicas in this process (all of them except under multi-worker strategies).
+        self.local_replicas = len(getattr(strategy.extended, "worker_devices", ())) \
+            or self.replicas
         if self.replicas != spec.replicas:
             raise RuntimeError(f"strategy made {self.replicas} replicas, spec expects "
                                f"{spec.replicas}")
         workload = WORKLOADS.get(spec.workload)
         params = spec.workload_params()
-        keras.mixed_precision.set_global_policy(spec.precision)
-        keras.utils.set_random_seed(spec.seed)  # same initial weights across strategies
-        with strategy.scope():
-            self.model = workload.build(params)
-            opt: Any = (keras.optimizers.SGD(spec.learning_rate, momentum=0.9)
-                        if spec.optimizer == "sgd" else keras.optimizers.Adam(spec.learning_rate))
-            if spec.precision == "mixed_float16":
-                opt = keras.optimizers.LossScaleOptimizer(opt)
-            opt.build(self.model.trainable_variables)  # slots now, not inside tf.function
-            self.optimizer = opt
+        self.model, self.optimizer = build_model(spec, strategy)
         self.stats = model_stats(self.model)
         self.variables = self.model.trainable_variables
         # Smallest variable: reading every replica's copy of it forces every device
@@ -140,33 +186,9 @@ class Trainer:
     # -- graph construction -------------------------------------------------------
     def _make_train_fn(self) -> Callable[..., Any]:
         tf, spec, strategy = self.tf, self.spec, self.strategy
-        model, opt, variables = self.model, self.optimizer, self.variables
         accum, k = spec.grad_accum, spec.steps_per_call
         b, pool = spec.per_replica_batch, self.pool
-        scale = spec.precision == "mixed_float16"
-        denom = spec.global_batch * accum
-
-        def grads_of(x: Any, y: Any) -> tuple[Any, list[Any]]:
-            with tf.GradientTape() as tape:
-                logits = tf.cast(model(x, training=True), tf.float32)
-                per_example = tf.keras.losses.sparse_categorical_crossentropy(
-                    y, logits, from_logits=True)
-                loss = tf.nn.compute_average_loss(per_example, global_batch_size=denom)
-                target = opt.scale_loss(loss) if scale else loss
-            return loss, tape.gradient(target, variables)
-
-        if spec.xla:  # per-replica step compiled; whole-step XLA fails with 2+ replicas
-            grads_of = tf.function(grads_of, jit_compile=True)
-
-        def apply(micro_batches: list[tuple[Any, Any]]) -> Any:
-            total: Any = None
-            acc: list[Any] = []
-            for x, y in micro_batches:
-                loss, grads = grads_of(x, y)
-                total = loss if total is None else total + loss
-                acc = list(grads) if not acc else [a + g for a, g in zip(acc, grads, strict=True)]
-            opt.apply_gradients(zip(acc, variables, strict=True))
-            return total
+        apply = make_apply(spec, self.model, self.optimizer)
 
         if spec.data == "tfdata":
             def one_step(args: tuple[Any, ...], step: Any) -> Any:
@@ -227,12 +249,15 @@ class Trainer:
         return worst
 
     def measure(self, launch_ts: float, phases: dict[str, float],
-                progress: Callable[[str], None] = lambda _: None) -> Figures:
+                progress: Callable[[str], None] = lambda _: None,
+                before_windows: Callable[[], None] = lambda: None) -> Figures:
         """Warm up, then measure ``repeats`` windows; returns the figures.
 
         ``launch_ts`` is the wall-clock time the parent launched this process;
         ``phases`` holds the seconds spent importing TensorFlow, setting up
         devices and building (keys ``import_tf_s``, ``device_setup_s``, ``build_s``).
+        ``before_windows`` runs between warm-up and the first window (e.g. a
+        start barrier shared by independent processes).
         """
         spec, k = self.spec, self.spec.steps_per_call
         t = time.perf_counter()
@@ -250,6 +275,7 @@ class Trainer:
         self.sync(out)
         warmup = Warmup(first_call_s=first_call_s, steps=warm_steps,
                         total_s=time.perf_counter() - t)
+        before_windows()
 
         mem = DeviceMemory(self.tf, self.devices.kind, len(self.devices.names))
         windows: list[Window] = []

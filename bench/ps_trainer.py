@@ -1,0 +1,142 @@
+"""The measured loop of a ParameterServerStrategy run, on the coordinator (chief).
+
+Keras ``fit`` does not work with ParameterServerStrategy in TF 2.21, so this is
+the custom loop TensorFlow documents: ``create_per_worker_dataset``, then
+``schedule`` steps and ``join``. Steps are asynchronous across workers, so a
+window is timed by the coordinator: schedule a chunk of steps, ``join`` (all
+done), repeat until the window's step or time bound. The per-step time samples
+are chunk wall time x workers / steps in the chunk (each worker's mean step
+time); chunk boundaries idle the workers for a moment, which is counted.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from bench.memory import host_peak_rss_bytes, reset_host_peak
+from bench.results import Figures, Memory, ModelInfo, Startup, Warmup, Window
+from bench.spec import RunSpec
+from bench.stats import coefficient_of_variation, step_time_stats
+from bench.strategies import STRATEGIES
+from bench.trainer import build_model, make_apply
+from workloads import WORKLOADS
+from workloads.flops import model_stats
+
+STEPS_PER_CHUNK_PER_WORKER = 4
+
+
+def run_coordinator(spec: RunSpec, launch_ts: float, mark_ready: Callable[[], None],
+                    log: Callable[[str], None]) -> dict[str, Any]:
+    """Build the PS strategy from TF_CONFIG, train through the coordinator, measure."""
+    phases: dict[str, float] = {}
+    t = time.perf_counter()
+    import tensorflow as tf
+
+    from bench.env import fingerprint
+
+    phases["import_tf_s"] = time.perf_counter() - t
+    phases["device_setup_s"] = 0.0
+    t = time.perf_counter()
+    strategy = STRATEGIES.get(spec.strategy).build(spec, [])
+    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    mark_ready()
+    model, opt = build_model(spec, strategy)
+    apply = make_apply(spec, model, opt)
+    stats = model_stats(model)
+    workload = WORKLOADS.get(spec.workload)
+    x, y = workload.make_pool(spec.workload_params(), 8 * spec.global_batch, spec.seed)
+    b = spec.per_replica_batch
+
+    def dataset_fn() -> Any:
+        return (tf.data.Dataset.from_tensor_slices((x, y)).repeat()
+                .batch(b, drop_remainder=True).prefetch(tf.data.AUTOTUNE))
+
+    iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
+
+    @tf.function
+    def step(it: Any) -> Any:
+        xb, yb = next(it)
+        loss = strategy.run(lambda a, c: apply([(a, c)]), args=(xb, yb))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
+
+    phases["build_s"] = time.perf_counter() - t
+    workers = spec.devices
+    chunk = STEPS_PER_CHUNK_PER_WORKER * workers
+
+    def run_chunk(n: int) -> float:
+        last = None
+        for _ in range(n):
+            last = coordinator.schedule(step, args=(iterator,))
+        coordinator.join()
+        return float(last.fetch()) if last is not None else math.nan
+
+    t = time.perf_counter()
+    loss_start = run_chunk(1)
+    first_call_s = time.perf_counter() - t
+    startup = Startup(launch_to_first_step_s=time.time() - launch_ts, **phases)
+    log(f"first step {first_call_s:.2f}s, loss {loss_start:.4f}")
+    run_chunk(max(spec.warmup_steps, workers))
+    warmup = Warmup(first_call_s=first_call_s, steps=1 + max(spec.warmup_steps, workers),
+                    total_s=time.perf_counter() - t)
+
+    windows: list[Window] = []
+    all_times: list[float] = []
+    host_scope = "window" if reset_host_peak() else "lifetime"
+    for r in range(spec.repeats):
+        reset_host_peak()
+        t0 = time.perf_counter()
+        steps, times, first_loss, loss = 0, [], math.nan, math.nan
+        while True:
+            tc = time.perf_counter()
+            loss = run_chunk(chunk)
+            tn = time.perf_counter()
+            first_loss = loss if steps == 0 else first_loss
+            times.append((tn - tc) * workers / chunk)
+            steps += chunk
+            if steps >= spec.max_steps or (tn - t0 >= spec.max_seconds
+                                           and steps >= spec.min_steps):
+                break
+        wall = time.perf_counter() - t0
+        examples = steps * spec.global_batch
+        windows.append(Window(
+            index=r, steps=steps, examples=examples, wall_s=wall,
+            global_throughput=examples / wall,
+            per_replica_throughput=examples / wall / workers,
+            step_time=step_time_stats(times), loss_first=first_loss, loss_last=loss,
+            device_peak_bytes={}, host_peak_rss_bytes=host_peak_rss_bytes()))
+        all_times.extend(times)
+        log(f"window {r + 1}/{spec.repeats}: {examples / wall:,.1f} examples/s, loss {loss:.4f}")
+    if not math.isfinite(windows[-1].loss_last):
+        raise FloatingPointError(f"training diverged: loss is {windows[-1].loss_last}")
+    throughputs = [w.global_throughput for w in windows]
+    median = float(np.median(throughputs))
+    host_peaks = [w.host_peak_rss_bytes for w in windows if w.host_peak_rss_bytes]
+    figures = Figures(
+        global_throughput=median, per_replica_throughput=median / workers,
+        step_time=step_time_stats(all_times), windows=windows, warmup=warmup, startup=startup,
+        # The coordinator holds no model state on devices; workers' and parameter
+        # servers' memory is sampled by the launcher (per task).
+        memory=Memory(device_peak_bytes={}, device_scope="per_task (see tasks)",
+                      host_peak_rss_bytes=max(host_peaks) if host_peaks else None,
+                      host_scope=host_scope),
+        model=ModelInfo(params=stats.params, trainable_params=stats.trainable_params,
+                        grad_bytes_per_step=stats.grad_bytes_per_step,
+                        forward_flops_per_example=stats.forward_flops_per_example,
+                        train_flops_per_example=stats.train_flops_per_example,
+                        flops_method=stats.flops_method),
+        achieved_flops_per_s=stats.train_flops_per_example * median,
+        loss_start=loss_start, loss_end=windows[-1].loss_last,
+        learned=windows[-1].loss_last < loss_start,
+        replica_divergence=0.0,  # one copy of the variables, on the parameter servers
+        throughput_cv=coefficient_of_variation(throughputs))
+    env = fingerprint(with_tf=True)
+    env["threads"] = {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+                      "inter_op": tf.config.threading.get_inter_op_parallelism_threads()}
+    return {"status": "ok", "reason": None, "figures": asdict(figures), "environment": env,
+            "local_replicas": 0}
