@@ -73,9 +73,17 @@ class Progress:
             detail = (f"{f.global_throughput:,.1f} examples/s, step "
                       f"{f.step_time.median_s * 1e3:.2f} ms median, first step after "
                       f"{f.startup.launch_to_first_step_s:.1f} s")
+        elif result.status == "ok" and result.allreduce:
+            from bench.probes.summary import allreduce_line
+
+            detail = allreduce_line(result.allreduce)
         else:
             detail = (result.reason or "").splitlines()[0] if result.reason else ""
         self.echo(f"    -> {result.status}: {detail} [{result.wall_s:.1f} s]")
+        if result.figures and result.figures.communication:
+            from bench.probes.summary import communication_line
+
+            self.echo(f"       {communication_line(result.figures.communication)}")
 
 
 def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
@@ -100,7 +108,11 @@ def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
     try:
         for i, (spec, paths) in enumerate(todo):
             progress.start(i + 1, spec, [s for s, _ in todo[i:]])
-            result = run_isolated(spec, paths.log)
+            result = run_isolated(spec, paths.log, profile_dir=paths.profile)
+            if result.status == "oom":  # say which batch of this configuration did fit
+                from bench.probes.memory_fit import note_largest_fit, stored_results
+
+                result = note_largest_fit(result, [*outcome.ran, *stored_results(sweep_dir)])
             save(result, paths.result)
             outcome.ran.append(result)
             progress.finish(result)
