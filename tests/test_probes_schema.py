@@ -104,6 +104,20 @@ def test_peak_flops_come_from_the_cache_without_measuring(
     assert peak.cache_key(FakeTF, "/gpu:0") != key  # another device kind, another entry
 
 
+def test_a_refresh_keeps_the_higher_peak_per_dtype(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STRATBENCH_CACHE_DIR", str(tmp_path))
+    key = peak.cache_key(FakeTF, "/cpu:0")
+    peak.cache_path().write_text(json.dumps(
+        {key: {"flops_per_s": {"float32": 4.0e11, "bfloat16": 1.0e11}}}))
+    measured = {"float32": 1.0e11, "bfloat16": 8.0e11, "float16": 2.0e11}
+    monkeypatch.setattr(peak, "measure_dtype", lambda _tf, dtype, _dev: measured[dtype])
+    # A busy machine reads float32 low: the cached 4e11 stays; bfloat16 improves.
+    expected = {"float32": 4.0e11, "bfloat16": 8.0e11, "float16": 2.0e11}
+    assert peak.peak_flops(FakeTF, "/cpu:0", refresh=True) == expected
+    assert peak.peak_flops(FakeTF, "/cpu:0") == expected  # and it is what the cache holds
+
+
 def test_mfu_is_achieved_over_peak_times_physical_devices() -> None:
     # 1e9 FLOP/example x 100 examples/s = 1e11 FLOP/s; 2 GPUs of 2.5e11 -> 0.2.
     assert peak.mfu(1e9, 100.0, 2.5e11, 2) == (pytest.approx(0.2), 5e11)

@@ -69,6 +69,8 @@ def measure_dtype(tf: Any, dtype: str, device: str, n: int = MATMUL_N,
 def peak_flops(tf: Any, device: str = "/cpu:0", refresh: bool = False) -> dict[str, float]:
     """FLOP/s per dtype for ``device`` (from the cache unless ``refresh``).
 
+    A refresh keeps, per dtype, the higher of the new and the cached figure: a peak is
+    the best the hardware showed, and a measurement on a busy machine only reads low.
     A dtype without a matmul kernel on this device is left out.
     """
     path, key = cache_path(), cache_key(tf, device)
@@ -84,6 +86,9 @@ def peak_flops(tf: Any, device: str = "/cpu:0", refresh: bool = False) -> dict[s
             table[dtype] = measure_dtype(tf, dtype, device)
         except Exception:  # no kernel for this dtype here: no peak, hence no MFU
             continue
+    if entry:
+        for dtype, old in entry.get("flops_per_s", {}).items():
+            table[dtype] = max(float(old), table.get(dtype, 0.0))
     cache[key] = {"flops_per_s": table, "measured_at": time.time(),
                   # A busy machine measures a low peak: the load says how busy it was.
                   "load_avg_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
@@ -144,3 +149,24 @@ def mfu(train_flops_per_example: float, global_throughput: float,
         return None, None
     peak = peak_per_device * physical_devices
     return train_flops_per_example * global_throughput / peak, peak
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.probes.peak [--refresh]``: print (or re-measure) the peaks."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m bench.probes.peak")
+    parser.add_argument("--refresh", action="store_true",
+                        help="measure again (keeps the higher figure per dtype)")
+    args = parser.parse_args(argv)
+    import tensorflow as tf
+
+    device = first_device(tf)
+    table = peak_flops(tf, device, refresh=args.refresh)
+    print(json.dumps({"device": device, "flops_per_s": table, "cache": str(cache_path())},
+                     indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
