@@ -119,6 +119,7 @@ def _write_atomic(path: Path, data: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(data)
+        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; a report is meant to be shared
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
