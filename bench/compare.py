@@ -262,6 +262,11 @@ def compare_metric(metric: Metric, base: Sequence[float], cur: Sequence[float],
         note = f"significant but within the {threshold:.0%} threshold"
     elif verdict == "unchanged" and abs(worse) > threshold:
         note = "beyond the threshold but not significant (noise)"
+    noisiest = max(coefficient_of_variation(base), coefficient_of_variation(cur))
+    if verdict in ("regressed", "improved") and noisiest > threshold:
+        # Seen when other processes share the machine: say so rather than stay silent.
+        note = (f"noisy: window CV up to {noisiest:.0%} exceeds the threshold; the machine "
+                f"may have been busy, confirm with a re-run")
     if threshold > asked and run_to_run_cv is not None:
         raised = (f"threshold {threshold:.0%}: {RUN_NOISE_K:g} x the baseline runs' "
                   f"run-to-run CV {run_to_run_cv:.1%}")

@@ -273,3 +273,9 @@ def test_run_to_run_spread_of_a_pooled_baseline_raises_the_threshold() -> None:
     assert tput.run_to_run_cv is not None and tput.threshold == pytest.approx(
         2 * tput.run_to_run_cv)
     assert tput.verdict == "unchanged" and "run-to-run CV" in tput.note
+
+
+def test_a_regression_measured_in_noisy_windows_says_so() -> None:
+    report = compare([res(BASE)], [res((700.0, 500.0, 900.0, 600.0, 800.0, 700.0))])
+    tput = next(m for m in report.configs[0].metrics if m.metric == "throughput")
+    assert tput.verdict == "regressed" and tput.note.startswith("noisy: window CV up to")
