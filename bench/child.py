@@ -154,7 +154,8 @@ def run_train(ctx: Context) -> dict[str, Any]:
     extras = after_windows(trainer, figures, profile_dir, progress=_log)
     env["peak_flops"] = extras.peak_entry
     return {"status": "ok", "reason": extras.reason, "figures": asdict(figures),
-            "environment": env, "local_replicas": trainer.local_replicas}
+            "environment": env, "local_replicas": trainer.local_replicas,
+            "weights_checksum": trainer.weights_checksum()}
 
 
 def _before_windows(ctx: Context) -> Callable[[], None]:

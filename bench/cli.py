@@ -224,6 +224,7 @@ EXTRA_COMMANDS: list[str] = [
     "bench.cmd_nightly",  # issue 6: nightly job (make nightly)
     "reports.cli",  # issue 5: `bench report SWEEP_DIR`
     "bench.cmd_allreduce",  # issue 4: nccl-tests-style all-reduce probe
+    "bench.cmd_worker",  # issue 3: one task of a multi-host run
 ]
 
 

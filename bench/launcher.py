@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -362,5 +362,29 @@ def _combine(spec: RunSpec, main_payload: dict[str, Any], procs: list[_Proc],
             device_peak_bytes=f.memory.device_peak_bytes if f else {},
             cores=list(p.task.cores),
             threads=((payload.get("environment") or {}).get("threads") or
-                     {"intra_op": p.task.intra_threads, "inter_op": p.task.inter_threads})))
-    return factory.combine(spec, figures, tasks)
+                     {"intra_op": p.task.intra_threads, "inter_op": p.task.inter_threads}),
+            loss_end=f.loss_end if f else None,
+            weights_checksum=payload.get("weights_checksum")))
+    combined = factory.combine(spec, figures, tasks)
+    return _with_run_mfu(combined, procs, payloads)
+
+
+def _with_run_mfu(figures: Figures, procs: list[_Proc],
+                  payloads: dict[str, dict[str, Any] | None]) -> Figures:
+    """MFU of the whole run: achieved FLOP/s over the peak of the hardware it used.
+
+    Each training task measured the peak of what it could use (its cores or GPU);
+    tasks that share a core set or GPU count it once, disjoint ones add up.
+    """
+    groups: dict[tuple[Any, ...], float] = {}
+    for p in procs:
+        f = (payloads.get(p.task.name) or {}).get("figures") or {}
+        peak = f.get("peak_flops_per_s")
+        if peak:
+            groups[(p.task.cores, p.task.gpus)] = max(peak, groups.get(
+                (p.task.cores, p.task.gpus), 0.0))
+    if not groups:
+        return figures
+    machine_peak = sum(groups.values())
+    return replace(figures, peak_flops_per_s=machine_peak,
+                   mfu=figures.achieved_flops_per_s / machine_peak)

@@ -45,14 +45,22 @@ def expand(axes: Mapping[str, Sequence[Any]], fixed: Mapping[str, Any] | None = 
 
 # -- presets ----------------------------------------------------------------------
 IN_PROCESS = ["default", "one_device", "mirrored", "central_storage"]
+# (workload, two global batch sizes, parameters) of the CPU preset. ResNet50 at
+# 32x32 with 10 classes: 224x224 would take minutes per configuration here.
+CPU_WORKLOADS: list[tuple[str, list[int], dict[str, Any]]] = [
+    ("mlp", [256, 1024], {}),
+    ("cnn", [64, 256], {}),
+    ("resnet50", [16, 32], {"image_size": 32, "classes": 10}),
+]
 
 
 def preset_default(hw: Hardware) -> list[RunSpec]:
     """What `make bench` runs: a matrix that fits the hardware found.
 
     CPU (logical devices sharing the cores): all three workloads, the four
-    in-process strategies, 1/2/4 devices, two global batch sizes each, short
-    windows so the sweep ends within ~15 minutes on 2 cores. ResNet50 uses a
+    in-process strategies, 1/2/4 devices, two global batch sizes each, then the
+    multi-process strategies at one batch size; short windows so the sweep ends
+    within ~15 minutes on 2 cores. ResNet50 uses a
     32x32 input and 10 classes there (224x224 would take minutes per configuration;
     its first step alone takes ~40 s at 4 logical devices).
     GPU: 1..N GPUs, ResNet50 at 224x224 with fixed per-replica batches.
@@ -61,18 +69,28 @@ def preset_default(hw: Hardware) -> list[RunSpec]:
         n = len(hw.gpus)
         fixed = {"batch_mode": "per_replica", "repeats": 3, "max_seconds": 10.0,
                  "warmup_steps": 10, "timeout_s": 900.0}
-        return expand({"workload": ["resnet50"], "strategy": IN_PROCESS,
+        return expand({"workload": ["resnet50"],
+                       "strategy": [*IN_PROCESS, "multi_worker_mirrored", "independent"],
                        "devices": list(range(1, n + 1)), "batch": [64, 128]}, fixed)
     fixed = {"repeats": 3, "max_seconds": 1.5, "min_steps": 5, "max_steps": 400,
              "warmup_steps": 3, "timeout_s": 300.0}
     specs: list[RunSpec] = []
-    for workload, batches, params in (("mlp", [256, 1024], {}),
-                                      ("cnn", [64, 256], {}),
-                                      ("resnet50", [16, 32],
-                                       {"image_size": 32, "classes": 10})):
+    for workload, batches, params in CPU_WORKLOADS:
         specs += expand({"workload": [workload], "strategy": IN_PROCESS,
                          "devices": [1, 2, 4], "batch": batches},
                         {**fixed, "params": params})
+    # Multi-process strategies at the first batch size: the same replica counts as
+    # mirrored (so the report can compare them), the independent-copies baseline,
+    # and two processes sharing one device (what several workers on a GPU cost).
+    for workload, batches, params in CPU_WORKLOADS:
+        devices = [2] if workload == "resnet50" else [2, 4]
+        strategies = ["multi_worker_mirrored", "independent"] + (
+            [] if workload == "resnet50" else ["parameter_server"])
+        specs += expand({"workload": [workload], "strategy": strategies, "devices": devices,
+                         "batch": batches[:1]}, {**fixed, "params": params})
+        specs += expand({"workload": [workload], "strategy": ["independent"], "devices": [1],
+                         "batch": batches[:1]},
+                        {**fixed, "params": params, "workers_per_device": 2})
     return [s for s in specs if _runs_on(s, hw)]
 
 

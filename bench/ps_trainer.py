@@ -135,8 +135,26 @@ def run_coordinator(spec: RunSpec, launch_ts: float, mark_ready: Callable[[], No
         learned=windows[-1].loss_last < loss_start,
         replica_divergence=0.0,  # one copy of the variables, on the parameter servers
         throughput_cv=coefficient_of_variation(throughputs))
+    # MFU against the machine's peak: the coordinator runs with TensorFlow's default
+    # threads on every core, as the worker servers do, so its cached peak is theirs.
+    reason = None
+    try:
+        from bench.probes.peak import PRECISION_DTYPE, first_device, mfu, peak_flops
+
+        device = first_device(tf)
+        table = peak_flops(tf, device)
+        physical = 1 if "cpu" in device else workers
+        figures.mfu, figures.peak_flops_per_s = mfu(
+            stats.train_flops_per_example, median, table.get(PRECISION_DTYPE[spec.precision]),
+            physical)
+    except OSError as exc:
+        reason = f"no MFU: peak FLOP/s probe failed ({exc})"
+    if spec.profile_steps:
+        reason = "; ".join(filter(None, [reason, (
+            "not profiled: parameter_server steps run on remote worker servers, which the "
+            "coordinator's profiler does not see")]))
     env = fingerprint(with_tf=True)
     env["threads"] = {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
                       "inter_op": tf.config.threading.get_inter_op_parallelism_threads()}
-    return {"status": "ok", "reason": None, "figures": asdict(figures), "environment": env,
+    return {"status": "ok", "reason": reason, "figures": asdict(figures), "environment": env,
             "local_replicas": 0}

@@ -187,6 +187,9 @@ class TaskFigures:
     device_peak_bytes: dict[str, int] = field(default_factory=dict, metadata={"unit": "bytes"})
     cores: list[int] = field(default_factory=list)
     threads: dict[str, int] = field(default_factory=dict)
+    loss_end: float | None = unit("nats (mean cross-entropy)", None)
+    # Sum of every trainable weight after training: synchronous workers must agree.
+    weights_checksum: float | None = unit("sum of weights", None)
 
 
 @dataclass

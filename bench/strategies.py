@@ -220,8 +220,8 @@ class MultiWorkerMirrored(StrategyFactory):
         return super().unsupported_reason(spec, hw)
 
     def plan(self, spec: RunSpec, hw: Hardware) -> list[Task]:
-        per_worker = spec.devices // self.processes(spec)
-        if per_worker == 1:
+        per_worker = spec.devices // self.processes(spec)  # 0 when workers share a device
+        if per_worker <= 1:
             return shared_device_tasks("worker", "train", spec.devices,
                                        spec.workers_per_device, hw, cluster_job="worker",
                                        barrier=False, memory_limit_mb=spec.gpu_memory_limit_mb)

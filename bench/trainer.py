@@ -239,6 +239,12 @@ class Trainer:
             local.numpy()
         return value
 
+    def weights_checksum(self) -> float:
+        """Sum of all trainable weights (first local copy), to compare across workers."""
+        return float(sum(
+            float(np.sum(self.strategy.experimental_local_results(v.value)[0].numpy(),
+                         dtype=np.float64)) for v in self.variables))
+
     def replica_divergence(self) -> float:
         """Largest |w_r - w_0| over all variables and replicas (0 with one copy)."""
         worst = 0.0

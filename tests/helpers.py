@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from bench.launcher import make_result
@@ -132,3 +134,31 @@ def report_results() -> list[RunResult]:
     out.append(measured("one_device", 2, 32, 0.0, status="unsupported",
                         reason="one_device places everything on one device; devices must be 1"))
     return out
+
+
+def child_processes(under: Path | None = None) -> list[int]:
+    """PIDs of live bench.child processes (zombies excluded).
+
+    With ``under``, only those whose output goes to a log below that directory:
+    the children of one test, whatever else runs on the machine.
+    """
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+            state = (entry / "stat").read_text().split(")")[-1].split()[0]
+        except OSError:
+            continue
+        if b"bench.child" not in cmd or state == "Z":
+            continue
+        if under is not None:
+            try:
+                out = os.readlink(entry / "fd" / "1")
+            except OSError:
+                continue
+            if not out.startswith(str(under)):
+                continue
+        pids.append(int(entry.name))
+    return pids

@@ -14,6 +14,7 @@ import pytest
 
 from bench.results import load
 from reports.load import load_sweep
+from tests.helpers import child_processes
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["--size", "tiny", "--repeats", "2", "--max-seconds", "0.3", "--min-steps", "3",
@@ -23,34 +24,6 @@ TINY = ["--size", "tiny", "--repeats", "2", "--max-seconds", "0.3", "--min-steps
 def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "bench", *args], cwd=ROOT, text=True,
                           capture_output=True, timeout=timeout)
-
-
-def child_processes(under: Path | None = None) -> list[int]:
-    """PIDs of live bench.child processes (zombies excluded).
-
-    With ``under``, only those whose output goes to a log below that directory:
-    the children of one test, whatever else runs on the machine.
-    """
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
-            state = (entry / "stat").read_text().split(")")[-1].split()[0]
-        except OSError:
-            continue
-        if b"bench.child" not in cmd or state == "Z":
-            continue
-        if under is not None:
-            try:
-                out = os.readlink(entry / "fd" / "1")
-            except OSError:
-                continue
-            if not out.startswith(str(under)):
-                continue
-        pids.append(int(entry.name))
-    return pids
 
 
 def test_tiny_sweep_end_to_end(tmp_path: Path) -> None:

@@ -23,12 +23,20 @@ def test_default_cpu_preset_covers_the_issue_matrix() -> None:
     specs = preset_default(CPU)
     assert {s.workload for s in specs} == {"mlp", "cnn", "resnet50"}
     assert {s.strategy for s in specs} == {"default", "one_device", "mirrored",
-                                           "central_storage"}
+                                           "central_storage", "multi_worker_mirrored",
+                                           "parameter_server", "independent"}
+    # Several workers sharing one device, and the baseline at mirrored's replica counts.
+    assert any(s.workers_per_device == 2 and s.devices == 1 for s in specs)
+    for w in ("mlp", "cnn"):
+        assert {s.devices for s in specs if s.workload == w and s.strategy == "independent"
+                and s.workers_per_device == 1} == {2, 4}
     assert {s.devices for s in specs} == {1, 2, 4}
     for w in ("mlp", "cnn", "resnet50"):
         assert len({s.global_batch for s in specs if s.workload == w}) == 2
     # Single-device strategies only appear at one device.
     assert all(s.devices == 1 for s in specs if s.strategy in ("default", "one_device"))
+    # Keys are unique: no configuration would overwrite another's result.
+    assert len({s.key() for s in specs}) == len(specs)
 
 
 def test_default_gpu_preset_sweeps_all_gpus_with_resnet224() -> None:

@@ -17,7 +17,9 @@ TWO_GPUS = Hardware("test cpu", 8, 2**36,
 
 
 def test_registries_hold_the_product_axes() -> None:
-    assert STRATEGIES.names() == ["default", "one_device", "mirrored", "central_storage"]
+    assert STRATEGIES.names() == ["default", "one_device", "mirrored", "central_storage",
+                                  "multi_worker_mirrored", "parameter_server", "independent",
+                                  "tpu"]
     assert WORKLOADS.names() == ["mlp", "cnn", "resnet50"]
 
 
@@ -35,6 +37,10 @@ def test_registry_rejects_duplicates_and_lists_names() -> None:
     ({"strategy": "default", "devices": 4}, CPU, "devices must be 1"),
     ({"strategy": "mirrored", "cross_device_ops": "nccl"}, CPU, "needs GPUs"),
     ({"strategy": "mirrored", "devices": 4}, TWO_GPUS, "only 2 GPU"),
+    ({"strategy": "multi_worker_mirrored", "communication": "nccl"}, CPU, "need GPUs"),
+    ({"strategy": "multi_worker_mirrored", "devices": 2, "workers": 1}, CPU,
+     "one CPU device per worker"),
+    ({"strategy": "tpu", "devices": 1}, CPU, "no TPU"),
 ])
 def test_unsupported_combinations_have_reasons(over: dict, hw: Hardware, needle: str) -> None:
     spec = tiny_spec(**over)
@@ -60,3 +66,44 @@ def test_workload_variants() -> None:
         assert w.resolve("tiny", {}) != w.resolve("default", {})
         assert w.num_classes(w.resolve("default", {})) >= 2
     assert WORKLOADS.get("resnet50").resolve("default", {})["image_size"] == 224
+
+
+@pytest.mark.parametrize(("over", "needle"), [
+    ({"strategy": "mirrored", "workers": 2}, "workers does not apply to strategy mirrored"),
+    ({"strategy": "mirrored", "partitioner": "fixed"}, "used by parameter_server"),
+    ({"strategy": "independent", "communication": "ring"}, "used by multi_worker_mirrored"),
+    ({"strategy": "multi_worker_mirrored", "devices": 2, "workers": 2,
+      "workers_per_device": 2}, "workers must be 0 when workers_per_device"),
+    ({"strategy": "multi_worker_mirrored", "devices": 4, "workers": 3, "batch": 64},
+     "workers must divide devices"),
+    ({"strategy": "parameter_server", "devices": 2, "workers": 3}, "equal devices"),
+])
+def test_multi_process_knobs_are_validated(over: dict, needle: str) -> None:
+    from bench.errors import SpecError
+
+    with pytest.raises(SpecError, match=needle):
+        tiny_spec(**over)
+
+
+def test_multi_process_plans() -> None:
+    mwms = tiny_spec(strategy="multi_worker_mirrored", devices=2)
+    plan = STRATEGIES.get("multi_worker_mirrored").plan(mwms, CPU)
+    assert [(t.name, t.cluster_job, t.main) for t in plan] == [
+        ("worker0", "worker", True), ("worker1", "worker", False)]
+    ps = tiny_spec(strategy="parameter_server", devices=2, ps_tasks=2)
+    names = [t.name for t in STRATEGIES.get("parameter_server").plan(ps, CPU)]
+    assert names == ["chief0", "ps0", "ps1", "worker0", "worker1"]
+    assert (ps.global_batch, ps.per_replica_batch, ps.replicas) == (32, 32, 2)
+    ind = tiny_spec(strategy="independent", devices=2, workers_per_device=2, batch=64)
+    plan = STRATEGIES.get("independent").plan(ind, CPU)
+    assert len(plan) == 4 and all(t.barrier for t in plan)
+    assert ind.replicas == 4 and ind.per_replica_batch == 16
+    # On GPUs, processes sharing a device get a memory slice of it.
+    from bench.hardware import GpuInfo, Hardware
+
+    gpus = Hardware("cpu", 8, 2**36, (GpuInfo(0, "G", 16000, "1"),))
+    shared = STRATEGIES.get("independent").plan(
+        tiny_spec(strategy="independent", devices=1, workers_per_device=2), gpus)
+    assert [t.gpus for t in shared] == [(0,), (0,)]
+    assert all(t.gpu_memory_limit_mb == 16000 * 9 // 10 // 2 for t in shared)
+

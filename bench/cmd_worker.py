@@ -1,0 +1,113 @@
+"""``python -m bench worker``: run one task of a multi-host run.
+
+Every host runs the same command with the same configuration; the cluster comes
+from TF_CONFIG (set by the user or by Kubernetes tooling) or, under Slurm, from
+Slurm's variables through TensorFlow's SlurmClusterResolver. The chief (the
+MultiWorkerMirrored worker 0, or the ParameterServer coordinator) writes the
+run's result into ``--out`` like a sweep; the other tasks print a line and exit
+(parameter-server and worker servers serve until the job is stopped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from bench.errors import BenchError
+from bench.strategies import STRATEGIES
+
+SLURM_PORT_BASE = 8888
+
+
+def add_parser(sub: Any) -> None:
+    from bench.cli import _add_matrix_args
+
+    p = sub.add_parser("worker", help="run one task of a multi-host run (TF_CONFIG or Slurm)")
+    _add_matrix_args(p)
+    p.add_argument("--out", type=Path, required=True,
+                   help="sweep directory where the chief writes the result")
+    p.add_argument("--cluster", choices=["auto", "tf_config", "slurm"], default="auto",
+                   help="where the cluster comes from (auto: TF_CONFIG if set, else Slurm)")
+    p.set_defaults(func=cmd_worker)
+
+
+def _tf_config_from_slurm(strategy: str, ps_tasks: int) -> dict[str, Any]:
+    import tensorflow as tf
+
+    ntasks = int(os.environ.get("SLURM_NTASKS", "1"))
+    jobs = ({"worker": ntasks} if strategy != "parameter_server"
+            else {"chief": 1, "ps": ps_tasks, "worker": ntasks - 1 - ps_tasks})
+    resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(
+        jobs=jobs, port_base=SLURM_PORT_BASE)
+    return {"cluster": resolver.cluster_spec().as_dict(),
+            "task": {"type": resolver.task_type, "index": resolver.task_id}}
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from bench.child import RUNNERS, Context
+    from bench.cli import UsageError, specs_from_args
+    from bench.env import now_iso
+    from bench.hardware import detect
+    from bench.launcher import Paths, make_result
+    from bench.results import figures_from_dict, save
+
+    specs = specs_from_args(args)
+    if len(specs) != 1:
+        raise UsageError(f"worker runs exactly one configuration; the options give "
+                         f"{len(specs)}")
+    spec = specs[0]
+    factory = STRATEGIES.get(spec.strategy)
+    source = args.cluster
+    if source == "auto":
+        source = "tf_config" if os.environ.get("TF_CONFIG") else "slurm"
+    if source == "slurm":
+        if "SLURM_JOB_ID" not in os.environ:
+            raise UsageError("no TF_CONFIG and not inside a Slurm job (SLURM_JOB_ID unset)")
+        os.environ["TF_CONFIG"] = json.dumps(_tf_config_from_slurm(spec.strategy,
+                                                                   spec.ps_tasks or 1))
+    try:
+        tf_config = json.loads(os.environ["TF_CONFIG"])
+        job, index = tf_config["task"]["type"], int(tf_config["task"]["index"])
+    except (KeyError, ValueError, TypeError) as exc:
+        raise UsageError(f"TF_CONFIG must be JSON with cluster and task.type/task.index. "
+                         f"Received: TF_CONFIG={os.environ.get('TF_CONFIG')!r}") from exc
+    tasks = [t for t in factory.plan(spec, detect()) if t.cluster_job]
+    task = next((t for t in tasks if t.cluster_job == job and t.index == index), None)
+    if task is None:
+        raise UsageError(f"strategy {spec.strategy} has no task {job}:{index} for "
+                         f"{spec.devices} devices; its tasks: "
+                         f"{', '.join(f'{t.cluster_job}:{t.index}' for t in tasks)}")
+    # Other hosts have their own cores: no pinning computed for this machine's cores.
+    task = replace(task, cores=(), intra_threads=0, inter_threads=0)
+    started = now_iso()
+    t0 = time.monotonic()
+    paths = Paths.for_spec(args.out, spec)
+    with tempfile.TemporaryDirectory(prefix="stratbench-worker-") as tmp:
+        ctx = Context(spec, task, Path(tmp), time.time(), paths.profile)
+        try:
+            payload = RUNNERS[task.runner](ctx)
+        except BenchError:
+            raise
+        except Exception as exc:  # recorded like a sweep's failure
+            from bench.child import failure_payload
+
+            payload = failure_payload(exc)
+    if not task.main:
+        print(f"task {job}:{index} finished: {payload.get('status')}")
+        return 0
+    figures = figures_from_dict(payload["figures"]) if payload.get("figures") else None
+    if figures is not None:
+        figures = replace(figures, combination="multi-host: the chief's own figures (other "
+                                               "hosts' tasks are not gathered)")
+    result = make_result(spec, payload["status"], payload.get("reason"), figures=figures,
+                         environment=payload.get("environment"), started_at=started,
+                         wall_s=time.monotonic() - t0, launcher={"tf_config": tf_config})
+    save(result, paths.result)
+    print(f"chief result: {paths.result} ({result.status})")
+    return 0 if result.status in ("ok", "unsupported") else 3

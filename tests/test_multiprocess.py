@@ -1,0 +1,119 @@
+"""Multi-process strategies as real processes on 127.0.0.1, and their failure modes.
+
+The pytest process only supervises (bench.launcher.run_isolated); every
+TensorFlow task is its own child process, as in a sweep.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+import bench.launcher as launcher
+from bench.launcher import run_isolated
+from bench.results import RunResult
+from tests.helpers import child_processes, tiny_spec
+
+FAST = {"repeats": 2, "max_seconds": 0.3, "min_steps": 3, "max_steps": 30, "warmup_steps": 2}
+
+
+def run(tmp_path: Path, timeout: float = 180, **over: object) -> RunResult:
+    spec = tiny_spec(**{**FAST, **over})
+    result = run_isolated(spec, tmp_path / "logs" / "run.log", timeout_s=timeout)
+    assert not child_processes(tmp_path), "a process of the run survived it"
+    return result
+
+
+def test_multi_worker_mirrored_two_workers_train_in_sync(tmp_path: Path) -> None:
+    r = run(tmp_path, strategy="multi_worker_mirrored", devices=2)
+    assert r.status == "ok", r.reason
+    f = r.figures
+    assert f is not None and f.tasks is not None and f.combination
+    assert r.replicas == 2 and f.learned
+    workers = {t.task: t for t in f.tasks}
+    assert set(workers) == {"worker0", "worker1"}
+    a, b = workers["worker0"], workers["worker1"]
+    assert a.loss_end == pytest.approx(b.loss_end, rel=1e-6)  # workers agree on the loss
+    assert a.weights_checksum == pytest.approx(b.weights_checksum, rel=1e-6, abs=1e-6)
+    assert a.local_replicas == b.local_replicas == 1
+    # Each worker's own share is half of the global figure.
+    assert a.throughput == pytest.approx(f.global_throughput / 2)
+    assert a.cores and b.cores and not set(a.cores) & set(b.cores)  # split cores
+    assert a.threads["intra_op"] >= 1 and a.host_peak_rss_bytes
+
+
+def test_parameter_server_one_ps_two_workers(tmp_path: Path) -> None:
+    r = run(tmp_path, strategy="parameter_server", devices=2)
+    assert r.status == "ok", r.reason
+    f = r.figures
+    assert f is not None and f.learned and f.tasks is not None
+    names = {t.task for t in f.tasks}
+    assert names == {"chief0", "ps0", "worker0", "worker1"}
+    # Servers never report figures; the launcher samples their memory.
+    assert all(t.host_peak_rss_bytes for t in f.tasks)
+    assert r.global_batch == r.per_replica_batch == 32 and r.replicas == 2
+    assert f.startup.launch_to_first_step_s > 0
+
+
+def test_independent_copies_and_several_workers_per_device(tmp_path: Path) -> None:
+    r = run(tmp_path / "a", strategy="independent", devices=2)
+    assert r.status == "ok", r.reason
+    f = r.figures
+    assert f is not None and f.tasks is not None and len(f.tasks) == 2
+    assert f.global_throughput == pytest.approx(sum(t.throughput or 0 for t in f.tasks))
+    assert all(t.loss_end is not None for t in f.tasks)
+    # Two copies sharing one device: same core set, half the threads each.
+    shared = run(tmp_path / "b", strategy="independent", devices=1, workers_per_device=2)
+    assert shared.status == "ok", shared.reason
+    assert shared.figures is not None and shared.figures.tasks is not None
+    t0, t1 = shared.figures.tasks
+    assert t0.cores == t1.cores and shared.replicas == 2
+
+
+def test_multi_worker_mirrored_two_workers_on_one_device(tmp_path: Path) -> None:
+    r = run(tmp_path, strategy="multi_worker_mirrored", devices=1, workers_per_device=2)
+    assert r.status == "ok", r.reason
+    assert r.replicas == 2 and r.figures is not None and r.figures.tasks is not None
+    assert {t.task for t in r.figures.tasks} == {"worker0", "worker1"}
+
+
+def test_worker_killed_mid_run_fails_the_run(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STRATBENCH_FAULT", "worker1:kill_after_warmup")
+    t0 = time.monotonic()
+    r = run(tmp_path, strategy="multi_worker_mirrored", devices=2, max_seconds=5.0,
+            max_steps=10**6)
+    assert r.status == "failed", r.reason
+    assert "worker1" in (r.reason or "")
+    assert time.monotonic() - t0 < 90
+
+
+def test_worker_that_never_starts_is_a_startup_timeout(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # The leader would wait forever in the MWMS constructor: the start-up deadline ends it.
+    monkeypatch.setenv("STRATBENCH_FAULT", "worker1:hang_at_start")
+    monkeypatch.setattr(launcher, "STARTUP_TIMEOUT_S", 15.0)
+    t0 = time.monotonic()
+    r = run(tmp_path, strategy="multi_worker_mirrored", devices=2)
+    assert r.status == "timeout", r.reason
+    assert "start-up hang" in (r.reason or "") and "worker1" in (r.reason or "")
+    assert time.monotonic() - t0 < 60
+    # Before the kill, every task was asked for its Python stacks.
+    logs = "".join(p.read_text() for p in (tmp_path / "logs").glob("*.log"))
+    assert "most recent call first" in logs
+
+
+def test_run_beyond_its_deadline_is_a_timeout(tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    r = run(tmp_path, timeout=12, strategy="multi_worker_mirrored", devices=2,
+            max_seconds=60.0, max_steps=10**6, repeats=3)
+    assert r.status == "timeout", r.reason
+    assert "12 s timeout" in (r.reason or "")
+    assert time.monotonic() - t0 < 12 + 2 * launcher.KILL_GRACE_S
+
+
+def test_tpu_is_unsupported_without_a_tpu(tmp_path: Path) -> None:
+    r = run(tmp_path, strategy="tpu", devices=1)
+    assert r.status == "unsupported" and "no TPU" in (r.reason or "")
