@@ -67,8 +67,10 @@ def test_benchmark_json_compare_and_compare_fail(tmp_path: Path) -> None:
     assert cli.returncode == 0, cli.stderr
     assert "test_training_throughput" in cli.stdout and "Median" in cli.stdout
 
-    # A 20% slower re-run compared with the saved one fails the median check.
+    # A slowed re-run compared with the saved one fails the median check. 50%, not the
+    # 20% of test_compare: this is pytest-benchmark's bare threshold (no statistics), and
+    # its two runs are seconds apart on a machine other processes may be loading.
     slow = run_pytest(["--benchmark-storage", storage, "--benchmark-compare=0001",
-                       "--benchmark-compare-fail=median:5%"], {INJECT_SLOWDOWN_VAR: "0.2"})
+                       "--benchmark-compare-fail=median:5%"], {INJECT_SLOWDOWN_VAR: "0.5"})
     assert slow.returncode != 0, slow.stdout[-3000:]
     assert "Performance has regressed" in slow.stdout + slow.stderr
