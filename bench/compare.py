@@ -205,6 +205,14 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["regressed"] = [c.key for c in self.regressed]
+        d["units"] = {"baseline_median": "the metric's unit (metrics[].unit)",
+                      "current_median": "the metric's unit (metrics[].unit)",
+                      "change": "ratio (current / baseline - 1)",
+                      "interval": "ratio (95% bootstrap interval of change)",
+                      "threshold": "ratio", "baseline_cv": "ratio (std/mean of windows)",
+                      "current_cv": "ratio (std/mean of windows)",
+                      "run_to_run_cv": "ratio (std/mean of baseline run medians)",
+                      "alpha": "probability", "p_value": "probability (two-sided)"}
         for c, cd in zip(self.configs, d["configs"], strict=True):
             cd["noise_floor_cv"] = dict(zip(("baseline", "current"), c.noise_floor, strict=True))
         return d
