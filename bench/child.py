@@ -51,6 +51,10 @@ KNOWN_INCOMPATIBLE = {
         "statistics are such variables (seen with TF 2.21 / Keras 3.15)"),
     "No OpKernel was registered to support Op 'NcclAllReduce'": (
         "NCCL all-reduce has no kernel on this device type (needs GPUs)"),
+    "'ShardedVariable' object has no attribute 'handle'": (
+        "Keras 3 layers cannot train sharded variables: ParameterServerStrategy's "
+        "variable_partitioner splits a variable larger than the shard size and the first "
+        "step fails (seen with TF 2.21 / Keras 3.15); use partitioner=none"),
 }
 
 
@@ -197,9 +201,21 @@ def failure_payload(exc: BaseException) -> dict[str, Any]:
     known = next((why for pattern, why in KNOWN_INCOMPATIBLE.items() if pattern in str(exc)),
                  None)
     is_oom = any(c.__name__ in _OOM_NAMES for c in type(exc).__mro__)
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     status = "unsupported" if known else "oom" if is_oom else "failed"
-    return {"status": status, "reason": known or f"{type(exc).__name__}: {first}"[:2000]}
+    return {"status": status, "reason": known or f"{type(exc).__name__}: {summary(exc)}"}
+
+
+def summary(exc: BaseException) -> str:
+    """The line of an exception message that says what went wrong.
+
+    TensorFlow's errors from a tf.function start with "in user code:" and a
+    traceback, and end with the actual error: take the last meaningful line then.
+    """
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    line = lines[-1] if lines[0].rstrip(":") == "in user code" else lines[0]
+    return line[:2000]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,7 +21,7 @@ from typing import Any
 
 from bench.errors import BenchError, SpecError
 from bench.hardware import detect
-from bench.matrix import PRESETS, expand
+from bench.matrix import AXES, PRESETS, expand
 from bench.spec import RunSpec
 from bench.strategies import STRATEGIES
 
@@ -88,6 +88,17 @@ def _add_matrix_args(p: argparse.ArgumentParser) -> None:
     axes.add_argument("--steps-per-call", type=_ints("--steps-per-call"),
                       dest="steps_per_call")
     axes.add_argument("--data", type=_split, help="synthetic (on device), tfdata")
+    axes.add_argument("--workers", type=_ints("--workers"),
+                      help="multi_worker_mirrored: worker processes (0 = one per device)")
+    axes.add_argument("--ps-tasks", type=_ints("--ps-tasks"), dest="ps_tasks",
+                      help="parameter_server: parameter-server tasks (0 = one)")
+    axes.add_argument("--workers-per-device", type=_ints("--workers-per-device"),
+                      dest="workers_per_device",
+                      help="multi_worker_mirrored, independent: processes sharing a device")
+    axes.add_argument("--communication", type=_split,
+                      help="multi_worker_mirrored collectives: auto, ring, nccl")
+    axes.add_argument("--partitioner", type=_split,
+                      help="parameter_server variable partitioning: none, fixed, min_size")
     knobs = p.add_argument_group("knobs (one value for the whole sweep)")
     knobs.add_argument("--batch-mode", choices=["global", "per_replica"], dest="batch_mode")
     knobs.add_argument("--repeats", type=int, help="measured windows per configuration")
@@ -118,10 +129,7 @@ _AXES_DEFAULTS: dict[str, list[Any]] = {"devices": [1], "batch": [64]}
 def specs_from_args(args: argparse.Namespace) -> list[RunSpec]:
     """The validated configurations an invocation asks for."""
     knobs = {k: getattr(args, k) for k in _KNOBS if getattr(args, k) is not None}
-    axes = {a: getattr(args, a) for a in ("workload", "size", "strategy", "cross_device_ops",
-                                          "devices", "batch", "precision", "xla",
-                                          "grad_accum", "steps_per_call", "data")
-            if getattr(args, a) is not None}
+    axes = {a: getattr(args, a) for a in AXES if getattr(args, a, None) is not None}
     if args.preset:
         if axes or args.param:
             raise UsageError(f"--preset {args.preset} cannot be combined with axes "

@@ -285,7 +285,7 @@ def run_isolated(spec: RunSpec, log_path: Path, timeout_s: float | None = None,
                                f"stratbench's result schema: {exc}", started_at=started,
                                wall_s=wall, launcher=info)
     allreduce = allreduce_from_dict(payload["allreduce"]) if payload.get("allreduce") else None
-    return make_result(spec, status, reason, figures=figures,
+    return make_result(spec, status, outcome, figures=figures,
                        environment=payload.get("environment"), started_at=started,
                        wall_s=wall, launcher=info, allreduce=allreduce)
 

@@ -12,16 +12,21 @@ from bench.strategies import STRATEGIES
 
 # Axes a sweep may vary; everything else in RunSpec is a fixed knob.
 AXES = ("workload", "size", "strategy", "cross_device_ops", "devices", "batch", "precision",
-        "xla", "grad_accum", "steps_per_call", "data")
+        "xla", "grad_accum", "steps_per_call", "data", "workers", "ps_tasks",
+        "workers_per_device", "communication", "partitioner")
+# Axes that only some strategies use, with the value the others get.
+STRATEGY_KNOBS = {"workers": 0, "ps_tasks": 0, "workers_per_device": 1,
+                  "communication": "auto", "partitioner": "none"}
 
 
 def expand(axes: Mapping[str, Sequence[Any]], fixed: Mapping[str, Any] | None = None
            ) -> list[RunSpec]:
     """Cartesian product of ``axes`` (each a list), with ``fixed`` knobs applied.
 
-    ``cross_device_ops`` only varies for strategies that accept a choice; the
-    others get ``default`` once, so ``--strategy mirrored,central_storage
-    --cross-device-ops default,hierarchical_copy`` gives three strategies, not four.
+    ``cross_device_ops`` and the multi-process knobs (STRATEGY_KNOBS) only vary
+    for strategies that use them; the others get the default once, so
+    ``--strategy mirrored,central_storage --cross-device-ops default,hierarchical_copy``
+    gives three configurations, not four.
     Duplicates are dropped, order is kept. Every spec is validated.
     """
     unknown = sorted(set(axes) - set(AXES))
@@ -36,6 +41,9 @@ def expand(axes: Mapping[str, Sequence[Any]], fixed: Mapping[str, Any] | None = 
         cdo = values.get("cross_device_ops", "default")
         if cdo not in factory.cross_device_ops:
             values["cross_device_ops"] = "default"
+        for knob, default in STRATEGY_KNOBS.items():
+            if knob in values and knob not in factory.accepts:
+                values[knob] = default
         spec = RunSpec(**{**(fixed or {}), **values})
         if spec.key() not in seen:
             seen.add(spec.key())

@@ -240,6 +240,10 @@ class RunResult:
         if self.status not in STATUSES:
             raise SchemaError(f"RunResult.status must be one of {', '.join(STATUSES)}. "
                               f"Received: status={self.status!r}")
+        if self.status != "ok" and not (self.reason or "").strip():
+            # A failure without a reason is a lost result in disguise.
+            raise SchemaError(f"RunResult.reason must explain a {self.status!r} status. "
+                              f"Received: reason={self.reason!r}")
 
     # -- serialisation ---------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

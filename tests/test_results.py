@@ -74,6 +74,12 @@ def test_bad_status_rejected() -> None:
         fake_result().__class__(**{**fake_result().__dict__, "status": "great"})
 
 
+@pytest.mark.parametrize("reason", [None, "", "  "])
+def test_non_ok_status_needs_a_reason(reason: str | None) -> None:
+    with pytest.raises(SchemaError, match="reason must explain a 'failed' status"):
+        fake_result().__class__(**{**fake_result("failed").__dict__, "reason": reason})
+
+
 def test_step_time_stats_known_values() -> None:
     st = step_time_stats([float(i) for i in range(1, 101)])
     assert st.median_s == pytest.approx(50.5)
@@ -85,3 +91,18 @@ def test_step_time_stats_known_values() -> None:
         step_time_stats([])
     assert coefficient_of_variation([10.0, 10.0]) == 0.0
     assert coefficient_of_variation([9.0, 11.0]) == pytest.approx(0.1414, rel=1e-3)
+
+
+def test_failure_reasons_say_what_went_wrong() -> None:
+    from bench.child import failure_payload
+
+    tf_style = AttributeError("in user code:\n\n    File x.py, line 3\n\n"
+                              "    AttributeError: 'Thing' object has no attribute 'h'\n")
+    assert failure_payload(tf_style) == {
+        "status": "failed", "reason": "AttributeError: AttributeError: 'Thing' object has no "
+                                      "attribute 'h'"}
+    assert failure_payload(ValueError("bad batch\nmore"))["reason"] == "ValueError: bad batch"
+    assert failure_payload(MemoryError())["status"] == "oom"
+    sharded = AttributeError("in user code:\n 'ShardedVariable' object has no attribute 'handle'")
+    known = failure_payload(sharded)
+    assert known["status"] == "unsupported" and "partitioner" in known["reason"]
