@@ -14,6 +14,7 @@ import argparse
 import datetime as _dt
 import importlib
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -214,11 +215,18 @@ def cmd_show(args: argparse.Namespace) -> int:
     loaded = load_sweep(args.sweep_dir)
     for w in loaded.warnings:
         print(f"warning: {w}", file=sys.stderr)
+    probes = [r for r in loaded.results if r.allreduce is not None]
+    training = [r for r in loaded.results if r.allreduce is None]
     if args.csv:
-        print(to_frame(loaded.results).to_csv(index=False), end="")
-    else:
-        print(format_table(loaded.results))
+        print(to_frame(training).to_csv(index=False), end="")
+        return EXIT_OK
+    if training or not probes:
+        print(format_table(training))
         print("\n" + LEGEND)
+    if probes:
+        from bench.probes.summary import allreduce_table
+
+        print(allreduce_table(probes))
     return EXIT_OK
 
 
@@ -274,6 +282,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # Output piped into e.g. `head`, which closed early: not an error. Point stdout
+        # at /dev/null so that the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except BenchError as exc:
         print(f"stratbench: error: {exc}", file=sys.stderr)
         return EXIT_INTERNAL
