@@ -52,11 +52,15 @@ class Progress:
     def eta(self, remaining: Sequence[RunSpec]) -> float | None:
         if not self._walls:
             return None
-        overall = [w for ws in self._walls.values() for w in ws]
-        mean_all = sum(overall) / len(overall)
-        # Per-workload means: a ResNet50 run costs far more than an MLP run.
-        return sum(sum(ws) / len(ws) if (ws := self._walls.get(s.workload)) else mean_all
-                   for s in remaining)
+        # Per-workload means (a ResNet50 run costs far more than an MLP run); a workload
+        # not seen yet is priced from the seen ones through the workloads' cost hints.
+        from workloads import WORKLOADS
+
+        per_unit = [sum(ws) / len(ws) / WORKLOADS.get(w).cost_hint
+                    for w, ws in self._walls.items()]
+        unit = sum(per_unit) / len(per_unit)
+        return sum(sum(ws) / len(ws) if (ws := self._walls.get(s.workload))
+                   else unit * WORKLOADS.get(s.workload).cost_hint for s in remaining)
 
     def start(self, index: int, spec: RunSpec, remaining: Sequence[RunSpec]) -> None:
         eta = self.eta(remaining)

@@ -25,6 +25,7 @@ WORKLOADS.register("cnn", Workload(
     build=build_cnn,
     input_shape=lambda p: (p["image_size"], p["image_size"], p["channels"]),
     teacher_pool=4,
+    cost_hint=1.2,
 ))
 WORKLOADS.register("resnet50", Workload(
     name="resnet50",
@@ -38,6 +39,7 @@ WORKLOADS.register("resnet50", Workload(
     input_shape=lambda p: (p["image_size"], p["image_size"], 3),
     teacher_pool=4,
     check=lambda p: None if p["image_size"] >= 32 else "image_size must be >= 32 for ResNet50",
+    cost_hint=4.0,
 ))
 
 __all__ = ["WORKLOADS", "Workload"]

@@ -33,6 +33,9 @@ class Workload:
     teacher_pool: int | None = None
     # Extra rule on resolved parameters: returns an error message or None.
     check: Callable[[Mapping[str, Any]], str | None] | None = None
+    # Rough wall time of one configuration relative to the MLP's; only used to
+    # estimate the time left in a sweep before this workload has run once.
+    cost_hint: float = 1.0
 
     def resolve(self, size: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
         """Parameters for a variant with overrides applied; unknown keys are errors."""
