@@ -115,8 +115,10 @@ class Trainer:
         self.devices = devices
         self.replicas = int(strategy.num_replicas_in_sync)
         # Replicas in this process (all of them except under multi-worker strategies).
-        self.local_replicas = len(getattr(strategy.extended, "worker_devices", ())) \
-            or self.replicas
+        try:
+            self.local_replicas = len(strategy.extended.worker_devices) or self.replicas
+        except (AttributeError, RuntimeError):  # the default strategy raises RuntimeError
+            self.local_replicas = self.replicas
         if self.replicas != spec.replicas:
             raise RuntimeError(f"strategy made {self.replicas} replicas, spec expects "
                                f"{spec.replicas}")

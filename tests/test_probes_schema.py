@@ -31,7 +31,8 @@ def spec(**over: Any) -> RunSpec:
 
 def result(status: str = "ok", **over: Any) -> RunResult:
     s = spec(**over)
-    return RunResult(key=s.key(), spec=s, status=status, reason=None, replicas=s.replicas,
+    reason = None if status == "ok" else f"{status} for a test"
+    return RunResult(key=s.key(), spec=s, status=status, reason=reason, replicas=s.replicas,
                      global_batch=s.global_batch, per_replica_batch=s.per_replica_batch)
 
 
