@@ -17,14 +17,12 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-import numpy as np
-
 from bench.memory import host_peak_rss_bytes, reset_host_peak
-from bench.results import Figures, Memory, ModelInfo, Startup, Warmup, Window
+from bench.results import Startup, Warmup, Window
 from bench.spec import RunSpec
-from bench.stats import coefficient_of_variation, step_time_stats
+from bench.stats import step_time_stats
 from bench.strategies import STRATEGIES
-from bench.trainer import build_model, make_apply
+from bench.trainer import build_model, make_apply, summarize
 from workloads import WORKLOADS
 from workloads.flops import model_stats
 
@@ -112,29 +110,13 @@ def run_coordinator(spec: RunSpec, launch_ts: float, mark_ready: Callable[[], No
             device_peak_bytes={}, host_peak_rss_bytes=host_peak_rss_bytes()))
         all_times.extend(times)
         log(f"window {r + 1}/{spec.repeats}: {examples / wall:,.1f} examples/s, loss {loss:.4f}")
-    if not math.isfinite(windows[-1].loss_last):
-        raise FloatingPointError(f"training diverged: loss is {windows[-1].loss_last}")
-    throughputs = [w.global_throughput for w in windows]
-    median = float(np.median(throughputs))
-    host_peaks = [w.host_peak_rss_bytes for w in windows if w.host_peak_rss_bytes]
-    figures = Figures(
-        global_throughput=median, per_replica_throughput=median / workers,
-        step_time=step_time_stats(all_times), windows=windows, warmup=warmup, startup=startup,
-        # The coordinator holds no model state on devices; workers' and parameter
-        # servers' memory is sampled by the launcher (per task).
-        memory=Memory(device_peak_bytes={}, device_scope="per_task (see tasks)",
-                      host_peak_rss_bytes=max(host_peaks) if host_peaks else None,
-                      host_scope=host_scope),
-        model=ModelInfo(params=stats.params, trainable_params=stats.trainable_params,
-                        grad_bytes_per_step=stats.grad_bytes_per_step,
-                        forward_flops_per_example=stats.forward_flops_per_example,
-                        train_flops_per_example=stats.train_flops_per_example,
-                        flops_method=stats.flops_method),
-        achieved_flops_per_s=stats.train_flops_per_example * median,
-        loss_start=loss_start, loss_end=windows[-1].loss_last,
-        learned=windows[-1].loss_last < loss_start,
-        replica_divergence=0.0,  # one copy of the variables, on the parameter servers
-        throughput_cv=coefficient_of_variation(throughputs))
+    # The coordinator holds no model state on devices; the workers' and parameter
+    # servers' memory is sampled by the launcher (per task). One copy of the
+    # variables, on the parameter servers: no divergence between replicas.
+    figures = summarize(windows, all_times, warmup, startup, stats, loss_start,
+                        replicas=workers, device_scope="per_task (see tasks)",
+                        host_scope=host_scope, replica_divergence=0.0)
+    median = figures.global_throughput
     # MFU against the machine's peak: the coordinator runs with TensorFlow's default
     # threads on every core, as the worker servers do, so its cached peak is theirs.
     reason = None

@@ -12,6 +12,7 @@ device synchronisation; each call inside is synchronised by fetching its loss.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -26,7 +27,7 @@ from bench.results import Figures, Memory, ModelInfo, Startup, Warmup, Window
 from bench.spec import RunSpec
 from bench.stats import coefficient_of_variation, step_time_stats
 from workloads import WORKLOADS
-from workloads.flops import model_stats
+from workloads.flops import ModelStats, model_stats
 
 POOL_BYTES_BUDGET = 256 * 2**20  # host/device bytes for the synthetic pool
 MAX_POOL_BATCHES = 8
@@ -101,6 +102,43 @@ def make_apply(spec: RunSpec, model: Any, opt: Any) -> Callable[[list[tuple[Any,
         return total
 
     return apply
+
+
+def summarize(windows: list[Window], step_times: list[float], warmup: Warmup,
+              startup: Startup, stats: ModelStats, loss_start: float, *, replicas: int,
+              device_scope: str, host_scope: str, replica_divergence: float) -> Figures:
+    """The run's figures from its measured windows (headline = median window).
+
+    Raises FloatingPointError when the loss is no longer finite: a diverged run's
+    throughput is not a result.
+    """
+    if not math.isfinite(windows[-1].loss_last):
+        raise FloatingPointError(f"training diverged: loss is {windows[-1].loss_last}")
+    throughputs = [w.global_throughput for w in windows]
+    median = float(np.median(throughputs))
+    device_peak: dict[str, int] = {}
+    for w in windows:
+        for name, peak in w.device_peak_bytes.items():
+            device_peak[name] = max(device_peak.get(name, 0), peak)
+    host_peaks = [w.host_peak_rss_bytes for w in windows if w.host_peak_rss_bytes]
+    return Figures(
+        global_throughput=median,
+        per_replica_throughput=median / replicas,
+        step_time=step_time_stats(step_times),
+        windows=windows,
+        warmup=warmup,
+        startup=startup,
+        memory=Memory(device_peak_bytes=device_peak, device_scope=device_scope,
+                      host_peak_rss_bytes=max(host_peaks) if host_peaks else None,
+                      host_scope=host_scope),
+        model=ModelInfo(**dataclasses.asdict(stats)),
+        achieved_flops_per_s=stats.train_flops_per_example * median,
+        loss_start=loss_start,
+        loss_end=windows[-1].loss_last,
+        learned=windows[-1].loss_last < loss_start,
+        replica_divergence=replica_divergence,
+        throughput_cv=coefficient_of_variation(throughputs),
+    )
 
 
 class Trainer:
@@ -327,36 +365,6 @@ class Trainer:
             all_times.extend(times)
             progress(f"window {r + 1}/{spec.repeats}: {examples / wall:,.1f} examples/s, "
                      f"loss {loss:.4f}")
-        if not math.isfinite(windows[-1].loss_last):
-            raise FloatingPointError(f"training diverged: loss is {windows[-1].loss_last}")
-
-        throughputs = [w.global_throughput for w in windows]
-        median = float(np.median(throughputs))
-        device_peak: dict[str, int] = {}
-        for w in windows:
-            for name, peak in w.device_peak_bytes.items():
-                device_peak[name] = max(device_peak.get(name, 0), peak)
-        host_peaks = [w.host_peak_rss_bytes for w in windows if w.host_peak_rss_bytes]
-        s = self.stats
-        return Figures(
-            global_throughput=median,
-            per_replica_throughput=median / self.replicas,
-            step_time=step_time_stats(all_times),
-            windows=windows,
-            warmup=warmup,
-            startup=startup,
-            memory=Memory(device_peak_bytes=device_peak, device_scope=mem.scope,
-                          host_peak_rss_bytes=max(host_peaks) if host_peaks else None,
-                          host_scope=host_scope),
-            model=ModelInfo(params=s.params, trainable_params=s.trainable_params,
-                            grad_bytes_per_step=s.grad_bytes_per_step,
-                            forward_flops_per_example=s.forward_flops_per_example,
-                            train_flops_per_example=s.train_flops_per_example,
-                            flops_method=s.flops_method),
-            achieved_flops_per_s=s.train_flops_per_example * median,
-            loss_start=loss_start,
-            loss_end=windows[-1].loss_last,
-            learned=windows[-1].loss_last < loss_start,
-            replica_divergence=self.replica_divergence(),
-            throughput_cv=coefficient_of_variation(throughputs),
-        )
+        return summarize(windows, all_times, warmup, startup, self.stats, loss_start,
+                         replicas=self.replicas, device_scope=mem.scope, host_scope=host_scope,
+                         replica_divergence=self.replica_divergence())
