@@ -12,7 +12,7 @@ OUT    ?= results/bench-$(shell date +%Y%m%d-%H%M%S)
 ARGS   ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv bench smoke test lint overhead clean
+.PHONY: help venv bench smoke test lint overhead probes clean
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -41,6 +41,9 @@ lint: $(STAMP) ## ruff and mypy
 
 overhead: $(STAMP) ## harness vs hand-written loop throughput (prints figures)
 	$(PY) scripts/overhead.py $(ARGS)
+
+probes: $(STAMP) ## all-reduce bus bandwidth and communication-fraction figures (prints figures)
+	$(PY) scripts/probe_figures.py $(ARGS)
 
 .PHONY: report
 # SWEEP=<sweep dir> (required); REPORT_OUT=<dir> (default SWEEP/report).
