@@ -35,7 +35,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.compare import Report, compare  # noqa: E402
+from bench.compare import Report, Thresholds, compare  # noqa: E402
 from bench.results import RunResult  # noqa: E402
 from bench.spec import RunSpec  # noqa: E402
 from bench.sweep import run_sweep  # noqa: E402
@@ -68,6 +68,8 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=6, help="windows per run")
     ap.add_argument("--max-seconds", type=float, default=0.5, help="window length, s")
     ap.add_argument("--devices", default="1,2")
+    ap.add_argument("--threshold", default="5%",
+                    help="compare's threshold for the false-positive count (default 5%%)")
     ap.add_argument("--analyse", type=Path, metavar="DIR",
                     help="only analyse the runs already in DIR (run1, run2, ...)")
     ap.add_argument("--out", type=Path,
@@ -94,6 +96,7 @@ def main() -> int:
             if r.status == "ok" and r.figures is not None:
                 by_key.setdefault(r.spec.key(), []).append(r)
     rows, comparisons, false_pos, pooled_n, pooled_fp = [], 0, 0, 0, 0
+    thresholds = Thresholds.parse([args.threshold])
     print(f"\n{'configuration':34s} {'runs':>4s} {'within-run CV':>14s} "
           f"{'between-run CV':>15s} {'median ex/s':>12s} {'pairwise flags':>15s} "
           f"{'pooled flags':>13s}")
@@ -107,11 +110,12 @@ def main() -> int:
         between = float(np.std(medians, ddof=1) / np.mean(medians)) if len(runs) > 1 else 0.0
         flags = []
         for a, b in itertools.combinations(runs, 2):
-            flags.append(throughput_verdict(compare([a], [b])))
+            flags.append(throughput_verdict(compare([a], [b], thresholds=thresholds)))
         n_false = sum(v in ("regressed", "improved") for v in flags)
         comparisons += len(flags)
         false_pos += n_false
-        pooled = [throughput_verdict(compare([o for o in runs if o is not r], [r]))
+        pooled = [throughput_verdict(compare([o for o in runs if o is not r], [r],
+                                             thresholds=thresholds))
                   for r in runs] if len(runs) > 2 else []
         p_false = sum(v in ("regressed", "improved") for v in pooled)
         pooled_n += len(pooled)
@@ -126,17 +130,18 @@ def main() -> int:
               f"{n_false:>7d} of {len(flags):<3d}   {p_false:>5d} of {len(pooled):<3d}")
     rate = false_pos / comparisons if comparisons else float("nan")
     pooled_rate = pooled_fp / pooled_n if pooled_n else float("nan")
-    print(f"\nfalse positives (throughput flagged regressed or improved, same code):\n"
+    print(f"\nfalse positives (throughput flagged regressed or improved, same code; "
+          f"threshold {thresholds.default:.0%}):\n"
           f"  one run vs one run:        {false_pos} of {comparisons} = {rate:.0%}\n"
           f"  one run vs the others pooled: {pooled_fp} of {pooled_n} = {pooled_rate:.0%}")
-    (args.out / "noise_floor.json").write_text(json.dumps(
+    (args.out / f"noise_floor-{thresholds.default:.0%}.json").write_text(json.dumps(
         {"rows": rows, "comparisons": comparisons, "false_positives": false_pos,
          "rate": rate, "pooled_comparisons": pooled_n, "pooled_false_positives": pooled_fp,
          "pooled_rate": pooled_rate, "repeats": args.repeats,
-         "max_seconds": args.max_seconds,
+         "max_seconds": args.max_seconds, "threshold": thresholds.default,
          "units": {"within_run_cv": "ratio", "between_run_cv": "ratio",
                    "median_throughput": "examples/s (global)"}}, indent=2) + "\n")
-    print(f"written: {args.out / 'noise_floor.json'}")
+    print(f"written: {args.out / f'noise_floor-{thresholds.default:.0%}.json'}")
     return 0
 
 
