@@ -36,7 +36,7 @@ test: $(STAMP) ## run the test suite
 	$(PY) -m pytest
 
 lint: $(STAMP) ## ruff and mypy
-	$(VENV)/bin/ruff check bench workloads reports tests scripts conftest.py
+	$(VENV)/bin/ruff check bench workloads reports tests scripts benchmarks conftest.py
 	$(VENV)/bin/mypy
 
 overhead: $(STAMP) ## harness vs hand-written loop throughput (prints figures)

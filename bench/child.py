@@ -130,8 +130,7 @@ def run_train(ctx: Context) -> dict[str, Any]:
     spec = factory.local_spec(ctx.spec, ctx.task)
     threads = _configure_threads(tf, ctx.task)
     t = time.perf_counter()
-    devices = setup_devices(tf, spec.devices if ctx.task.role == "single"
-                            else ctx.task.local_devices,
+    devices = setup_devices(tf, ctx.task.local_devices,
                             ctx.task.gpu_memory_limit_mb or spec.gpu_memory_limit_mb)
     phases["device_setup_s"] = time.perf_counter() - t
     env = _environment(tf, devices, threads, ctx.task)

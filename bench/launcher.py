@@ -255,7 +255,7 @@ def run_isolated(spec: RunSpec, log_path: Path, timeout_s: float | None = None,
                                             start_new_session=True)
                 procs.append(_Proc(task, proc, log))
             status, reason, culprit = _supervise(run, t0, timeout)
-            if status == "timeout":
+            if status is not None:  # a hang or a dead task: where was everyone else?
                 run.dump_stacks()
         except BaseException:
             run.kill_all()
@@ -275,16 +275,15 @@ def run_isolated(spec: RunSpec, log_path: Path, timeout_s: float | None = None,
     outcome: str | None = payload.get("reason")
     if status in ("failed", "oom"):
         outcome = f"{outcome}\n--- log tail ---\n{run.tails(main)}"
-    figures = None
-    if payload.get("figures"):
-        try:
-            figures = _combine(spec, payload, procs, payloads)
-        except (TypeError, KeyError, ValueError) as exc:
-            # E.g. a child running another version of stratbench: record, don't crash.
-            return make_result(spec, "failed", f"child payload does not match this "
-                               f"stratbench's result schema: {exc}", started_at=started,
-                               wall_s=wall, launcher=info)
-    allreduce = allreduce_from_dict(payload["allreduce"]) if payload.get("allreduce") else None
+    try:
+        figures = _combine(spec, payload, procs, payloads) if payload.get("figures") else None
+        allreduce = (allreduce_from_dict(payload["allreduce"]) if payload.get("allreduce")
+                     else None)
+    except (TypeError, KeyError, ValueError) as exc:
+        # E.g. a child running another version of stratbench: record, don't crash.
+        return make_result(spec, "failed", f"child payload does not match this "
+                           f"stratbench's result schema: {exc}", started_at=started,
+                           wall_s=wall, launcher=info)
     return make_result(spec, status, outcome, figures=figures,
                        environment=payload.get("environment"), started_at=started,
                        wall_s=wall, launcher=info, allreduce=allreduce)
