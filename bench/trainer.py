@@ -279,6 +279,20 @@ class Trainer:
             local.numpy()
         return value
 
+    def agreed_window_steps(self, step_s: float) -> int:
+        """Steps per window that every worker of a multi-worker run will take.
+
+        This worker's proposal (``max_seconds`` worth of steps at ``step_s`` each,
+        within ``[min_steps, max_steps]``, a multiple of ``steps_per_call``) is
+        averaged over all replicas by one all-reduce, so every worker gets the
+        same number back.
+        """
+        tf, spec, k = self.tf, self.spec, self.spec.steps_per_call
+        own = min(spec.max_steps, max(spec.min_steps, math.ceil(spec.max_seconds / step_s)))
+        proposals = self.strategy.run(lambda: tf.constant(float(own)))
+        mean = float(self.strategy.reduce(tf.distribute.ReduceOp.MEAN, proposals, axis=None))
+        return max(k, math.ceil(mean / k) * k)
+
     def weights_checksum(self) -> float:
         """Sum of all trainable weights (first local copy), to compare across workers."""
         return float(sum(
@@ -315,10 +329,20 @@ class Trainer:
                           launch_to_first_step_s=time.time() - launch_ts)
         progress(f"first call {first_call_s:.2f}s, loss {loss_start:.4f}")
         warm_steps = k
-        while warm_steps < spec.warmup_steps:
+        multi_worker = self.local_replicas < self.replicas
+        # Several worker processes must stop their windows after the same step: a
+        # worker that stops on its own clock leaves its peers' next all-reduce without
+        # a partner ("Socket closed"). They time a few warm-up calls to size the
+        # windows, then agree on one step count.
+        warm_target = max(spec.warmup_steps, 3 * k) if multi_worker else spec.warmup_steps
+        tw = time.perf_counter()
+        while warm_steps < warm_target:
             out = self.call()
             warm_steps += k
         self.sync(out)
+        timed = warm_steps - k
+        fixed_steps = self.agreed_window_steps((time.perf_counter() - tw) / timed) \
+            if multi_worker and timed else None
         warmup = Warmup(first_call_s=first_call_s, steps=warm_steps,
                         total_s=time.perf_counter() - t)
         before_windows()
@@ -350,8 +374,11 @@ class Trainer:
                 if steps == 0:
                     first_loss = loss
                 steps += k
-                if steps >= spec.max_steps or (tn - t0 >= spec.max_seconds
-                                               and steps >= spec.min_steps):
+                if fixed_steps is not None:
+                    if steps >= fixed_steps:
+                        break
+                elif steps >= spec.max_steps or (tn - t0 >= spec.max_seconds
+                                                 and steps >= spec.min_steps):
                     break
             self.sync(out)
             wall = time.perf_counter() - t0

@@ -117,3 +117,14 @@ def test_run_beyond_its_deadline_is_a_timeout(tmp_path: Path) -> None:
 def test_tpu_is_unsupported_without_a_tpu(tmp_path: Path) -> None:
     r = run(tmp_path, strategy="tpu", devices=1)
     assert r.status == "unsupported" and "no TPU" in (r.reason or "")
+
+
+def test_time_bounded_windows_end_together_across_workers(tmp_path: Path) -> None:
+    """Windows bounded by seconds, not steps: workers must still stop on the same step
+    (each stopping on its own clock left a peer's all-reduce without a partner)."""
+    r = run(tmp_path, strategy="multi_worker_mirrored", devices=2, max_seconds=0.4,
+            max_steps=10**6, repeats=3)
+    assert r.status == "ok", r.reason
+    assert r.figures is not None and r.figures.tasks is not None
+    steps = {t.task: t.examples for t in r.figures.tasks}
+    assert steps["worker0"] == steps["worker1"]
