@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import Unsupported
+from bench.hardware import detect
 from bench.results import write_new
 from bench.spec import RunSpec
 from bench.tasks import Task
@@ -230,6 +231,9 @@ def main(argv: list[str] | None = None) -> int:
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     spec = RunSpec.from_dict(json.loads(args.spec.read_text(encoding="utf-8")))
     task = Task.from_dict(json.loads(args.task))
+    # The machine's hardware, before pinning: the fingerprint (and its machine_id)
+    # must describe the machine, not this process's share of it (recorded apart).
+    detect()
     if task.cores and hasattr(os, "sched_setaffinity"):
         # Before TensorFlow starts: it sizes its thread pools from the usable cores.
         os.sched_setaffinity(0, task.cores)

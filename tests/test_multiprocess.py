@@ -64,6 +64,12 @@ def test_independent_copies_and_several_workers_per_device(tmp_path: Path) -> No
     assert f is not None and f.tasks is not None and len(f.tasks) == 2
     assert f.global_throughput == pytest.approx(sum(t.throughput or 0 for t in f.tasks))
     assert all(t.loss_end is not None for t in f.tasks)
+    # Pinned to one core each, the copies still fingerprint the whole machine, so the
+    # run groups with single-process runs of the same machine.
+    from bench.env import fingerprint
+
+    assert r.environment["machine_id"] == fingerprint()["machine_id"]
+    assert r.environment["task"]["cores"] == list(f.tasks[0].cores)
     # Two copies sharing one device: same core set, half the threads each.
     shared = run(tmp_path / "b", strategy="independent", devices=1, workers_per_device=2)
     assert shared.status == "ok", shared.reason
