@@ -88,7 +88,7 @@ class WorkloadSummary:
         return "; ".join(
             f"{r.ranking.label}: " + (f"{r.best.strategy} on {devices(r.best.replicas)} "
                                       f"({fmt_rate(r.best.throughput or 0)} examples/s)"
-                                      if r.best else "no successful run")
+                                      if r.best else r.text)
             for r in self.recommendations)
 
 
@@ -131,7 +131,10 @@ def recommend(ranking: Ranking, machine: Machine, scaling: dict[str, Scaling],
     ok = [r for r in everything if r.base_strategy not in NOT_A_CHOICE]
     ceilings = [r for r in everything if r.base_strategy in NOT_A_CHOICE]
     if not ok:
-        return Recommendation(ranking, None, "no successful run (see the runs without figures)")
+        text = ("only the no-communication baseline ran: " + "; ".join(
+            f"{r.strategy} on {devices(r.replicas)}: {fmt_rate(r.throughput or 0)} examples/s"
+            for r in ceilings) if ceilings else "no successful run (see the runs without figures)")
+        return Recommendation(ranking, None, text)
     best = max(ok, key=lambda r: (r.throughput or 0.0, -r.replicas))
     sc = scaling.get(best.key, Scaling())
     text = f"{best.strategy} on {devices(best.replicas)}: {fmt_rate(best.throughput or 0)} " \
