@@ -120,7 +120,8 @@ def _why(run: RunView, best: RunView, verdicts: dict[str, list[Verdict]]) -> str
                 f"interference during the run (other processes on the machine); re-run both")
     trait = STRATEGY_TRAITS.get(run.base_strategy, f"of how {run.base_strategy} works")
     serious = [v for v in verdicts.get(run.key, []) if v.severity in ("high", "moderate")
-               and v.kind not in ("noisy", "suspicious efficiency", "not measured")]
+               and v.kind not in ("noisy", "suspicious efficiency", "suspicious MFU",
+                                  "not measured")]
     return f"{trait} ({serious[0].kind})" if serious else trait
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from reports.machines import Machine
-from reports.runs import ONE_DEVICE_BASELINES, RunView
+from reports.runs import ONE_DEVICE_BASELINES, RunView, field_of
 from reports.scaling import Index, Scaling
 
 # Share of step time in collectives; the TensorBoard profiler's overview page uses the
@@ -39,7 +39,8 @@ THRESHOLDS_TEXT = (
     f"{OVERHEAD_MODERATE:.0%} / {OVERHEAD_HIGH:.0%}; model too small: batch-independent "
     f"fixed cost >= {FIXED_SHARE_HIGH:.0%} of the step; memory-bound: peak >= "
     f"{MEMORY_MODERATE:.0%} / {MEMORY_HIGH:.0%} of capacity; noisy: window throughputs vary "
-    f"by >= {NOISY_CV:.0%} (coefficient of variation); efficiency above 100% is suspicious.")
+    f"by >= {NOISY_CV:.0%} (coefficient of variation); efficiency or MFU above 100% is "
+    f"suspicious.")
 
 
 @dataclass(frozen=True)
@@ -94,8 +95,6 @@ def _communication(run: RunView, ctx: Context) -> Verdict | None:
     grade = _grade(frac, COMM_MODERATE, COMM_HIGH)
     if grade is None:
         return None
-    from reports.runs import field_of
-
     comm = run.communication
     step, coll = field_of(comm, "step_s"), field_of(comm, "collective_s")
     detail = f" ({ms(coll)} of a {ms(step)} step" if step and coll is not None else " ("
@@ -265,6 +264,20 @@ def _suspicious(run: RunView, ctx: Context) -> Verdict | None:
            "baseline run (warm-up, a noisy neighbour) before trusting it")
     return Verdict("suspicious efficiency", "moderate" if value - 1 <= noise else "high",
                    f"{label} is {value:.0%} (above 100%), {why}")
+
+
+@rule("suspicious MFU")
+def _mfu(run: RunView, ctx: Context) -> Verdict | None:
+    if run.mfu is None or run.mfu <= 1.0:
+        return None
+    peak = field_of(run.result.figures, "peak_flops_per_s")
+    achieved = field_of(run.result.figures, "achieved_flops_per_s")
+    detail = (f" (achieved {achieved / 1e9:,.1f} GFLOP/s vs peak {peak / 1e9:,.1f} GFLOP/s)"
+              if peak and achieved else "")
+    return Verdict("suspicious MFU", "high",
+                   f"model FLOPs utilisation is {run.mfu:.0%}{detail}: above 100% is "
+                   f"impossible, so the peak it is measured against is too low; do not use "
+                   f"this MFU")
 
 
 @rule("noisy")

@@ -130,6 +130,10 @@ def test_other_verdicts_from_stored_figures() -> None:
     assert kinds["suspicious efficiency"].severity == "high"
     assert f"{2300 / 2 / 990:.0%}" in kinds["suspicious efficiency"].text  # vs mirrored n=1
     assert kinds["memory-bound"].severity == "high" and "95%" in kinds["memory-bound"].text
+    assert "suspicious MFU" not in kinds
+    big.figures.mfu = 1.5  # a peak measured too low makes MFU impossible
+    kinds = {v.kind: v for v in _only_machine(_report(results)).verdicts[big.key]}
+    assert kinds["suspicious MFU"].severity == "high" and "150%" in kinds["suspicious MFU"].text
     slow_input = results[3]
     (inp,) = [v for v in mr.verdicts[slow_input.key] if v.kind == "input-bound"]
     assert INPUT_HIGH <= 0.4 and inp.severity == "high"
