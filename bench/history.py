@@ -25,7 +25,7 @@ from typing import Any
 from bench.compare import identity
 from bench.env import now_iso
 from bench.errors import BenchError, SchemaError
-from bench.results import RunResult
+from bench.results import RunResult, parse
 
 STORE_VERSION = 1
 DEFAULT_PATH = Path("results") / "history.sqlite"
@@ -165,7 +165,7 @@ class History:
             for path in result_files(sweep_dir):
                 try:
                     data = path.read_bytes()
-                    result = _parse(path, data)
+                    result = parse(path, data)
                 except SchemaError as exc:
                     report.skipped.append(str(exc))
                     continue
@@ -242,19 +242,6 @@ class History:
         row = self.db.execute("SELECT id FROM sweeps WHERE path = ?",
                               (str(Path(sweep_dir).resolve()),)).fetchone()
         return None if row is None else int(row[0])
-
-
-def _parse(path: Path, data: bytes) -> RunResult:
-    try:
-        doc = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SchemaError(f"{path}: unreadable result file: {exc}") from exc
-    if not isinstance(doc, dict):
-        raise SchemaError(f"{path}: result file is not a JSON object")
-    try:
-        return RunResult.from_dict(doc)
-    except Exception as exc:  # SchemaError, or e.g. a spec naming an unknown workload
-        raise SchemaError(f"{path}: {exc}") from exc
 
 
 # -- selections -------------------------------------------------------------------------

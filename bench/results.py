@@ -357,17 +357,26 @@ def save(result: RunResult, path: Path) -> None:
     write_new(path, json.dumps(result.to_dict(), indent=2, sort_keys=False) + "\n")
 
 
-def load(path: Path) -> RunResult:
-    """Load and validate one result file; raises SchemaError naming the file."""
+def parse(path: Path, data: bytes) -> RunResult:
+    """Validate the bytes of a result file; raises SchemaError naming ``path``."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SchemaError(f"{path}: unreadable result file: {exc}") from exc
-    if not isinstance(data, dict):
+    if not isinstance(doc, dict):
         raise SchemaError(f"{path}: result file is not a JSON object")
     try:
-        return RunResult.from_dict(data)
+        return RunResult.from_dict(doc)
     except SchemaError as exc:
         raise SchemaError(f"{path}: {exc}") from exc
     except Exception as exc:  # e.g. a spec naming a workload this version lacks
         raise SchemaError(f"{path}: {exc}") from exc
+
+
+def load(path: Path) -> RunResult:
+    """Load and validate one result file; raises SchemaError naming the file."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise SchemaError(f"{path}: unreadable result file: {exc}") from exc
+    return parse(path, data)

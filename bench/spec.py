@@ -66,6 +66,26 @@ def _size_text(n: int) -> str:
     return f"{n}B"
 
 
+def knob_labels(knobs: Any) -> list[str]:
+    """Labels of the training knobs that differ from their defaults.
+
+    Shared by every label of a configuration (``RunSpec.label``, the report's
+    variants), so that a knob reads the same everywhere.
+    """
+    parts = []
+    if knobs.precision != "float32":
+        parts.append(knobs.precision)
+    if knobs.xla:
+        parts.append("xla")
+    if knobs.grad_accum > 1:
+        parts.append(f"accum={knobs.grad_accum}")
+    if knobs.steps_per_call > 1:
+        parts.append(f"spc={knobs.steps_per_call}")
+    if knobs.data != "synthetic":
+        parts.append(f"data={knobs.data}")
+    return parts
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """One configuration: workload x strategy x devices x batch x knobs.
@@ -239,14 +259,7 @@ class RunSpec:
                  else f"{self.strategy}({self.cross_device_ops})",
                  f"n={self.devices}", f"b={self.global_batch}" if self.mode == "train"
                  else f"up to {_size_text(self.allreduce_max_bytes)}"]
-        if self.precision != "float32":
-            parts.append(self.precision)
-        if self.xla:
-            parts.append("xla")
-        if self.grad_accum > 1:
-            parts.append(f"accum={self.grad_accum}")
-        if self.steps_per_call > 1:
-            parts.append(f"spc={self.steps_per_call}")
+        parts += knob_labels(self)
         if self.workers:
             parts.append(f"workers={self.workers}")
         if self.ps_tasks:
@@ -261,8 +274,6 @@ class RunSpec:
             parts.append(self.mode)
         if self.profile_steps:
             parts.append(f"profile={self.profile_steps}")
-        if self.data != "synthetic":
-            parts.append(self.data)
         return " ".join(parts)
 
     def key(self) -> str:

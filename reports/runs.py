@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.results import RunResult
+from bench.spec import knob_labels
 
 MIB = 2**20
 ONE_DEVICE_BASELINES = ("one_device", "default")  # single-device references, best first
@@ -71,16 +72,7 @@ class Variant:
         parts = [self.workload if self.size == "default" else f"{self.workload}[{self.size}]"]
         params = json.loads(self.params)
         parts += [f"{k}={v}" for k, v in params.items()]
-        if self.precision != "float32":
-            parts.append(self.precision)
-        if self.xla:
-            parts.append("xla")
-        if self.grad_accum > 1:
-            parts.append(f"accum={self.grad_accum}")
-        if self.steps_per_call > 1:
-            parts.append(f"spc={self.steps_per_call}")
-        if self.data != "synthetic":
-            parts.append(f"data={self.data}")
+        parts += knob_labels(self)
         if self.mode != "train":
             parts.append(f"mode={self.mode}")
         return " ".join(parts)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -162,3 +164,16 @@ def child_processes(under: Path | None = None) -> list[int]:
                 continue
         pids.append(int(entry.name))
     return pids
+
+
+ROOT = Path(__file__).resolve().parent.parent
+# Options that make a CLI sweep of tiny workloads take seconds.
+TINY = ["--size", "tiny", "--repeats", "2", "--max-seconds", "0.3", "--min-steps", "3",
+        "--max-steps", "20", "--warmup-steps", "1"]
+
+
+def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``python -m bench ARGS`` from the repository root, output captured."""
+    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=ROOT, text=True,
+                          capture_output=True, timeout=timeout)
+

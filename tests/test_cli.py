@@ -14,16 +14,7 @@ import pytest
 
 from bench.results import load
 from reports.load import load_sweep
-from tests.helpers import child_processes
-
-ROOT = Path(__file__).resolve().parent.parent
-TINY = ["--size", "tiny", "--repeats", "2", "--max-seconds", "0.3", "--min-steps", "3",
-        "--max-steps", "20", "--warmup-steps", "1"]
-
-
-def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=ROOT, text=True,
-                          capture_output=True, timeout=timeout)
+from tests.helpers import ROOT, TINY, bench, child_processes
 
 
 def test_tiny_sweep_end_to_end(tmp_path: Path) -> None:

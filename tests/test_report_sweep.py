@@ -11,8 +11,6 @@ from __future__ import annotations
 import csv
 import io
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,15 +18,7 @@ import pytest
 from bench.results import RunResult
 from reports.load import load_sweep
 from reports.recommend import fmt_rate
-
-ROOT = Path(__file__).resolve().parent.parent
-TINY = ["--size", "tiny", "--repeats", "2", "--max-seconds", "0.3", "--min-steps", "3",
-        "--max-steps", "20", "--warmup-steps", "1"]
-
-
-def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=ROOT, text=True,
-                          capture_output=True, timeout=timeout)
+from tests.helpers import TINY, bench
 
 
 def _row(md: str, batch: int, strategy: str, replicas: int) -> dict[str, str]:
