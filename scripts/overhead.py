@@ -4,8 +4,9 @@ For each configuration (its own process, as in a sweep), the same strategy
 object trains two copies of the model: one through bench.trainer.Trainer (what
 every sweep measures) and one through the most minimal custom loop one would
 write by hand (strategy.run in a tf.function on one fixed batch, no timing
-inside, one sync at the end). Rounds alternate A/B so that machine noise hits
-both alike; the medians and their ratio are printed.
+inside, one sync at the end). Rounds alternate so that machine noise hits
+both alike (ABBA order cancels a linear drift); the medians and their ratio
+are printed.
 
     python scripts/overhead.py                        # the default set
     python scripts/overhead.py --one mlp,mirrored,2,256 --rounds 7 --seconds 3
@@ -30,8 +31,12 @@ DEFAULT_SET = ["mlp,one_device,1,256", "mlp,mirrored,2,256", "cnn,mirrored,2,128
 MARK = "OVERHEAD_RESULT "
 
 
-def hand_written_loop(tf: Any, keras: Any, strategy: Any, spec: Any) -> Any:
-    """The minimal loop: returns a function(seconds) -> examples/s."""
+def hand_written_loop(tf: Any, keras: Any, strategy: Any, spec: Any, pool: int) -> Any:
+    """The minimal loop over ``pool`` distinct batches: a function(seconds) -> examples/s.
+
+    It trains on as many distinct batches as the harness does (cycling one cache-hot
+    batch would be less work than the harness does, not less overhead).
+    """
     from workloads import WORKLOADS
 
     workload = WORKLOADS.get(spec.workload)
@@ -41,10 +46,11 @@ def hand_written_loop(tf: Any, keras: Any, strategy: Any, spec: Any) -> Any:
         model = workload.build(params)
         opt = keras.optimizers.Adam(spec.learning_rate)
         opt.build(model.trainable_variables)
-    x, y = workload.make_pool(params, spec.global_batch, spec.seed)
-    batch = next(iter(strategy.experimental_distribute_dataset(
-        tf.data.Dataset.from_tensors((x, y)))))
     g = spec.global_batch
+    x, y = workload.make_pool(params, pool * g, spec.seed)
+    it = iter(strategy.experimental_distribute_dataset(
+        tf.data.Dataset.from_tensor_slices((x, y)).batch(g)))
+    batches = [next(it) for _ in range(pool)]
 
     def replica(xb: Any, yb: Any) -> Any:
         with tf.GradientTape() as tape:
@@ -60,13 +66,13 @@ def hand_written_loop(tf: Any, keras: Any, strategy: Any, spec: Any) -> Any:
     def step(xb: Any, yb: Any) -> Any:
         return strategy.reduce("SUM", strategy.run(replica, args=(xb, yb)), axis=None)
 
-    for _ in range(3):  # warm-up, tracing
-        step(*batch).numpy()
+    for i in range(3):  # warm-up, tracing
+        step(*batches[i % pool]).numpy()
 
     def measure(seconds: float) -> float:
         n, t0 = 0, time.perf_counter()
         while True:
-            out = step(*batch)
+            out = step(*batches[n % pool])
             n += 1
             if n % 10 == 0 and time.perf_counter() - t0 >= seconds:
                 break
@@ -93,12 +99,23 @@ def run_one(config: str, rounds: int, seconds: float) -> dict[str, Any]:
     setup = setup_devices(tf, spec.devices)
     strategy = STRATEGIES.get(spec.strategy).build(spec, setup.names)
     trainer = Trainer(spec, strategy, setup)
-    hand = hand_written_loop(tf, keras, strategy, spec)
+    hand = hand_written_loop(tf, keras, strategy, spec, trainer.pool)
     phases = {"import_tf_s": 0.0, "device_setup_s": 0.0, "build_s": 0.0}
     harness_rates, hand_rates = [], []
-    for _ in range(rounds):
+
+    def measure_harness() -> None:
         harness_rates.append(trainer.measure(time.time(), phases).global_throughput)
+
+    def measure_hand() -> None:
         hand_rates.append(hand(seconds))
+
+    # ABBA order (harness, hand, hand, harness, ...): a drift in machine state over the
+    # run (load decaying, clocks, caches) hits both loops alike instead of the first.
+    for r in range(rounds):
+        first, second = (measure_harness, measure_hand) if r % 2 == 0 else \
+            (measure_hand, measure_harness)
+        first()
+        second()
     return {"config": config, "harness": harness_rates, "hand": hand_rates}
 
 
@@ -116,7 +133,8 @@ def main() -> int:
         print(MARK + json.dumps(run_one(args.one, args.rounds, args.seconds)), flush=True)
         return 0
     print(f"{'configuration':32s} {'harness ex/s':>13s} {'hand ex/s':>11s} {'ratio':>7s}  "
-          f"(medians of {args.rounds} alternating rounds of {args.seconds:g} s)")
+          f"(medians of {args.rounds} ABBA rounds of {args.seconds:g} s; ratio = median of "
+          f"the per-round harness/hand ratios)")
     worst = None
     for config in args.config or DEFAULT_SET:
         try:
@@ -132,7 +150,9 @@ def main() -> int:
             continue
         r = json.loads(line[len(MARK):])
         h, m = statistics.median(r["harness"]), statistics.median(r["hand"])
-        ratio = h / m
+        # Each round pairs the two loops within seconds of each other: the median of the
+        # per-round ratios is immune to the machine drifting over the whole run.
+        ratio = statistics.median(a / b for a, b in zip(r["harness"], r["hand"], strict=True))
         worst = ratio if worst is None else min(worst, ratio)
         print(f"{config:32s} {h:13,.0f} {m:11,.0f} {ratio:7.3f}   harness rounds: "
               f"{', '.join(f'{v:,.0f}' for v in r['harness'])}; hand: "
