@@ -231,8 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     spec = RunSpec.from_dict(json.loads(args.spec.read_text(encoding="utf-8")))
     task = Task.from_dict(json.loads(args.task))
-    # The machine's hardware, before pinning: the fingerprint (and its machine_id)
-    # must describe the machine, not this process's share of it (recorded apart).
+    # Hardware as the launcher sees it, before pinning: the fingerprint's cpu_cores
+    # then match the launcher's (this task's own cores are recorded apart).
     detect()
     if task.cores and hasattr(os, "sched_setaffinity"):
         # Before TensorFlow starts: it sizes its thread pools from the usable cores.

@@ -115,6 +115,9 @@ def fingerprint(with_tf: bool = False) -> dict[str, Any]:
         "gpus": [{"name": g.name, "memory_mib": g.memory_mib, "driver": g.driver}
                  for g in hw.gpus],
         "tpu": hw.tpu,
+        "machine_cores": hw.machine_cores or hw.cores,
+        "machine_gpus": [{"name": g.name, "memory_mib": g.memory_mib, "driver": g.driver}
+                         for g in hw.machine_gpus or hw.gpus],
         "git": git_info(),
         "env_vars": relevant_env(),
     }
@@ -125,7 +128,15 @@ def fingerprint(with_tf: bool = False) -> dict[str, Any]:
 
 
 def machine_id(env: dict[str, Any]) -> str:
-    """Hash of the fields that make throughput figures comparable across runs."""
-    key = {k: env.get(k) for k in ("cpu_model", "cpu_cores", "memory_bytes", "gpus")}
-    key["gpus"] = [(g.get("name"), g.get("driver")) for g in env.get("gpus") or []]
+    """Hash of the fields that make throughput figures comparable across runs.
+
+    It describes the machine, not what one process may use of it: a worker pinned
+    to one core, or seeing one GPU through CUDA_VISIBLE_DEVICES, is on the same
+    machine as its launcher. (Older results without ``machine_*`` fields hash the
+    process's own view, which is the same on an unrestricted machine.)
+    """
+    key = {k: env.get(k) for k in ("cpu_model", "cpu_cores", "memory_bytes")}
+    key["cpu_cores"] = env.get("machine_cores") or env.get("cpu_cores")
+    gpus = env.get("machine_gpus") or env.get("gpus") or []
+    key["gpus"] = [(g.get("name"), g.get("driver")) for g in gpus]
     return hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]

@@ -30,6 +30,10 @@ class Hardware:
     memory_bytes: int | None
     gpus: tuple[GpuInfo, ...] = field(default_factory=tuple)
     tpu: bool = False
+    # The whole machine, whatever this process may use (its CPU affinity, its
+    # CUDA_VISIBLE_DEVICES): what identifies the machine. Empty/0 = same as above.
+    machine_cores: int = 0
+    machine_gpus: tuple[GpuInfo, ...] = field(default_factory=tuple)
 
     @property
     def accelerator(self) -> str:
@@ -66,10 +70,8 @@ def memory_bytes() -> int | None:
 
 
 def nvidia_gpus(timeout_s: float = 10.0) -> tuple[GpuInfo, ...]:
-    """GPUs as nvidia-smi reports them; empty when there is no driver.
-
-    CUDA_VISIBLE_DEVICES is honoured the way CUDA would: only listed indices count.
-    """
+    """Every GPU nvidia-smi reports (whatever CUDA_VISIBLE_DEVICES says); empty
+    when there is no driver."""
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return ()
@@ -88,11 +90,16 @@ def nvidia_gpus(timeout_s: float = 10.0) -> tuple[GpuInfo, ...]:
             continue
         mem = int(parts[2]) if parts[2].isdigit() else None
         gpus.append(GpuInfo(int(parts[0]), parts[1], mem, parts[3]))
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        wanted = [v.strip() for v in visible.split(",") if v.strip()]
-        gpus = [g for g in gpus if str(g.index) in wanted]
     return tuple(gpus)
+
+
+def visible(gpus: tuple[GpuInfo, ...]) -> tuple[GpuInfo, ...]:
+    """The GPUs this process may use: CUDA_VISIBLE_DEVICES honoured as CUDA would."""
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is None:
+        return gpus
+    wanted = [v.strip() for v in listed.split(",") if v.strip()]
+    return tuple(g for g in gpus if str(g.index) in wanted)
 
 
 def tpu_present() -> bool:
@@ -105,4 +112,7 @@ def tpu_present() -> bool:
 @functools.lru_cache(maxsize=1)
 def detect() -> Hardware:
     """Detect the machine once per process."""
-    return Hardware(cpu_model(), usable_cores(), memory_bytes(), nvidia_gpus(), tpu_present())
+    every_gpu = nvidia_gpus()
+    return Hardware(cpu_model(), usable_cores(), memory_bytes(), visible(every_gpu),
+                    tpu_present(), machine_cores=os.cpu_count() or usable_cores(),
+                    machine_gpus=every_gpu)
