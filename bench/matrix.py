@@ -7,23 +7,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bench.hardware import Hardware
-from bench.spec import RunSpec
+from bench.spec import STRATEGY_KNOBS, RunSpec, strategy_knob_defaults
 from bench.strategies import STRATEGIES
 
 # Axes a sweep may vary; everything else in RunSpec is a fixed knob.
 AXES = ("workload", "size", "strategy", "cross_device_ops", "devices", "batch", "precision",
-        "xla", "grad_accum", "steps_per_call", "data", "workers", "ps_tasks",
-        "workers_per_device", "communication", "partitioner")
-# Axes that only some strategies use, with the value the others get.
-STRATEGY_KNOBS = {"workers": 0, "ps_tasks": 0, "workers_per_device": 1,
-                  "communication": "auto", "partitioner": "none"}
+        "xla", "grad_accum", "steps_per_call", "data", *STRATEGY_KNOBS)
 
 
 def expand(axes: Mapping[str, Sequence[Any]], fixed: Mapping[str, Any] | None = None
            ) -> list[RunSpec]:
     """Cartesian product of ``axes`` (each a list), with ``fixed`` knobs applied.
 
-    ``cross_device_ops`` and the multi-process knobs (STRATEGY_KNOBS) only vary
+    ``cross_device_ops`` and the multi-process knobs (spec.STRATEGY_KNOBS) only vary
     for strategies that use them; the others get the default once, so
     ``--strategy mirrored,central_storage --cross-device-ops default,hierarchical_copy``
     gives three configurations, not four.
@@ -41,7 +37,7 @@ def expand(axes: Mapping[str, Sequence[Any]], fixed: Mapping[str, Any] | None = 
         cdo = values.get("cross_device_ops", "default")
         if cdo not in factory.cross_device_ops:
             values["cross_device_ops"] = "default"
-        for knob, default in STRATEGY_KNOBS.items():
+        for knob, default in strategy_knob_defaults().items():
             if knob in values and knob not in factory.accepts:
                 values[knob] = default
         spec = RunSpec(**{**(fixed or {}), **values})

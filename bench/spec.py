@@ -35,6 +35,17 @@ _NOT_IDENTITY = ("timeout_s",)
 _ALWAYS_IN_KEY = ("workload", "strategy", "devices", "batch")
 
 
+# Knobs only some strategies use (each strategy lists the ones it accepts); every
+# other strategy must leave them at their RunSpec default.
+STRATEGY_KNOBS = ("workers", "ps_tasks", "workers_per_device", "communication", "partitioner")
+
+
+def strategy_knob_defaults() -> dict[str, Any]:
+    """``STRATEGY_KNOBS`` with their RunSpec defaults."""
+    defaults = _defaults()
+    return {k: defaults[k] for k in STRATEGY_KNOBS}
+
+
 def _defaults() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in fields(RunSpec):

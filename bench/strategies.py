@@ -52,9 +52,9 @@ class StrategyFactory:
                 f"RunSpec.cross_device_ops must be one of {', '.join(self.cross_device_ops)} "
                 f"for strategy {self.name}. Received: cross_device_ops={spec.cross_device_ops!r}"
             )
-        defaults = {"workers": 0, "ps_tasks": 0, "workers_per_device": 1,
-                    "communication": "auto", "partitioner": "none"}
-        for name, default in defaults.items():
+        from bench.spec import strategy_knob_defaults
+
+        for name, default in strategy_knob_defaults().items():
             value = getattr(spec, name)
             if value != default and name not in self.accepts:
                 raise SpecError(
