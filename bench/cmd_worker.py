@@ -5,21 +5,27 @@ from TF_CONFIG (set by the user or by Kubernetes tooling) or, under Slurm, from
 Slurm's variables through TensorFlow's SlurmClusterResolver. The chief (the
 MultiWorkerMirrored worker 0, or the ParameterServer coordinator) writes the
 run's result into ``--out`` like a sweep; the other tasks print a line and exit
-(parameter-server and worker servers serve until the job is stopped).
+(parameter-server and worker servers serve until the job is stopped). ``--timeout``
+bounds every task: the task runs in a supervised child process; past the timeout
+it dumps its stacks into its log and is killed, the chief records a ``timeout``
+result, and the command exits with code 3.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bench.errors import BenchError
 from bench.strategies import STRATEGIES
 
 SLURM_PORT_BASE = 8888
@@ -50,11 +56,10 @@ def _tf_config_from_slurm(strategy: str, ps_tasks: int) -> dict[str, Any]:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from bench.child import RUNNERS, Context
-    from bench.cli import UsageError, specs_from_args
+    from bench.cli import EXIT_RUN_PROBLEMS, UsageError, specs_from_args
     from bench.env import now_iso
     from bench.hardware import detect
-    from bench.launcher import Paths, make_result
+    from bench.launcher import Paths, log_tail, make_result
     from bench.results import figures_from_dict, save
 
     specs = specs_from_args(args)
@@ -88,19 +93,18 @@ def cmd_worker(args: argparse.Namespace) -> int:
     started = now_iso()
     t0 = time.monotonic()
     paths = Paths.for_spec(args.out, spec)
-    with tempfile.TemporaryDirectory(prefix="stratbench-worker-") as tmp:
-        ctx = Context(spec, task, Path(tmp), time.time(), paths.profile)
-        try:
-            payload = RUNNERS[task.runner](ctx)
-        except BenchError:
-            raise
-        except Exception as exc:  # recorded like a sweep's failure
-            from bench.child import failure_payload
-
-            payload = failure_payload(exc)
+    log = paths.log.with_name(f"{paths.log.stem}.{task.name}.log")
+    status, payload = _run_supervised(spec, task, tf_config, log, paths.profile)
+    if status == "timeout":
+        payload = {"status": "timeout", "reason": (
+            f"task {job}:{index} exceeded the {spec.timeout_s:g} s timeout (a peer that "
+            f"never started, or a blocked collective)\n--- log tail ---\n{log_tail(log)}")}
+    elif payload is None:
+        payload = {"status": "failed", "reason": f"task {job}:{index} {status}"
+                                                 f"\n--- log tail ---\n{log_tail(log)}"}
     if not task.main:
-        print(f"task {job}:{index} finished: {payload.get('status')}")
-        return 0
+        print(f"task {job}:{index} finished: {payload.get('status')}; log: {log}")
+        return 0 if payload.get("status") in ("ok", "unsupported") else EXIT_RUN_PROBLEMS
     figures = figures_from_dict(payload["figures"]) if payload.get("figures") else None
     if figures is not None:
         figures = replace(figures, combination="multi-host: the chief's own figures (other "
@@ -109,5 +113,49 @@ def cmd_worker(args: argparse.Namespace) -> int:
                          environment=payload.get("environment"), started_at=started,
                          wall_s=time.monotonic() - t0, launcher={"tf_config": tf_config})
     save(result, paths.result)
-    print(f"chief result: {paths.result} ({result.status})")
-    return 0 if result.status in ("ok", "unsupported") else 3
+    print(f"chief result: {paths.result} ({result.status}); log: {log}")
+    return 0 if result.status in ("ok", "unsupported") else EXIT_RUN_PROBLEMS
+
+
+def _run_supervised(spec: Any, task: Any, tf_config: dict[str, Any], log: Path,
+                    profile_dir: Path) -> tuple[str, dict[str, Any] | None]:
+    """Run the task in a child process (``bench.child``) under the run's timeout.
+
+    The watch has to come from outside: a MultiWorkerMirrored constructor waiting for
+    a peer that never starts blocks inside TensorFlow without releasing the GIL, so
+    no thread of that process could end it. On timeout the child is asked for its
+    stacks (into the log), then its process group is SIGKILLed.
+    Returns (``"done"``, ``"timeout"`` or a description of the exit, payload or None).
+    """
+    from bench.hardware import detect
+    from bench.launcher import STACK_DUMP_WAIT_S, child_env, kill_group
+
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="stratbench-worker-") as tmp:
+        run_dir = Path(tmp)
+        spec_file = run_dir / "spec.json"
+        spec_file.write_text(json.dumps(spec.to_dict()), encoding="utf-8")
+        cmd = [sys.executable, "-m", "bench.child", "--spec", str(spec_file), "--run-dir",
+               str(run_dir), "--task", json.dumps(task.to_dict()), "--launch-ts",
+               repr(time.time()), "--profile-dir", str(profile_dir)]
+        with open(log, "ab") as fh:
+            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL,
+                                    env=child_env(task, tf_config, detect()),
+                                    start_new_session=True)
+        status = "done"
+        try:
+            proc.wait(timeout=spec.timeout_s)
+        except subprocess.TimeoutExpired:
+            status = "timeout"
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGUSR1)
+            time.sleep(STACK_DUMP_WAIT_S)
+        finally:
+            kill_group(proc)  # also on Ctrl-C: nothing of the task outlives it
+        payload_file = run_dir / f"payload.{task.name}.json"
+        payload = json.loads(payload_file.read_text(encoding="utf-8")) \
+            if payload_file.exists() else None
+    if status == "done" and payload is None:
+        status = f"exited with code {proc.returncode} without a result"
+    return status, payload

@@ -134,3 +134,65 @@ def test_time_bounded_windows_end_together_across_workers(tmp_path: Path) -> Non
     assert r.figures is not None and r.figures.tasks is not None
     steps = {t.task: t.examples for t in r.figures.tasks}
     assert steps["worker0"] == steps["worker1"]
+
+
+def test_worker_command_chief_whose_peer_never_starts_times_out(tmp_path: Path) -> None:
+    """`bench worker` has no launcher above it: its own watchdog must end the wait of a
+    chief whose peer never starts (MWMS waits in its constructor forever) and record it."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from bench.launcher import free_ports
+    from reports.load import load_sweep
+    from tests.helpers import ROOT
+
+    a, b = free_ports(2)
+    tf_config = {"cluster": {"worker": [f"127.0.0.1:{a}", f"127.0.0.1:{b}"]},
+                 "task": {"type": "worker", "index": 0}}
+    out = tmp_path / "sweep"
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "worker", "--workload", "mlp", "--size", "tiny",
+         "--strategy", "multi_worker_mirrored", "--devices", "2", "--batch", "32",
+         "--timeout", "8", "--out", str(out)],
+        cwd=ROOT, env={**os.environ, "TF_CONFIG": json.dumps(tf_config)},
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert time.monotonic() - t0 < 60
+    logs = "".join(p.read_text() for p in (out / "logs").glob("*.log"))
+    assert "most recent call first" in logs  # where it was stuck
+    (result,) = load_sweep(out).results
+    assert result.status == "timeout" and "8 s timeout" in (result.reason or "")
+
+
+def test_worker_command_runs_two_hosts_worth_of_tasks(tmp_path: Path) -> None:
+    """Two `bench worker` processes with TF_CONFIG (as two hosts would run it): the chief
+    writes an ok result, both tasks exit 0."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from bench.launcher import free_ports
+    from reports.load import load_sweep
+    from tests.helpers import ROOT, TINY
+
+    ports = free_ports(2)
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    out = tmp_path / "sweep"
+    cmd = [sys.executable, "-m", "bench", "worker", "--workload", "mlp",
+           "--strategy", "multi_worker_mirrored", "--devices", "2", "--batch", "32",
+           *TINY, "--timeout", "120", "--out", str(out)]
+    procs = [subprocess.Popen(cmd, cwd=ROOT, text=True, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, env={**os.environ, "TF_CONFIG":
+                              json.dumps({"cluster": cluster,
+                                          "task": {"type": "worker", "index": i}})})
+             for i in (1, 0)]
+    outputs = [p.communicate(timeout=180)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    (result,) = load_sweep(out).results
+    assert result.status == "ok" and result.figures is not None and result.figures.learned
+    assert result.replicas == 2
+    assert not child_processes(tmp_path)
