@@ -35,9 +35,10 @@ smoke: $(STAMP) ## a tiny sweep end to end (about a minute)
 test: $(STAMP) ## run the test suite
 	$(PY) -m pytest
 
-lint: $(STAMP) ## ruff and mypy
+lint: $(STAMP) ## ruff, mypy and the import contracts (pyproject.toml)
 	$(VENV)/bin/ruff check bench workloads reports tests scripts benchmarks conftest.py
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 overhead: $(STAMP) ## harness vs hand-written loop throughput (prints figures)
 	$(PY) scripts/overhead.py $(ARGS)

@@ -22,7 +22,7 @@ if "STRATBENCH_CACHE_DIR" not in os.environ:
 
 # pytest-benchmark fixtures (`stratbench_benchmark`: a RunSpec run in its own process,
 # its measured windows replayed into pytest-benchmark) and the --stratbench-* options.
-pytest_plugins = ["bench.pytest_bench"]
+pytest_plugins = ["bench.regress.pytest_plugin"]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

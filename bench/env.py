@@ -1,7 +1,8 @@
 """The environment fingerprint stored with every result.
 
-``fingerprint(with_tf=False)`` never imports TensorFlow (the sweep parent uses
-it for results of runs that never started); the child adds the TensorFlow part.
+``fingerprint()`` never imports TensorFlow (the sweep parent uses it for results
+of runs that never started); the child adds the TensorFlow part
+(``bench.child.env``).
 ``machine_id`` hashes what makes figures comparable (hardware + software
 stack), so reports and comparisons can group by it.
 """
@@ -86,23 +87,13 @@ def relevant_env() -> dict[str, str]:
     return {k: v for k, v in sorted(os.environ.items()) if _ENV_PATTERN.match(k)}
 
 
-def tf_fingerprint() -> dict[str, Any]:
-    """The TensorFlow part: versions, build info (CUDA/cuDNN), physical devices."""
-    import keras
-    import numpy
-    import tensorflow as tf
+def fingerprint(extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Everything needed to tell whether two results are comparable.
 
-    build = {k: str(v) for k, v in tf.sysconfig.get_build_info().items()}
-    devices = [f"{d.device_type}:{d.name}" for d in tf.config.list_physical_devices()]
-    from bench.probes.peak import fingerprint_entry  # measured once per machine, cached
-
-    return {"tensorflow": tf.__version__, "keras": keras.__version__,
-            "numpy": numpy.__version__, "tf_build": build, "physical_devices": devices,
-            "peak_flops": fingerprint_entry(tf)}
-
-
-def fingerprint(with_tf: bool = False) -> dict[str, Any]:
-    """Everything needed to tell whether two results are comparable."""
+    ``extra`` adds what only a run's own process can know (the child passes its
+    TensorFlow versions, build and devices: ``bench.child.env``); the machine id is
+    computed after it is merged in.
+    """
     hw = detect()
     env: dict[str, Any] = {
         "host": socket.gethostname(),
@@ -121,8 +112,7 @@ def fingerprint(with_tf: bool = False) -> dict[str, Any]:
         "git": git_info(),
         "env_vars": relevant_env(),
     }
-    if with_tf:
-        env.update(tf_fingerprint())
+    env.update(extra or {})
     env["machine_id"] = machine_id(env)
     return env
 

@@ -19,15 +19,9 @@ SIZES = ("default", "tiny")
 COMMUNICATIONS = ("auto", "ring", "nccl")
 PARTITIONERS = ("none", "fixed", "min_size")
 # "train" measures training; "allreduce" runs the nccl-tests-style probe
-# (bench.probes.allreduce) through the strategy's cross-device path instead.
+# (bench.child.probes.allreduce) through the strategy's cross-device path instead.
 MODES = ("train", "allreduce")
 ALLREDUCE_MIN_BYTES = 1024  # the probe's sizes: 1 KiB doubling up to allreduce_max_bytes
-# Strategies without an all-reduce between replicas for the probe to time, and why.
-NO_ALLREDUCE = {
-    "parameter_server": "parameter-server training sends gradients to the ps tasks; it has "
-                        "no all-reduce between replicas",
-    "independent": "independent copies never communicate",
-}
 
 # Fields that change how a run is supervised but not what is measured; they are
 # left out of the identity key so that e.g. raising a timeout resumes a sweep.
@@ -132,12 +126,12 @@ class RunSpec:
     seed: int = 0
     timeout_s: float = 600.0
     gpu_memory_limit_mb: int | None = None
-    # issue 4 (probes). profile_steps > 0 captures a profile of that many steps after
+    # profile_steps > 0 captures a profile of that many steps after
     # the throughput windows (never inside them) and derives the communication split.
     mode: str = "train"
     profile_steps: int = 0
     allreduce_max_bytes: int = 256 * 2**20
-    # issue 3 (multi-process strategies; see bench/strategies.py for how each uses
+    # Multi-process strategies (see bench/strategies.py for how each uses
     # them). Worker processes: 0 = one per device (the natural layout); in-process
     # strategies always run one process. ``devices`` stays the run's total.
     workers: int = 0
@@ -190,9 +184,9 @@ class RunSpec:
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
             raise _fail("seed", self.seed, "must be an integer")
         _choice("mode", self.mode, MODES)
-        if self.mode == "allreduce" and self.strategy in NO_ALLREDUCE:
+        if self.mode == "allreduce" and strategy.no_allreduce_reason:
             raise _fail("mode", self.mode, f"cannot be used with strategy {self.strategy}: "
-                                           f"{NO_ALLREDUCE[self.strategy]}")
+                                           f"{strategy.no_allreduce_reason}")
         if isinstance(self.profile_steps, bool) or not isinstance(self.profile_steps, int) \
                 or self.profile_steps < 0:
             raise _fail("profile_steps", self.profile_steps, "must be an integer >= 0")

@@ -9,7 +9,7 @@ Adding a strategy means adding one class and one ``register`` line here.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bench.errors import SpecError
 from bench.hardware import Hardware
@@ -17,13 +17,31 @@ from bench.registry import Registry
 from bench.tasks import Task, shared_device_tasks
 
 if TYPE_CHECKING:
-    from bench.results import Figures, TaskFigures
+    from bench.results.schema import Figures, TaskFigures
     from bench.spec import RunSpec
 
 
 class StrategyFactory:
+    """One strategy: its traits (read by specs and reports) and how a run is laid out.
+
+    Adding a strategy means one subclass registered below, plus its TensorFlow
+    constructor in ``bench.child.build`` (the other side of the process boundary).
+    """
+
     name = ""
     description = ""
+    # Why the strategy does what it does, for reports: "because <trait>".
+    trait = ""
+    # None: the strategy all-reduces between replicas (the all-reduce probe can time it);
+    # otherwise why there is nothing to time.
+    no_allreduce_reason: str | None = None
+    # A way to train one model a user can choose (False: a baseline, measured and shown
+    # as a ceiling, never recommended).
+    is_choice = True
+    # Single-device reference for "vs one device" ratios: lower is preferred; None if not.
+    single_device_rank: int | None = None
+    # Among tied configurations the plainest wins: lower is plainer (fewer moving parts).
+    plainness = 50
     # Cross-device ops choices this strategy accepts (only "default" unless overridden).
     cross_device_ops: tuple[str, ...] = ("default",)
 
@@ -90,13 +108,13 @@ class StrategyFactory:
         """The run's figures from the main task's and every task's own."""
         return dataclasses.replace(main, tasks=tasks, combination=self.combination)
 
-    def build(self, spec: RunSpec, devices: list[str]) -> Any:
-        raise NotImplementedError
-
 
 class DefaultStrategy(StrategyFactory):
     name = "default"
     description = "no distribution: tf.distribute.get_strategy() on the first device"
+    trait = "it is no distribution at all: one device, nothing replicated"
+    single_device_rank = 1
+    plainness = 0
 
     def replicas(self, spec: RunSpec) -> int:
         return 1
@@ -106,42 +124,25 @@ class DefaultStrategy(StrategyFactory):
             return "the default strategy uses a single device; devices must be 1"
         return super().unsupported_reason(spec, hw)
 
-    def build(self, spec: RunSpec, devices: list[str]) -> Any:
-        import tensorflow as tf
-
-        return tf.distribute.get_strategy()
-
 
 class OneDevice(DefaultStrategy):
     name = "one_device"
     description = "tf.distribute.OneDeviceStrategy on the first device"
+    trait = "it runs on one device with nothing replicated"
+    single_device_rank = 0
+    plainness = 1
 
     def unsupported_reason(self, spec: RunSpec, hw: Hardware) -> str | None:
         if spec.devices > 1:
             return "one_device places everything on one device; devices must be 1"
         return StrategyFactory.unsupported_reason(self, spec, hw)
 
-    def build(self, spec: RunSpec, devices: list[str]) -> Any:
-        import tensorflow as tf
-
-        return tf.distribute.OneDeviceStrategy(devices[0])
-
-
-def _cross_device_ops(choice: str) -> Any:
-    import tensorflow as tf
-
-    table: dict[str, Any] = {
-        "default": lambda: None,  # TF picks (NCCL on GPUs, collective ring on CPU)
-        "hierarchical_copy": tf.distribute.HierarchicalCopyAllReduce,
-        "reduction_to_one_device": tf.distribute.ReductionToOneDevice,
-        "nccl": tf.distribute.NcclAllReduce,
-    }
-    return table[choice]()
-
 
 class Mirrored(StrategyFactory):
     name = "mirrored"
     description = "tf.distribute.MirroredStrategy: a variable copy per device, all-reduce"
+    trait = "it keeps a copy of the variables per device and all-reduces the gradients every step"
+    plainness = 10
     cross_device_ops = ("default", "hierarchical_copy", "reduction_to_one_device", "nccl")
 
     def unsupported_reason(self, spec: RunSpec, hw: Hardware) -> str | None:
@@ -150,31 +151,14 @@ class Mirrored(StrategyFactory):
                     "kernel for CPU)")
         return super().unsupported_reason(spec, hw)
 
-    def build(self, spec: RunSpec, devices: list[str]) -> Any:
-        import tensorflow as tf
-
-        return tf.distribute.MirroredStrategy(
-            devices, cross_device_ops=_cross_device_ops(spec.cross_device_ops))
-
 
 class CentralStorage(StrategyFactory):
     name = "central_storage"
     description = ("tf.distribute.experimental.CentralStorageStrategy: variables on the "
                    "CPU, compute replicated on the devices")
-
-    def build(self, spec: RunSpec, devices: list[str]) -> Any:
-        import tensorflow as tf
-
-        return tf.distribute.experimental.CentralStorageStrategy(
-            compute_devices=devices, parameter_device="/cpu:0")
-
-
-def _communication(choice: str) -> Any:
-    import tensorflow as tf
-
-    impl = tf.distribute.experimental.CommunicationImplementation
-    table = {"auto": impl.AUTO, "ring": impl.RING, "nccl": impl.NCCL}
-    return tf.distribute.experimental.CommunicationOptions(implementation=table[choice])
+    trait = ("its variables sit on one device (the CPU); every step copies them to each "
+             "replica and sends the gradients back")
+    plainness = 11
 
 
 class MultiWorkerMirrored(StrategyFactory):
@@ -188,6 +172,9 @@ class MultiWorkerMirrored(StrategyFactory):
     name = "multi_worker_mirrored"
     description = ("tf.distribute.MultiWorkerMirroredStrategy: one process per worker on "
                    "127.0.0.1, collective all-reduce between them")
+    trait = ("it runs one process per worker and all-reduces the gradients across processes "
+             "every step")
+    plainness = 20
     accepts = ("workers", "workers_per_device", "communication")
     combination = ("synchronous: every step processes the global batch across all workers, "
                    "so the global figures are the chief's (worker 0) window; each task's "
@@ -229,12 +216,6 @@ class MultiWorkerMirrored(StrategyFactory):
                      gpus=tuple(g.index for g in hw.gpus[w * per_worker:(w + 1) * per_worker]),
                      cluster_job="worker") for w in range(self.processes(spec))]
 
-    def build(self, spec: RunSpec, devices: list[str]) -> Any:
-        import tensorflow as tf
-
-        return tf.distribute.MultiWorkerMirroredStrategy(
-            communication_options=_communication(spec.communication))
-
 
 class ParameterServer(StrategyFactory):
     """Asynchronous training: a coordinator schedules steps on worker servers that
@@ -248,6 +229,10 @@ class ParameterServer(StrategyFactory):
     name = "parameter_server"
     description = ("tf.distribute.ParameterServerStrategy with a ClusterCoordinator: "
                    "ps, worker and chief processes on 127.0.0.1")
+    trait = "workers pull variables from and push gradients to parameter-server tasks over RPC"
+    no_allreduce_reason = ("parameter-server training sends gradients to the ps tasks; it has "
+                           "no all-reduce between replicas")
+    plainness = 30
     accepts = ("workers", "ps_tasks", "partitioner")
     combination = ("asynchronous: examples of the steps that all workers completed in the "
                    "chief's window / the window's wall time; workers do not report their "
@@ -284,20 +269,6 @@ class ParameterServer(StrategyFactory):
         chief = Task("chief", 0, "ps_chief", main=True, local_devices=1, cluster_job="chief")
         return [chief, *ps, *workers]
 
-    def build(self, spec: RunSpec, devices: list[str]) -> Any:
-        import tensorflow as tf
-
-        shards = spec.ps_tasks or 1
-        partitioners = tf.distribute.experimental.partitioners
-        partitioner = {
-            "none": None,
-            "fixed": partitioners.FixedShardsPartitioner(num_shards=shards),
-            "min_size": partitioners.MinSizePartitioner(min_shard_bytes=256 << 10,
-                                                        max_shards=shards),
-        }[spec.partitioner]
-        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-        return tf.distribute.ParameterServerStrategy(resolver, variable_partitioner=partitioner)
-
 
 class Independent(StrategyFactory):
     """N copies of the workload, one per device and process, no communication: the
@@ -309,6 +280,11 @@ class Independent(StrategyFactory):
 
     name = "independent"
     description = "N independent copies, one process each, no communication (baseline)"
+    trait = ("its replicas train separately without communication (a baseline, not a way to "
+             "train one model)")
+    no_allreduce_reason = "independent copies never communicate"
+    is_choice = False
+    plainness = 40
     accepts = ("workers_per_device",)
     combination = ("independent copies started together (barrier after warm-up): global "
                    "throughput = sum of the copies' median window throughputs; step times "
@@ -338,31 +314,17 @@ class Independent(StrategyFactory):
                             batch_mode="global", workers_per_device=1,
                             seed=spec.seed + task.index)
 
-    def build(self, spec: RunSpec, devices: list[str]) -> Any:
-        import tensorflow as tf
-
-        return tf.distribute.OneDeviceStrategy(devices[0])
-
 
 class TPU(StrategyFactory):
     name = "tpu"
     description = "tf.distribute.TPUStrategy (needs a TPU; TPU_NAME names a remote one)"
+    trait = "it runs on TPU replicas"
+    plainness = 25
 
     def unsupported_reason(self, spec: RunSpec, hw: Hardware) -> str | None:
         if not hw.tpu:
             return "no TPU on this machine (no /dev/accel* device and TPU_NAME is not set)"
         return None
-
-    def build(self, spec: RunSpec, devices: list[str]) -> Any:
-        import os
-
-        import tensorflow as tf
-
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
-            tpu=os.environ.get("TPU_NAME", ""))
-        tf.config.experimental_connect_to_cluster(resolver)
-        tf.tpu.experimental.initialize_tpu_system(resolver)
-        return tf.distribute.TPUStrategy(resolver)
 
 
 def _users_of(knob: str) -> str:

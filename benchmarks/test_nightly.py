@@ -1,7 +1,7 @@
 """The nightly matrix as pytest-benchmark tests (``pytest benchmarks/ --benchmark-only``).
 
 Each configuration runs in its own process, as in a sweep; pytest-benchmark
-records the step time of each measured window (see bench/pytest_bench.py).
+records the step time of each measured window (see bench/regress/pytest_plugin.py).
 ``--stratbench-matrix`` picks the matrix: ``nightly`` (default, a few minutes on
 2 cores) or ``tiny`` (one configuration, ~10 s, used by the test suite).
 
@@ -18,7 +18,7 @@ import pytest
 
 from bench.hardware import detect
 from bench.registry import Registry
-from bench.results import RunResult
+from bench.results.schema import RunResult
 from bench.spec import RunSpec
 
 WINDOWS = {"repeats": 6, "min_steps": 3, "max_steps": 100_000, "timeout_s": 300.0}

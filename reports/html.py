@@ -6,7 +6,7 @@ import html
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from bench.results import MEMORY_DEFINITION, STEP_TIME_DEFINITION, THROUGHPUT_DEFINITION
+from bench.results.schema import MEMORY_DEFINITION, STEP_TIME_DEFINITION, THROUGHPUT_DEFINITION
 from reports.plots import Plot, allreduce_plot, workload_plots
 from reports.recommend import WorkloadSummary
 from reports.report import MachineReport, Report
@@ -110,7 +110,7 @@ def _verdict_list(w: WorkloadSummary, mr: MachineReport) -> str:
 
 
 def _tasks(runs: Sequence[RunView]) -> str:
-    """Per-process figures of multi-process runs (issue 3), where present."""
+    """Per-process figures of multi-process runs, where present."""
     out = []
     for run in runs:
         if not run.tasks:
@@ -145,7 +145,7 @@ def _mib(value: Any) -> str:
 
 
 def _profiles(runs: Sequence[RunView]) -> str:
-    """Profiled step breakdown (issue 4), where present."""
+    """Profiled step breakdown, where present."""
     rows = []
     for run in runs:
         c = run.communication

@@ -11,30 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from reports.machines import Machine
-from reports.runs import ONE_DEVICE_BASELINES, RunView, Variant
+from reports.runs import BASELINES, ONE_DEVICE_BASELINES, RunView, Variant, trait_of
 from reports.scaling import Scaling
 from reports.verdicts import Verdict
 
-# Why a strategy costs what it costs: the structural reason, used when a strategy
-# loses. Strategies not listed fall back to their name (a new strategy never breaks a
-# report).
-STRATEGY_TRAITS: dict[str, str] = {
-    "default": "it is no distribution at all: one device, nothing replicated",
-    "one_device": "it runs on one device with nothing replicated",
-    "mirrored": "it keeps a copy of the variables per device and all-reduces the gradients "
-                "every step",
-    "central_storage": "its variables sit on one device (the CPU); every step copies them to "
-                       "each replica and sends the gradients back",
-    "multi_worker_mirrored": "it runs one process per worker and all-reduces the gradients "
-                             "across processes every step",
-    "parameter_server": "workers pull variables from and push gradients to parameter-server "
-                        "tasks over RPC",
-    "independent": "its replicas train separately without communication (a baseline, not "
-                   "a way to train one model)",
-    "tpu": "it runs on TPU replicas",
-}
-# Baselines that train separate models: measured, shown, never recommended.
-NOT_A_CHOICE = ("independent",)
 NOISE_SPREADS = 2.0  # differences within 2x the combined window spread are called noise
 
 
@@ -118,7 +98,7 @@ def _why(run: RunView, best: RunView, verdicts: dict[str, list[Verdict]]) -> str
         return (f"of something other than the strategy: {run.strategy} and {best.strategy} run "
                 f"the same single-device computation, so a gap this large points at "
                 f"interference during the run (other processes on the machine); re-run both")
-    trait = STRATEGY_TRAITS.get(run.base_strategy, f"of how {run.base_strategy} works")
+    trait = trait_of(run.base_strategy)
     serious = [v for v in verdicts.get(run.key, []) if v.severity in ("high", "moderate")
                and v.kind not in ("noisy", "suspicious efficiency", "suspicious MFU",
                                   "not measured")]
@@ -129,8 +109,8 @@ def recommend(ranking: Ranking, machine: Machine, scaling: dict[str, Scaling],
               verdicts: dict[str, list[Verdict]]) -> Recommendation:
     """Best run of the batch setting and why every other strategy loses to it."""
     everything = ranking.ok_runs()
-    ok = [r for r in everything if r.base_strategy not in NOT_A_CHOICE]
-    ceilings = [r for r in everything if r.base_strategy in NOT_A_CHOICE]
+    ok = [r for r in everything if r.base_strategy not in BASELINES]
+    ceilings = [r for r in everything if r.base_strategy in BASELINES]
     if not ok:
         text = ("only the no-communication baseline ran: " + "; ".join(
             f"{r.strategy} on {devices(r.replicas)}: {fmt_rate(r.throughput or 0)} examples/s"
@@ -177,7 +157,7 @@ def recommend(ranking: Ranking, machine: Machine, scaling: dict[str, Scaling],
                       f"{fmt_rate(run.throughput or 0)} examples/s, the no-communication "
                       f"ceiling (a baseline, not a way to train one model)")
     for strategy in sorted({r.strategy for rs in ranking.by_replicas.values() for r in rs
-                            if r.base_strategy not in NOT_A_CHOICE} - set(per_strategy)):
+                            if r.base_strategy not in BASELINES} - set(per_strategy)):
         others.append(f"{strategy}: no successful run (see the failures below)")
     return Recommendation(ranking, best, text, others)
 

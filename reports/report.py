@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.results import RunResult
-from reports.load import load_sweep
+from bench.results.schema import RunResult
+from bench.results.store import load_sweep
 from reports.machines import Machine, by_machine
 from reports.recommend import WorkloadSummary, summarise
 from reports.runs import RunView, Variant, views

@@ -1,9 +1,9 @@
 """A flat, read-only view of one stored result, as every report module sees it.
 
-Results come from several schema additions (issue 3: multi-process tasks, issue 4:
-probes) that a given result file may or may not carry, so every optional field is
-read here once, with ``getattr(..., None)``, and the rest of ``reports/`` works on
-``RunView`` only. Nothing here imports TensorFlow.
+Results come from several schema additions (multi-process tasks, probes) that a
+given result file may or may not carry, so every optional field is read here once,
+and the rest of ``reports/`` works on ``RunView`` only. Nothing here imports
+TensorFlow.
 """
 
 from __future__ import annotations
@@ -14,11 +14,25 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bench.results import RunResult
+from bench.results.schema import RunResult
 from bench.spec import knob_labels
+from bench.strategies import STRATEGIES
 
 MIB = 2**20
-ONE_DEVICE_BASELINES = ("one_device", "default")  # single-device references, best first
+# Read from the strategy registry: adding a strategy never touches reports/.
+ONE_DEVICE_BASELINES = tuple(sorted(
+    (n for n, f in STRATEGIES.items() if f.single_device_rank is not None),
+    key=lambda n: STRATEGIES.get(n).single_device_rank or 0))  # best first
+# Baselines: measured and shown as a ceiling, never recommended (independent copies).
+BASELINES = tuple(n for n, f in STRATEGIES.items() if not f.is_choice)
+IDEAL_BASELINE = BASELINES[0]  # the ideal-scaling reference ("vs independent")
+
+
+def trait_of(strategy: str) -> str:
+    """Why a strategy behaves as it does, from its registry entry."""
+    if strategy in STRATEGIES:
+        return STRATEGIES.get(strategy).trait or f"of how {strategy} works"
+    return f"of how {strategy} works"
 # RunSpec fields (some added by later schema additions) that turn one strategy into a
 # variant worth its own line: mirrored(hierarchical_copy), multi_worker_mirrored(w=2).
 # A knob is shown only when it differs from RunSpec's own default (read from the

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from reports.runs import ONE_DEVICE_BASELINES, RunView, Variant
+from reports.runs import IDEAL_BASELINE, ONE_DEVICE_BASELINES, RunView, Variant
 
 # Keyed by the report's column headers (the CSV column in brackets).
 DEFINITIONS: dict[str, str] = {
@@ -103,13 +103,13 @@ def scaling_of(run: RunView, index: Index) -> Scaling:
     speedup = _ratio(t, same_global)
     one_global = index.one_device(v, run.global_batch)
     one_per_replica = index.one_device(v, run.per_replica_batch)
-    independent = index.throughput(v, "independent", n, run.global_batch)
+    independent = index.throughput(v, IDEAL_BASELINE, n, run.global_batch)
     return Scaling(
         speedup=speedup,
         strong_eff=speedup / n if speedup is not None else None,
         weak_eff=_ratio(t, n * same_per_replica if same_per_replica else None),
         speedup_vs_one=_ratio(t, one_global[1] if one_global else None),
         weak_eff_vs_one=_ratio(t, n * one_per_replica[1] if one_per_replica else None),
-        vs_independent=_ratio(t, independent) if run.base_strategy != "independent" else None,
+        vs_independent=_ratio(t, independent) if run.base_strategy != IDEAL_BASELINE else None,
         one_device_name=(one_global or one_per_replica or (None, 0.0))[0],
     )

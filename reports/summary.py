@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from bench.results import RunResult
+from bench.results.schema import RunResult
 
 MIB = 2**20
 

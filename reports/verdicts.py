@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from reports.machines import Machine
-from reports.runs import ONE_DEVICE_BASELINES, RunView, field_of
+from reports.runs import BASELINES, ONE_DEVICE_BASELINES, RunView, field_of
 from reports.scaling import Index, Scaling
 
 # Share of step time in collectives; the TensorBoard profiler's overview page uses the
@@ -129,7 +129,7 @@ def ideal_throughput(run: RunView, ctx: Context) -> tuple[float, str] | None:
 def overhead_share(run: RunView, ctx: Context) -> float | None:
     """Share of the step beyond the ideal step time: 1 - T / T_ideal."""
     # Baselines have no distribution to be overhead of (independent copies do not talk).
-    if run.throughput is None or run.base_strategy in (*ONE_DEVICE_BASELINES, "independent"):
+    if run.throughput is None or run.base_strategy in (*ONE_DEVICE_BASELINES, *BASELINES):
         return None
     ideal = ideal_throughput(run, ctx)
     return 1 - run.throughput / ideal[0] if ideal else None

@@ -35,11 +35,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.compare import Report, Thresholds, compare  # noqa: E402
-from bench.results import RunResult  # noqa: E402
+from bench.launch.sweep import run_sweep  # noqa: E402
+from bench.regress.compare import Report, Thresholds, compare  # noqa: E402
+from bench.results.schema import RunResult  # noqa: E402
+from bench.results.store import load_sweep  # noqa: E402
 from bench.spec import RunSpec  # noqa: E402
-from bench.sweep import run_sweep  # noqa: E402
-from reports.load import load_sweep  # noqa: E402
 
 WORKLOADS = (("mlp", 256, {}), ("cnn", 64, {}),
              ("resnet50", 16, {"image_size": 32, "classes": 10}))

@@ -1,7 +1,7 @@
 """Harness overhead: the harness's measured loop vs a minimal hand-written loop.
 
 For each configuration (its own process, as in a sweep), the same strategy
-object trains two copies of the model: one through bench.trainer.Trainer (what
+object trains two copies of the model: one through bench.child.trainer.Trainer (what
 every sweep measures) and one through the most minimal custom loop one would
 write by hand (strategy.run in a tf.function on one fixed batch, no timing
 inside, one sync at the end). Rounds alternate so that machine noise hits
@@ -87,17 +87,17 @@ def run_one(config: str, rounds: int, seconds: float) -> dict[str, Any]:
     import keras
     import tensorflow as tf
 
-    from bench.devices import setup_devices
+    from bench.child.build import build as build_strategy
+    from bench.child.devices import setup_devices
+    from bench.child.trainer import Trainer
     from bench.spec import RunSpec
-    from bench.strategies import STRATEGIES
-    from bench.trainer import Trainer
 
     workload, strategy_name, devices, batch = config.split(",")
     spec = RunSpec(workload=workload, strategy=strategy_name, devices=int(devices),
                    batch=int(batch), repeats=1, max_seconds=seconds, max_steps=10**9,
                    min_steps=10, warmup_steps=3)
     setup = setup_devices(tf, spec.devices)
-    strategy = STRATEGIES.get(spec.strategy).build(spec, setup.names)
+    strategy = build_strategy(spec, setup.names)
     trainer = Trainer(spec, strategy, setup)
     hand = hand_written_loop(tf, keras, strategy, spec, trainer.pool)
     phases = {"import_tf_s": 0.0, "device_setup_s": 0.0, "build_s": 0.0}

@@ -18,10 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.launch.sweep import run_sweep
 from bench.matrix import expand
-from bench.probes.summary import allreduce_table
-from bench.results import RunResult
-from bench.sweep import run_sweep
+from bench.results.schema import RunResult
+from bench.results.text import allreduce_table
 
 MiB = 2**20
 
@@ -60,7 +60,7 @@ def main() -> int:
     args = parser.parse_args()
     parts = set(args.part.split(","))
     print(f"before: {load_avg()}")
-    from bench.results import load
+    from bench.results.store import load
 
     if "allreduce" in parts:
         allreduce_part(args.out)

@@ -21,7 +21,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from reports.load import load_sweep  # noqa: E402
+from bench.results.store import load_sweep  # noqa: E402
 
 MULTI = ("multi_worker_mirrored", "parameter_server", "independent")
 

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.launcher import make_result
-from bench.results import (
+from bench.launch.launcher import make_result
+from bench.results.schema import (
     Figures,
     Memory,
     ModelInfo,
@@ -63,7 +63,7 @@ def fake_result(status: str = "ok", **spec_over: Any) -> RunResult:
                        figures=figures, environment={"machine_id": "test"})
 
 
-# -- report fixtures (issue 5): hand-built sweeps with controlled figures -------------
+# -- report fixtures: hand-built sweeps with controlled figures -------------
 def fake_environment(machine: str = "cpu-box", gpus: int = 0) -> dict[str, Any]:
     """A fingerprint like bench.env's, for a CPU-only box or one with ``gpus`` GPUs."""
     return {"machine_id": machine, "host": machine, "cpu_model": "Test CPU @ 2.0GHz",
@@ -98,7 +98,7 @@ def report_results() -> list[RunResult]:
     Throughputs fall with the device count as they do on logical CPU devices; one run
     carries a profile (communication), one an MFU, one an all-reduce probe.
     """
-    from bench.results import AllReduceFigures, AllReducePoint, Communication
+    from bench.results.schema import AllReduceFigures, AllReducePoint, Communication
 
     out = []
     for batch, base in ((32, 20_000.0), (64, 36_000.0)):

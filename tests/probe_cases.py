@@ -53,8 +53,8 @@ def case_allreduce(setup: Any, configs: list[dict[str, str]], sizes: list[int],
                    workload: str = "mlp") -> dict[str, Any]:
     """Probe the sizes and the workload's gradients under each (strategy,
     cross_device_ops) config in turn (at most one collective-based Mirrored)."""
-    from bench.probes.allreduce import gradient_buffers, run_points, size_buffers
-    from bench.strategies import STRATEGIES
+    from bench.child.build import build as build_strategy
+    from bench.child.probes.allreduce import gradient_buffers, run_points, size_buffers
     from workloads import WORKLOADS
     from workloads.flops import model_stats
 
@@ -64,7 +64,7 @@ def case_allreduce(setup: Any, configs: list[dict[str, str]], sizes: list[int],
         spec = spec_of(workload=workload, devices=n, batch=16 * n, mode="allreduce",
                        warmup_steps=3, min_steps=15, max_steps=60, max_seconds=0.25,
                        **config)
-        built = STRATEGIES.get(spec.strategy).build(spec, setup.names)
+        built = build_strategy(spec, setup.names)
         points = [*(size_buffers(b) for b in sizes), gradient_buffers(spec)]
         out.append(asdict(run_points(spec, built, points)))
     model = WORKLOADS.get(workload).build(spec_of(workload=workload).workload_params())
@@ -74,16 +74,16 @@ def case_allreduce(setup: Any, configs: list[dict[str, str]], sizes: list[int],
 
 def case_profile(setup: Any, runs: list[dict[str, Any]], tmp: str) -> list[dict[str, Any]]:
     """Measure then profile each run (at most one Mirrored) with the harness's hooks."""
-    from bench.devices import DeviceSetup
-    from bench.probes.hooks import after_windows
-    from bench.strategies import STRATEGIES
-    from bench.trainer import Trainer
+    from bench.child.build import build as build_strategy
+    from bench.child.devices import DeviceSetup
+    from bench.child.probes.hooks import after_windows
+    from bench.child.trainer import Trainer
 
     out = []
     for i, over in enumerate(runs):
         spec = spec_of(**over)
         names = setup.names[: spec.devices]
-        strategy = STRATEGIES.get(spec.strategy).build(spec, names)
+        strategy = build_strategy(spec, names)
         trainer = Trainer(spec, strategy, DeviceSetup(setup.kind, names, setup.logical))
         figures = trainer.measure(0.0, {"import_tf_s": 0.0, "device_setup_s": 0.0,
                                         "build_s": 0.0})
@@ -96,8 +96,8 @@ def case_trace(setup: Any, tmp: str, steps: int) -> dict[str, Any]:
     """Capture a tiny profile of known ops and parse it back."""
     import tensorflow as tf
 
-    from bench.probes.profile import capture
-    from bench.probes.trace import find_xspace, read_xspace
+    from bench.child.probes.profile import capture
+    from bench.child.probes.trace import find_xspace, read_xspace
 
     a = tf.random.uniform((256, 256))
 
@@ -126,7 +126,7 @@ CASES: dict[str, Callable[..., Any]] = {
 def main() -> None:
     import tensorflow as tf
 
-    from bench.devices import setup_devices
+    from bench.child.devices import setup_devices
 
     case, devices, kwargs = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
     setup = setup_devices(tf, devices, force_cpu=True)

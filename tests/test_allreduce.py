@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bench.probes.allreduce import Buffers, algbw, busbw, human_bytes, size_buffers, sizes
+from bench.child.probes.allreduce import Buffers, algbw, busbw, human_bytes, size_buffers, sizes
 from tests.probe_cases import run_probe_case
 
 KiB, MiB = 2**10, 2**20
@@ -106,7 +106,7 @@ def test_cli_runs_each_configuration_isolated_and_stores_the_common_schema(
     import subprocess
     import sys
 
-    from bench.results import load
+    from bench.results.store import load
     from tests.probe_cases import ROOT
 
     out = tmp_path / "ar"

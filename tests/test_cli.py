@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.results import load
-from reports.load import load_sweep
+from bench.results.store import load, load_sweep
 from tests.helpers import ROOT, TINY, bench, child_processes
 
 

@@ -13,15 +13,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bench.cli import main
-from bench.compare import CompareError, Thresholds, compare
+from bench.cli.main import main
 from bench.env import INJECT_SLOWDOWN_VAR
-from bench.launcher import make_result
-from bench.results import RunResult
-from bench.significance import bootstrap_ratio_interval, mann_whitney, min_p_value
+from bench.exits import Exit
+from bench.launch.launcher import make_result
+from bench.launch.sweep import run_sweep
+from bench.regress.compare import CompareError, Thresholds, compare
+from bench.regress.significance import bootstrap_ratio_interval, mann_whitney, min_p_value
+from bench.results.schema import RunResult
+from bench.results.store import load_sweep
 from bench.spec import RunSpec
-from bench.sweep import run_sweep
-from reports.load import load_sweep
 from tests.helpers import fake_figures, tiny_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -145,11 +146,10 @@ def test_memory_threshold_applies_to_both_memories() -> None:
 
 # -- the CLI and its exit codes -----------------------------------------------------------
 def write_sweep(root: Path, name: str, results: list[RunResult]) -> Path:
-    from bench.launcher import Paths
-    from bench.results import save
+    from bench.results.store import SweepStore, save
 
     for r in results:
-        save(r, Paths.for_spec(root / name, r.spec).result)
+        save(r, SweepStore(root / name).paths(r.spec).result)
     return root / name
 
 
@@ -161,7 +161,8 @@ def test_compare_cli_exit_codes_and_outputs(tmp_path: Path,
     assert main(["compare", str(a), str(same)]) == 0
     assert "no regression in 1 configuration" in capsys.readouterr().out
     md, js = tmp_path / "out.md", tmp_path / "out.json"
-    assert main(["compare", str(a), str(slow), "--markdown", str(md), "--json", str(js)]) == 1
+    code = main(["compare", str(a), str(slow), "--markdown", str(md), "--json", str(js)])
+    assert code == Exit.REGRESSION
     assert "REGRESSED" in capsys.readouterr().out
     assert "**REGRESSED**" in md.read_text("utf-8")
     doc = json.loads(js.read_text("utf-8"))
@@ -181,7 +182,7 @@ def test_compare_cli_exit_codes_and_outputs(tmp_path: Path,
     proc = subprocess.run([sys.executable, "-m", "bench", "compare", str(a), str(slow),
                            "--format", "json"], cwd=ROOT, capture_output=True, text=True,
                           timeout=60)
-    assert proc.returncode == 1 and json.loads(proc.stdout)["regressed"]
+    assert proc.returncode == Exit.REGRESSION and json.loads(proc.stdout)["regressed"]
     bad = subprocess.run([sys.executable, "-m", "bench", "compare", str(a), str(slow),
                           "--method", "vibes"], cwd=ROOT, capture_output=True, text=True,
                          timeout=60)
@@ -236,7 +237,7 @@ def test_injected_slowdown_is_flagged_and_a_rerun_is_not(
     assert "20/10" in same  # two pooled baseline runs of 10 windows vs one run
 
     assert main(["compare", "tag=base", "tag=slow", "--history", store,
-                 "--format", "json"]) == 1, f"window throughputs (examples/s): {runs}"
+                 "--format", "json"]) == Exit.REGRESSION, f"window throughputs (examples/s): {runs}"
     report = json.loads(capsys.readouterr().out)
     (config,) = report["configs"]
     verdicts = {m["metric"]: m["verdict"] for m in config["metrics"]}

@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 
-from bench.cli import main
-from bench.history import STORE_VERSION, History, HistoryError, Selection
-from bench.launcher import Paths, make_result
-from bench.nightly import report_nightly
-from bench.results import RunResult, save
+from bench.cli.main import main
+from bench.exits import Exit
+from bench.launch.launcher import make_result
+from bench.regress.history import STORE_VERSION, History, HistoryError, Selection
+from bench.regress.nightly import report_nightly
+from bench.results.schema import RunResult
+from bench.results.store import SweepStore, save
 from tests.helpers import fake_figures, tiny_spec
 
 
@@ -37,7 +39,7 @@ def result(throughputs: tuple[float, ...], *, started: str = "2026-11-20T01:00:0
 def sweep(root: Path, name: str, results: list[RunResult]) -> Path:
     d = root / name
     for r in results:
-        save(r, Paths.for_spec(d, r.spec).result)
+        save(r, SweepStore(d).paths(r.spec).result)
     return d
 
 
@@ -136,7 +138,7 @@ def test_compare_reads_history_selections(tmp_path: Path,
     assert main(["history", "ingest", str(old), str(new), "--history", store]) == 0
     code = main(["compare", "sweep=previous", "sweep=latest", "--history", store])
     out = capsys.readouterr().out
-    assert code == 1 and "REGRESSED" in out and "history:sweep=previous" in out
+    assert code == Exit.REGRESSION and "REGRESSED" in out and "history:sweep=previous" in out
     assert main(["compare", "sweep=latest", str(new), "--history", store]) == 0
 
 
@@ -161,7 +163,7 @@ def test_nightly_report_compares_with_the_previous_nightly_of_the_same_machine(
     assert [c.verdict for c in second.report.configs] == ["unchanged"]
     third = report_nightly(n3, history_path=store)
     assert third.baseline is not None and third.baseline.path == str(n2.resolve())
-    assert third.exit_code == 1
+    assert third.exit_code == Exit.REGRESSION
     md = third.markdown.read_text("utf-8")
     assert "REGRESSED" in md and "tensorflow: 2.21.0 -> 2.22.0" in md
     assert third.plot is not None and third.plot.stat().st_size > 1000
@@ -178,7 +180,7 @@ def test_nightly_can_pool_several_previous_nightlies(tmp_path: Path) -> None:
     last = report_nightly(sweep(tmp_path, "n21", [result(SLOW, started="2026-11-21T01:00"
                                                          ":00+00:00")]),
                           history_path=store, baseline_runs=2)
-    assert last.report is not None and last.exit_code == 1
+    assert last.report is not None and last.exit_code == Exit.REGRESSION
     (config,) = last.report.configs
     assert config.baseline_runs == 2 and "2 nightlies" in last.report.baseline
     assert main(["nightly", "--report-only", "--out", str(tmp_path / "n21"),

@@ -1,6 +1,6 @@
 """Multi-process strategies as real processes on 127.0.0.1, and their failure modes.
 
-The pytest process only supervises (bench.launcher.run_isolated); every
+The pytest process only supervises (bench.launch.launcher.run_isolated); every
 TensorFlow task is its own child process, as in a sweep.
 """
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-import bench.launcher as launcher
-from bench.launcher import run_isolated
-from bench.results import RunResult
+import bench.launch.launcher as launcher
+from bench.launch.launcher import run_isolated
+from bench.results.schema import RunResult
 from tests.helpers import child_processes, tiny_spec
 
 FAST = {"repeats": 2, "max_seconds": 0.3, "min_steps": 3, "max_steps": 30, "warmup_steps": 2}
@@ -144,8 +144,8 @@ def test_worker_command_chief_whose_peer_never_starts_times_out(tmp_path: Path) 
     import subprocess
     import sys
 
-    from bench.launcher import free_ports
-    from reports.load import load_sweep
+    from bench.launch.launcher import free_ports
+    from bench.results.store import load_sweep
     from tests.helpers import ROOT
 
     a, b = free_ports(2)
@@ -175,8 +175,8 @@ def test_worker_command_runs_two_hosts_worth_of_tasks(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from bench.launcher import free_ports
-    from reports.load import load_sweep
+    from bench.launch.launcher import free_ports
+    from bench.results.store import load_sweep
     from tests.helpers import ROOT, TINY
 
     ports = free_ports(2)

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from bench.child.probes import peak
 from bench.errors import SpecError
-from bench.probes import peak
-from bench.probes.memory_fit import note_largest_fit
-from bench.results import (
+from bench.launch.memory_fit import note_largest_fit
+from bench.results.schema import (
     AllReduceFigures,
     AllReducePoint,
     Communication,
@@ -146,7 +146,7 @@ def test_a_failing_profile_costs_its_figures_not_the_run(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from bench.probes import hooks
+    from bench.child.probes import hooks
     from tests.helpers import fake_figures
 
     def broken_capture(*_: Any, **__: Any) -> Any:

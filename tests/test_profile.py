@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bench.probes.trace import (
+from bench.child.probes.trace import (
     Classifier,
     OpEvent,
     StepSpan,
@@ -158,7 +158,7 @@ def test_bench_run_keeps_the_profile_beside_the_result_and_prints_how_to_open_it
     import subprocess
     import sys
 
-    from bench.results import load
+    from bench.results.store import load
     from tests.probe_cases import ROOT
 
     out = tmp_path / "sweep"

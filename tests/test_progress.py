@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from bench.sweep import Progress
+from bench.launch.sweep import Progress
 from tests.helpers import fake_result, tiny_spec
 
 

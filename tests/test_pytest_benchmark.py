@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from bench.env import INJECT_SLOWDOWN_VAR
-from reports.load import load_sweep
+from bench.results.store import load_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.results import Communication, RunResult, TaskFigures, save
-from reports.cli import report_after_sweep
+from bench.cli.report import report_after_sweep
+from bench.results.schema import Communication, RunResult, TaskFigures
+from bench.results.store import save
 from reports.report import MachineReport, Report, build, build_from_results, frame, write
 from reports.verdicts import COMM_HIGH, COMM_MODERATE, INPUT_HIGH
 from tests.helpers import fake_environment, measured, report_results
@@ -327,7 +328,7 @@ def test_reporting_never_imports_tensorflow(tmp_path: Path) -> None:
         save(r, sweep / "results" / f"{r.key}.json")
     code = (
         "import sys\n"
-        "from bench.cli import main\n"
+        "from bench.cli.main import main\n"
         f"rc = main(['report', {str(sweep)!r}, '--out', {str(tmp_path / 'out')!r}])\n"
         "assert rc == 0, rc\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras'))\n"

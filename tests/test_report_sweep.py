@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.results import RunResult
-from reports.load import load_sweep
+from bench.results.schema import RunResult
+from bench.results.store import load_sweep
 from reports.recommend import fmt_rate
 from tests.helpers import TINY, bench
 

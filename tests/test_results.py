@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from bench.errors import SchemaError
-from bench.results import SCHEMA_VERSION, STATUSES, RunResult, load, save, units_table
-from bench.stats import coefficient_of_variation, step_time_stats
+from bench.results.schema import SCHEMA_VERSION, STATUSES, RunResult, units_table
+from bench.results.stats import coefficient_of_variation, step_time_stats
+from bench.results.store import load, save
 from tests.helpers import fake_result
 
 
@@ -94,7 +95,7 @@ def test_step_time_stats_known_values() -> None:
 
 
 def test_failure_reasons_say_what_went_wrong() -> None:
-    from bench.child import failure_payload
+    from bench.child.main import failure_payload
 
     tf_style = AttributeError("in user code:\n\n    File x.py, line 3\n\n"
                               "    AttributeError: 'Thing' object has no attribute 'h'\n")

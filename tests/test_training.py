@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bench.trainer import shard_rows
+from bench.child.trainer import shard_rows
 from tests.tf_cases import run_case
 
 STRATEGY_CASES = [("default", 1), ("one_device", 1), ("mirrored", 2), ("central_storage", 2)]
@@ -42,7 +42,7 @@ def test_tiny_resnet50_learns(strategy: str, devices: int) -> None:
 def test_resnet50_under_central_storage_is_reported_unsupported(tmp_path: Any) -> None:
     """Keras 3 BatchNormalization cannot train under CentralStorage with 2 replicas;
     the harness must say so as `unsupported`, not crash or report `failed`."""
-    from bench.launcher import run_isolated
+    from bench.launch.launcher import run_isolated
     from tests.helpers import tiny_spec
 
     spec = tiny_spec(workload="resnet50", strategy="central_storage", devices=2, batch=8)

@@ -36,14 +36,14 @@ def run_case(case: str, timeout: float = 240, **kwargs: Any) -> Any:
 
 # -- cases (run inside the child) ------------------------------------------------
 def _trainer(setup: Any, **over: Any) -> Any:
-    from bench.devices import DeviceSetup
-    from bench.strategies import STRATEGIES
-    from bench.trainer import Trainer
+    from bench.child.build import build as build_strategy
+    from bench.child.devices import DeviceSetup
+    from bench.child.trainer import Trainer
     from tests.helpers import tiny_spec
 
     spec = tiny_spec(**over)
     names = setup.names[: spec.devices]
-    strategy = STRATEGIES.get(spec.strategy).build(spec, names)
+    strategy = build_strategy(spec, names)
     return Trainer(spec, strategy, DeviceSetup(setup.kind, names, setup.logical))
 
 
@@ -85,7 +85,7 @@ CASES: dict[str, Callable[..., Any]] = {
 def main() -> None:
     import tensorflow as tf
 
-    from bench.devices import setup_devices
+    from bench.child.devices import setup_devices
 
     case, kwargs = sys.argv[1], json.loads(sys.argv[2])
     setup = setup_devices(tf, DEVICES, force_cpu=True)

@@ -1,0 +1,5 @@
+import sys
+
+from bench.child.main import main
+
+sys.exit(main())

@@ -1,0 +1,262 @@
+"""Entry point of one process of a run.
+
+    python -m bench.child --spec SPEC.json --run-dir DIR --task TASK.json --launch-ts T
+
+The process does its task's job (``Task.runner``: train, serve as a cluster
+server, or coordinate a parameter-server run) and leaves files in ``DIR``:
+``ready.<task>`` once its strategy or server is up (the launcher's start-up
+deadline watches for it) and ``payload.<task>.json`` (status, reason, figures,
+environment) when it finishes, whatever happened. Tasks with ``barrier`` wait
+for ``DIR/go`` (written by the launcher once every task is ready) before their
+measured windows, so independent copies measure at the same time.
+
+Testing hook: STRATBENCH_FAULT="<task>:<fault>" (e.g. "worker1:hang_at_start")
+makes that task misbehave: ``hang_at_start`` (never starts TensorFlow),
+``exit_at_start`` (exits 3 at once), ``kill_after_warmup`` (SIGKILLs itself after
+warm-up, i.e. dies mid-run). The fault tests use it; it is recorded in the
+environment fingerprint like every STRATBENCH_ variable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from bench.errors import Unsupported
+from bench.hardware import detect
+from bench.results.store import write_new
+from bench.spec import RunSpec
+from bench.tasks import Task
+
+# Exceptions whose class name means "ran out of memory" (TensorFlow's class is
+# matched by name so that this module does not import TensorFlow at load time).
+_OOM_NAMES = ("ResourceExhaustedError", "MemoryError")
+BARRIER_POLL_S = 0.01
+
+# Errors that mean "this software stack cannot run this combination", recognised by
+# message so that a fixed TensorFlow/Keras simply runs instead. Pattern -> explanation.
+KNOWN_INCOMPATIBLE = {
+    "You must specify an aggregation method to update a AggregatingVariable": (
+        "CentralStorageStrategy with 2+ replicas cannot update variables created without an "
+        "aggregation method in replica context; Keras 3 BatchNormalization's moving "
+        "statistics are such variables (seen with TF 2.21 / Keras 3.15)"),
+    "No OpKernel was registered to support Op 'NcclAllReduce'": (
+        "NCCL all-reduce has no kernel on this device type (needs GPUs)"),
+    "'ShardedVariable' object has no attribute 'handle'": (
+        "Keras 3 layers cannot train sharded variables: ParameterServerStrategy's "
+        "variable_partitioner splits a variable larger than the shard size and the first "
+        "step fails (seen with TF 2.21 / Keras 3.15); use partitioner=none"),
+}
+
+
+def _log(msg: str) -> None:
+    print(f"[child {os.getpid()}] {msg}", file=sys.stderr, flush=True)
+
+
+class Context:
+    """What a runner needs: the spec, its task, where to leave files, the launch time."""
+
+    def __init__(self, spec: RunSpec, task: Task, run_dir: Path, launch_ts: float,
+                 profile_dir: Path | None) -> None:
+        self.spec, self.task, self.run_dir = spec, task, run_dir
+        self.launch_ts, self.profile_dir = launch_ts, profile_dir
+
+    def mark_ready(self) -> None:
+        (self.run_dir / f"ready.{self.task.name}").touch()
+
+    def wait_for_go(self) -> None:
+        """Block until the launcher says every task is ready (it kills us on its deadline)."""
+        go = self.run_dir / "go"
+        while not go.exists():
+            time.sleep(BARRIER_POLL_S)
+
+
+def _fault(task: Task, stage: str) -> None:
+    wanted = os.environ.get("STRATBENCH_FAULT", "")
+    name, _, fault = wanted.partition(":")
+    if name != task.name or fault != stage:
+        return
+    _log(f"STRATBENCH_FAULT: {wanted}")
+    if fault == "hang_at_start":
+        while True:
+            time.sleep(3600)
+    if fault == "exit_at_start":
+        os._exit(3)
+    if fault == "kill_after_warmup":
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _configure_threads(tf: Any, task: Task) -> dict[str, int]:
+    if task.intra_threads:
+        tf.config.threading.set_intra_op_parallelism_threads(task.intra_threads)
+    if task.inter_threads:
+        tf.config.threading.set_inter_op_parallelism_threads(task.inter_threads)
+    return {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+            "inter_op": tf.config.threading.get_inter_op_parallelism_threads()}
+
+
+def _environment(tf: Any, devices: Any, threads: dict[str, int], task: Task) -> dict[str, Any]:
+    from bench.child.env import child_fingerprint
+
+    env = child_fingerprint()
+    env["devices"] = {"kind": devices.kind, "names": devices.names, "logical": devices.logical}
+    env["threads"] = threads
+    env["task"] = {"name": task.name, "cores": list(task.cores), "gpus": list(task.gpus),
+                   "gpu_memory_limit_mb": task.gpu_memory_limit_mb}
+    return env
+
+
+def run_train(ctx: Context) -> dict[str, Any]:
+    """Build the strategy and model for this task and measure training."""
+    phases: dict[str, float] = {}
+    t = time.perf_counter()
+    import tensorflow as tf
+
+    phases["import_tf_s"] = time.perf_counter() - t
+    from bench.child.build import build as build_strategy
+    from bench.child.devices import setup_devices
+    from bench.child.trainer import Trainer
+    from bench.strategies import STRATEGIES
+
+    factory = STRATEGIES.get(ctx.spec.strategy)
+    spec = factory.local_spec(ctx.spec, ctx.task)
+    threads = _configure_threads(tf, ctx.task)
+    t = time.perf_counter()
+    devices = setup_devices(tf, ctx.task.local_devices,
+                            ctx.task.gpu_memory_limit_mb or spec.gpu_memory_limit_mb)
+    phases["device_setup_s"] = time.perf_counter() - t
+    env = _environment(tf, devices, threads, ctx.task)
+    t = time.perf_counter()
+    strategy = build_strategy(spec, devices.names)
+    ctx.mark_ready()
+    if spec.mode == "allreduce":  # the all-reduce probe instead of training
+        from bench.child.probes.allreduce import plan, run_points
+
+        probe = run_points(spec, strategy, plan(spec), progress=_log)
+        return {"status": "ok", "reason": None, "figures": None, "allreduce": asdict(probe),
+                "environment": env}
+    trainer = Trainer(spec, strategy, devices)
+    phases["build_s"] = time.perf_counter() - t
+    _log(f"built {spec.label()} in {phases['build_s']:.2f}s "
+         f"({trainer.stats.params:,} params, pool of {trainer.pool} batches)")
+    figures = trainer.measure(ctx.launch_ts, phases, progress=_log,
+                              before_windows=_before_windows(ctx))
+    from bench.child.probes.hooks import after_windows  # MFU, then the profile
+
+    profile_dir = ctx.profile_dir
+    if profile_dir is not None and ctx.task.role != "single":  # one profile per process
+        profile_dir = profile_dir / ctx.task.name
+    extras = after_windows(trainer, figures, profile_dir, progress=_log)
+    env["peak_flops"] = extras.peak_entry
+    return {"status": "ok", "reason": extras.reason, "figures": asdict(figures),
+            "environment": env, "local_replicas": trainer.local_replicas,
+            "weights_checksum": trainer.weights_checksum()}
+
+
+def _before_windows(ctx: Context) -> Callable[[], None]:
+    def hook() -> None:
+        _fault(ctx.task, "kill_after_warmup")
+        if ctx.task.barrier:
+            ctx.wait_for_go()
+    return hook
+
+
+def run_server(ctx: Context) -> dict[str, Any]:
+    """A TensorFlow cluster server (parameter-server or worker task): serve until killed."""
+    import tensorflow as tf
+
+    _configure_threads(tf, ctx.task)
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    server = tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type,
+                                  task_index=resolver.task_id, protocol="grpc", start=True)
+    ctx.mark_ready()
+    _log(f"serving as {resolver.task_type}:{resolver.task_id}")
+    server.join()  # the launcher kills this process when the run ends
+    return {"status": "failed", "reason": "server.join() returned"}
+
+
+def run_ps_chief(ctx: Context) -> dict[str, Any]:
+    """Coordinate a parameter-server run and measure it."""
+    from bench.child.ps import run_coordinator
+
+    return run_coordinator(ctx.spec, ctx.launch_ts, ctx.mark_ready, _log)
+
+
+RUNNERS: dict[str, Callable[[Context], dict[str, Any]]] = {
+    "train": run_train, "server": run_server, "ps_chief": run_ps_chief,
+}
+
+
+def failure_payload(exc: BaseException) -> dict[str, Any]:
+    """Classify an exception as unsupported (known incompatibility), oom or failed."""
+    known = next((why for pattern, why in KNOWN_INCOMPATIBLE.items() if pattern in str(exc)),
+                 None)
+    is_oom = any(c.__name__ in _OOM_NAMES for c in type(exc).__mro__)
+    status = "unsupported" if known else "oom" if is_oom else "failed"
+    return {"status": status, "reason": known or f"{type(exc).__name__}: {summary(exc)}"}
+
+
+def summary(exc: BaseException) -> str:
+    """The line of an exception message that says what went wrong.
+
+    TensorFlow's errors from a tf.function start with "in user code:" and a
+    traceback, and end with the actual error: take the last meaningful line then.
+    """
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    line = lines[-1] if lines[0].rstrip(":") == "in user code" else lines[0]
+    return line[:2000]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.child")
+    parser.add_argument("--spec", required=True, type=Path)
+    parser.add_argument("--run-dir", required=True, type=Path)
+    parser.add_argument("--task", required=True, help="the Task as JSON")
+    parser.add_argument("--launch-ts", type=float, default=time.time())
+    parser.add_argument("--profile-dir", type=Path, default=None)
+    args = parser.parse_args(argv)
+    # The launcher sends SIGUSR1 before killing a hung run: every thread's Python
+    # stack then lands in this task's log, saying where it was stuck.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    spec = RunSpec.from_dict(json.loads(args.spec.read_text(encoding="utf-8")))
+    task = Task.from_dict(json.loads(args.task))
+    # Hardware as the launcher sees it, before pinning: the fingerprint's cpu_cores
+    # then match the launcher's (this task's own cores are recorded apart).
+    detect()
+    if task.cores and hasattr(os, "sched_setaffinity"):
+        # Before TensorFlow starts: it sizes its thread pools from the usable cores.
+        os.sched_setaffinity(0, task.cores)
+    _fault(task, "hang_at_start")
+    _fault(task, "exit_at_start")
+    ctx = Context(spec, task, args.run_dir, args.launch_ts, args.profile_dir)
+    try:
+        payload = RUNNERS[task.runner](ctx)
+    except Unsupported as exc:
+        payload = {"status": "unsupported", "reason": str(exc)}
+    except BaseException as exc:  # anything else becomes a recorded failure
+        payload = failure_payload(exc)
+        traceback.print_exc()
+    payload["task"] = task.to_dict()
+    payload["pid"] = os.getpid()
+    write_new(args.run_dir / f"payload.{task.name}.json", json.dumps(payload) + "\n")
+    _log(f"payload written: {payload['status']}")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: TensorFlow's thread pools can stall exit for seconds.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""What runs after a training run's measured windows: MFU, then the optional profile.
+
+Kept out of the measured loop so neither the peak probe nor the profiler can touch
+the throughput windows; the child calls ``after_windows`` once ``measure`` returned.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.child.probes.peak import PRECISION_DTYPE, fingerprint_entry, mfu, peak_flops
+from bench.child.probes.profile import capture
+from bench.child.probes.trace import Classifier
+from bench.results.schema import Figures
+from bench.results.text import tensorboard_command
+
+
+def optimizer_classifier(optimizer: Any) -> Classifier:
+    """Packing ops count inside the run's optimizer scope(s), where Keras all-reduces
+    gradients (a LossScaleOptimizer's inner optimizer has its own scope)."""
+    names = [optimizer.name]
+    inner = getattr(optimizer, "inner_optimizer", None)
+    if inner is not None:
+        names.append(inner.name)
+    return Classifier(reduction_scopes=tuple(re.sub(r"_\d+$", "", n) for n in names))
+
+
+@dataclass
+class AfterWindows:
+    """What the child adds to its payload: the peak entry of the environment
+    fingerprint, and problems that cost a figure but not the run (its reason)."""
+
+    peak_entry: dict[str, Any]
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def reason(self) -> str | None:
+        return "; ".join(self.problems) or None
+
+
+def after_windows(trainer: Any, figures: Figures, profile_dir: Path | None,
+                  progress: Callable[[str], None] = lambda _: None) -> AfterWindows:
+    """Fill ``figures.mfu``, ``peak_flops_per_s`` and ``communication`` in place.
+
+    The peak is measured here, after the strategy exists, if the cache lacks it (see
+    peak.fingerprint_entry). A failing profile costs the communication figures, not
+    the throughput already measured: it is reported in ``problems``.
+    """
+    spec, devices = trainer.spec, trainer.devices
+    out = AfterWindows(fingerprint_entry(trainer.tf, measure=True))
+    try:
+        table = peak_flops(trainer.tf, devices.names[0])
+    except OSError as exc:  # e.g. an unwritable cache directory
+        table = {}
+        out.problems.append(f"no MFU: peak FLOP/s probe failed ({exc})")
+    physical = 1 if devices.kind == "CPU" else len(devices.names)
+    figures.mfu, figures.peak_flops_per_s = mfu(
+        figures.model.train_flops_per_example, figures.global_throughput,
+        table.get(PRECISION_DTYPE[spec.precision]), physical)
+    if not spec.profile_steps:
+        return out
+    if profile_dir is None:
+        out.problems.append("profile_steps > 0 but no profile directory was given: "
+                            "not profiled")
+        return out
+    profile_dir = profile_dir.resolve()  # the stored path must work from anywhere
+    try:
+        figures.communication = capture(
+            trainer.tf, lambda: float(trainer.call().numpy()), spec.profile_steps,
+            profile_dir, steps_per_call=spec.steps_per_call,
+            unprofiled_step_s=figures.step_time.median_s,
+            classifier=optimizer_classifier(trainer.optimizer))
+    except Exception as exc:
+        out.problems.append(f"profile failed, no communication figures: "
+                            f"{type(exc).__name__}: {str(exc).strip()[:300]}")
+        progress(out.problems[-1])
+        return out
+    c = figures.communication
+    progress(f"profile: {c.collective_s * 1e3:.2f} ms of {c.step_s * 1e3:.2f} ms per step "
+             f"communicating ({c.comm_fraction:.1%}); open it with: "
+             f"{tensorboard_command(profile_dir)}")
+    return out

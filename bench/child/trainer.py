@@ -1,0 +1,397 @@
+"""The measured training loop (runs inside the child process, imports TensorFlow).
+
+Custom loop: ``strategy.run`` inside one ``tf.function`` that performs
+``steps_per_call`` optimizer steps. Data is a fixed pool of synthetic batches
+placed on the devices once, so the input pipeline is not what is measured
+(``data=tfdata`` swaps in a prefetching tf.data pipeline instead).
+
+Timing protocol (see bench.results for the definitions stored with results):
+warm-up calls are timed apart; each window is opened and closed with a full
+device synchronisation; each call inside is synchronised by fetching its loss.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from bench.child.devices import DeviceSetup
+from bench.child.memory import DeviceMemory, host_peak_rss_bytes, reset_host_peak
+from bench.env import INJECT_SLOWDOWN_VAR, injected_slowdown, stall_until
+from bench.results.schema import Figures, Memory, ModelInfo, Startup, Warmup, Window
+from bench.results.stats import coefficient_of_variation, step_time_stats
+from bench.spec import RunSpec
+from workloads import WORKLOADS
+from workloads.flops import ModelStats, model_stats
+
+POOL_BYTES_BUDGET = 256 * 2**20  # host/device bytes for the synthetic pool
+MAX_POOL_BATCHES = 8
+
+
+def pool_batches(global_batch_bytes: int) -> int:
+    """How many distinct global batches the synthetic pool holds (1..8)."""
+    return max(1, min(MAX_POOL_BATCHES, POOL_BYTES_BUDGET // max(1, global_batch_bytes)))
+
+
+def shard_rows(a: np.ndarray, pool: int, shards: int, index: int) -> np.ndarray:
+    """Rows of shard ``index`` (of ``shards`` equal parts) of every global batch.
+
+    ``a`` holds ``pool`` global batches in order. Input pipeline w of W (one per
+    worker process) gets shard w of each global batch, replica r of R gets shard r;
+    concatenating the shards of batch j gives back global batch j whatever the
+    topology, which is what makes loss parity across strategies testable.
+    """
+    per = a.shape[0] // (pool * shards)
+    return a.reshape(pool, shards, per, *a.shape[1:])[:, index].reshape(pool * per,
+                                                                         *a.shape[1:])
+
+
+def build_model(spec: RunSpec, strategy: Any) -> tuple[Any, Any]:
+    """Model and optimizer (slots created) under ``strategy``, seeded by ``spec.seed``."""
+    import keras
+
+    keras.mixed_precision.set_global_policy(spec.precision)
+    keras.utils.set_random_seed(spec.seed)  # same initial weights across strategies
+    with strategy.scope():
+        model = WORKLOADS.get(spec.workload).build(spec.workload_params())
+        opt: Any = (keras.optimizers.SGD(spec.learning_rate, momentum=0.9)
+                    if spec.optimizer == "sgd" else keras.optimizers.Adam(spec.learning_rate))
+        if spec.precision == "mixed_float16":
+            opt = keras.optimizers.LossScaleOptimizer(opt)
+        opt.build(model.trainable_variables)  # slots now, not inside tf.function
+    return model, opt
+
+
+def make_apply(spec: RunSpec, model: Any, opt: Any) -> Callable[[list[tuple[Any, Any]]], Any]:
+    """The per-replica step: gradients over micro-batches, then one optimizer update.
+
+    Returns a function of the micro-batches (``grad_accum`` (x, y) pairs) that
+    returns this replica's share of the mean loss (summed over replicas by the caller).
+    """
+    import tensorflow as tf
+
+    variables = model.trainable_variables
+    scale = spec.precision == "mixed_float16"
+    denom = spec.global_batch * spec.grad_accum
+
+    def grads_of(x: Any, y: Any) -> tuple[Any, list[Any]]:
+        with tf.GradientTape() as tape:
+            logits = tf.cast(model(x, training=True), tf.float32)
+            per_example = tf.keras.losses.sparse_categorical_crossentropy(
+                y, logits, from_logits=True)
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=denom)
+            target = opt.scale_loss(loss) if scale else loss
+        return loss, tape.gradient(target, variables)
+
+    if spec.xla:  # per-replica step compiled; whole-step XLA fails with 2+ replicas
+        grads_of = tf.function(grads_of, jit_compile=True)
+
+    def apply(micro_batches: list[tuple[Any, Any]]) -> Any:
+        total: Any = None
+        acc: list[Any] = []
+        for x, y in micro_batches:
+            loss, grads = grads_of(x, y)
+            total = loss if total is None else total + loss
+            acc = list(grads) if not acc else [a + g for a, g in zip(acc, grads, strict=True)]
+        opt.apply_gradients(zip(acc, variables, strict=True))
+        return total
+
+    return apply
+
+
+def summarize(windows: list[Window], step_times: list[float], warmup: Warmup,
+              startup: Startup, stats: ModelStats, loss_start: float, *, replicas: int,
+              device_scope: str, host_scope: str, replica_divergence: float) -> Figures:
+    """The run's figures from its measured windows (headline = median window).
+
+    Raises FloatingPointError when the loss is no longer finite: a diverged run's
+    throughput is not a result.
+    """
+    if not math.isfinite(windows[-1].loss_last):
+        raise FloatingPointError(f"training diverged: loss is {windows[-1].loss_last}")
+    throughputs = [w.global_throughput for w in windows]
+    median = float(np.median(throughputs))
+    device_peak: dict[str, int] = {}
+    for w in windows:
+        for name, peak in w.device_peak_bytes.items():
+            device_peak[name] = max(device_peak.get(name, 0), peak)
+    host_peaks = [w.host_peak_rss_bytes for w in windows if w.host_peak_rss_bytes]
+    return Figures(
+        global_throughput=median,
+        per_replica_throughput=median / replicas,
+        step_time=step_time_stats(step_times),
+        windows=windows,
+        warmup=warmup,
+        startup=startup,
+        memory=Memory(device_peak_bytes=device_peak, device_scope=device_scope,
+                      host_peak_rss_bytes=max(host_peaks) if host_peaks else None,
+                      host_scope=host_scope),
+        model=ModelInfo(**dataclasses.asdict(stats)),
+        achieved_flops_per_s=stats.train_flops_per_example * median,
+        loss_start=loss_start,
+        loss_end=windows[-1].loss_last,
+        learned=windows[-1].loss_last < loss_start,
+        replica_divergence=replica_divergence,
+        throughput_cv=coefficient_of_variation(throughputs),
+    )
+
+
+class Trainer:
+    """Builds model, optimizer and data under a strategy and measures training."""
+
+    def __init__(self, spec: RunSpec, strategy: Any, devices: DeviceSetup) -> None:
+        import tensorflow as tf
+
+        self.tf = tf
+        self.spec = spec
+        self.strategy = strategy
+        self.devices = devices
+        self.replicas = int(strategy.num_replicas_in_sync)
+        # Replicas in this process (all of them except under multi-worker strategies).
+        try:
+            self.local_replicas = len(strategy.extended.worker_devices) or self.replicas
+        except (AttributeError, RuntimeError):  # the default strategy raises RuntimeError
+            self.local_replicas = self.replicas
+        if self.replicas != spec.replicas:
+            raise RuntimeError(f"strategy made {self.replicas} replicas, spec expects "
+                               f"{spec.replicas}")
+        workload = WORKLOADS.get(spec.workload)
+        params = spec.workload_params()
+        self.model, self.optimizer = build_model(spec, strategy)
+        self.stats = model_stats(self.model)
+        self.variables = self.model.trainable_variables
+        # Smallest variable: reading every replica's copy of it forces every device
+        # to finish its queued updates (the window synchronisation).
+        self._probe_var = min(self.variables, key=lambda v: int(np.prod(v.shape))).value
+
+        g, n = spec.global_batch, self.replicas
+        x1, _ = workload.make_pool(params, 1, spec.seed)
+        self.pool = pool_batches(x1.nbytes * g)
+        x, y = workload.make_pool(params, self.pool * g, spec.seed)
+        # Three ways to feed the step, all with the same examples in global batch j:
+        #  - steps_per_call == 1: P per-replica batches placed on the devices once and
+        #    picked in Python, so the compiled step is exactly a hand-written one;
+        #  - steps_per_call > 1: each replica's share of the whole pool on its device,
+        #    sliced in the graph (the loop inside the function indexes it by a tensor);
+        #  - data == "tfdata": a prefetching tf.data pipeline (input cost included).
+        # Input pipelines (one per worker process) and replicas take their shard of
+        # every global batch (shard_rows), so multi-worker runs see distinct data.
+        self._batches: list[tuple[Any, ...]] = []
+        self._args: tuple[Any, ...] = ()
+        b = spec.per_replica_batch
+
+        def pipeline(ctx: Any) -> Any:
+            rows = [shard_rows(a, self.pool, ctx.num_input_pipelines, ctx.input_pipeline_id)
+                    for a in (x, y)]
+            ds = tf.data.Dataset.from_tensor_slices(tuple(rows))
+            if spec.data == "tfdata":
+                return ds.repeat().batch(b, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+            return ds.batch(b, drop_remainder=True)
+
+        if spec.data == "tfdata" or spec.steps_per_call == 1:
+            it = iter(strategy.distribute_datasets_from_function(pipeline))
+        if spec.data == "tfdata":
+            self._args = (it,)
+        elif spec.steps_per_call == 1:
+            batches = [self._on_device(next(it), devices) for _ in range(self.pool)]
+            # One call consumes grad_accum micro-batches; cycle through the pool.
+            per_call = spec.grad_accum
+            self._batches = [tuple(batches[(i * per_call + a) % self.pool]
+                                   for a in range(per_call))
+                             for i in range(self.pool)]
+        else:
+            def replica_pool(ctx: Any) -> tuple[Any, Any]:
+                r = ctx.replica_id_in_sync_group
+                return (tf.constant(shard_rows(x, self.pool, n, r)),
+                        tf.constant(shard_rows(y, self.pool, n, r)))
+
+            pool_xy = strategy.experimental_distribute_values_from_function(replica_pool)
+            self._args = self._on_device(pool_xy, devices)
+        self._step = 0
+        self._fn = self._make_train_fn()
+
+    def _on_device(self, xy: Any, devices: DeviceSetup) -> tuple[Any, Any]:
+        """Single-replica strategies hand back host tensors: pin them to the device."""
+        x, y = xy
+        if hasattr(x, "values"):  # PerReplica: already placed by the strategy
+            return x, y
+        with self.tf.device(devices.names[0]):
+            return self.tf.identity(x), self.tf.identity(y)
+
+    # -- graph construction -------------------------------------------------------
+    def _make_train_fn(self) -> Callable[..., Any]:
+        tf, spec, strategy = self.tf, self.spec, self.strategy
+        accum, k = spec.grad_accum, spec.steps_per_call
+        b, pool = spec.per_replica_batch, self.pool
+        apply = make_apply(spec, self.model, self.optimizer)
+
+        if spec.data == "tfdata":
+            def one_step(args: tuple[Any, ...], step: Any) -> Any:
+                batches = [next(args[0]) for _ in range(accum)]
+                return strategy.run(lambda *bs: apply(list(bs)), args=tuple(batches))
+        elif k == 1:
+            @tf.function
+            def train_batches(micro: tuple[Any, ...]) -> Any:
+                last = strategy.run(lambda *bs: apply(list(bs)), args=micro)
+                return strategy.reduce(tf.distribute.ReduceOp.SUM, last, axis=None)
+
+            return train_batches
+        else:
+            def replica_step(px: Any, py: Any, step: Any) -> Any:
+                micro = []
+                for a in range(accum):
+                    j = tf.math.floormod(step * accum + a, pool) * b
+                    micro.append((px[j:j + b], py[j:j + b]))
+                return apply(micro)
+
+            def one_step(args: tuple[Any, ...], step: Any) -> Any:
+                return strategy.run(replica_step, args=(args[0], args[1], step))
+
+        @tf.function
+        def train_call(args: tuple[Any, ...], start: Any) -> Any:
+            if k > 1:
+                for i in tf.range(k - 1):
+                    one_step(args, start + tf.cast(i, tf.int64))
+            last = one_step(args, start + (k - 1))
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, last, axis=None)
+
+        return train_call
+
+    # -- execution ----------------------------------------------------------------
+    def call(self) -> Any:
+        """Run ``steps_per_call`` steps; returns the last step's global mean loss."""
+        if self._batches:
+            out = self._fn(self._batches[self._step % len(self._batches)])
+        else:
+            out = self._fn(self._args, self.tf.constant(self._step, self.tf.int64))
+        self._step += self.spec.steps_per_call
+        return out
+
+    def sync(self, loss: Any) -> float:
+        """Block until every device has finished its queued work."""
+        value = float(loss.numpy())
+        for local in self.strategy.experimental_local_results(self._probe_var):
+            local.numpy()
+        return value
+
+    def agreed_window_steps(self, step_s: float) -> int:
+        """Steps per window that every worker of a multi-worker run will take.
+
+        This worker's proposal (``max_seconds`` worth of steps at ``step_s`` each,
+        within ``[min_steps, max_steps]``, a multiple of ``steps_per_call``) is
+        averaged over all replicas by one all-reduce, so every worker gets the
+        same number back.
+        """
+        tf, spec, k = self.tf, self.spec, self.spec.steps_per_call
+        own = min(spec.max_steps, max(spec.min_steps, math.ceil(spec.max_seconds / step_s)))
+        proposals = self.strategy.run(lambda: tf.constant(float(own)))
+        mean = float(self.strategy.reduce(tf.distribute.ReduceOp.MEAN, proposals, axis=None))
+        return max(k, math.ceil(mean / k) * k)
+
+    def weights_checksum(self) -> float:
+        """Sum of all trainable weights (first local copy), to compare across workers."""
+        return float(sum(
+            float(np.sum(self.strategy.experimental_local_results(v.value)[0].numpy(),
+                         dtype=np.float64)) for v in self.variables))
+
+    def replica_divergence(self) -> float:
+        """Largest |w_r - w_0| over all variables and replicas (0 with one copy)."""
+        worst = 0.0
+        for v in self.variables:
+            copies = [c.numpy() for c in self.strategy.experimental_local_results(v.value)]
+            for c in copies[1:]:
+                worst = max(worst, float(np.max(np.abs(c - copies[0]))))
+        return worst
+
+    def measure(self, launch_ts: float, phases: dict[str, float],
+                progress: Callable[[str], None] = lambda _: None,
+                before_windows: Callable[[], None] = lambda: None) -> Figures:
+        """Warm up, then measure ``repeats`` windows; returns the figures.
+
+        ``launch_ts`` is the wall-clock time the parent launched this process;
+        ``phases`` holds the seconds spent importing TensorFlow, setting up
+        devices and building (keys ``import_tf_s``, ``device_setup_s``, ``build_s``).
+        ``before_windows`` runs between warm-up and the first window (e.g. a
+        start barrier shared by independent processes).
+        """
+        spec, k = self.spec, self.spec.steps_per_call
+        t = time.perf_counter()
+        out = self.call()
+        loss_start = self.sync(out)
+        first_call_s = time.perf_counter() - t
+        startup = Startup(import_tf_s=phases["import_tf_s"],
+                          device_setup_s=phases["device_setup_s"], build_s=phases["build_s"],
+                          launch_to_first_step_s=time.time() - launch_ts)
+        progress(f"first call {first_call_s:.2f}s, loss {loss_start:.4f}")
+        warm_steps = k
+        multi_worker = self.local_replicas < self.replicas
+        # Several worker processes must stop their windows after the same step: a
+        # worker that stops on its own clock leaves its peers' next all-reduce without
+        # a partner ("Socket closed"). They time a few warm-up calls to size the
+        # windows, then agree on one step count.
+        warm_target = max(spec.warmup_steps, 3 * k) if multi_worker else spec.warmup_steps
+        tw = time.perf_counter()
+        while warm_steps < warm_target:
+            out = self.call()
+            warm_steps += k
+        self.sync(out)
+        timed = warm_steps - k
+        fixed_steps = self.agreed_window_steps((time.perf_counter() - tw) / timed) \
+            if multi_worker and timed else None
+        warmup = Warmup(first_call_s=first_call_s, steps=warm_steps,
+                        total_s=time.perf_counter() - t)
+        before_windows()
+
+        mem = DeviceMemory(self.tf, self.devices.kind, len(self.devices.names))
+        windows: list[Window] = []
+        all_times: list[float] = []
+        host_scope = "window"
+        slowdown = injected_slowdown()  # testing hook, 0 unless set (see bench.env)
+        if slowdown:
+            progress(f"testing hook {INJECT_SLOWDOWN_VAR}={slowdown:g}: every timed call "
+                     f"is made {slowdown:.0%} longer")
+        for r in range(spec.repeats):
+            mem.reset()
+            if not reset_host_peak():
+                host_scope = "lifetime"
+            self.sync(out)
+            t0 = time.perf_counter()
+            times: list[float] = []
+            steps, first_loss, loss = 0, math.nan, math.nan
+            while True:
+                tc = time.perf_counter()
+                out = self.call()
+                loss = float(out.numpy())
+                tn = time.perf_counter()
+                if slowdown:  # proportional to the call's own time, so any workload slows alike
+                    tn = stall_until(tn + (tn - tc) * slowdown)
+                times.append((tn - tc) / k)
+                if steps == 0:
+                    first_loss = loss
+                steps += k
+                if fixed_steps is not None:
+                    if steps >= fixed_steps:
+                        break
+                elif steps >= spec.max_steps or (tn - t0 >= spec.max_seconds
+                                                 and steps >= spec.min_steps):
+                    break
+            self.sync(out)
+            wall = time.perf_counter() - t0
+            examples = steps * spec.examples_per_step
+            windows.append(Window(
+                index=r, steps=steps, examples=examples, wall_s=wall,
+                global_throughput=examples / wall,
+                per_replica_throughput=examples / wall / self.replicas,
+                step_time=step_time_stats(times), loss_first=first_loss, loss_last=loss,
+                device_peak_bytes=mem.peaks(), host_peak_rss_bytes=host_peak_rss_bytes()))
+            all_times.extend(times)
+            progress(f"window {r + 1}/{spec.repeats}: {examples / wall:,.1f} examples/s, "
+                     f"loss {loss:.4f}")
+        return summarize(windows, all_times, warmup, startup, self.stats, loss_start,
+                         replicas=self.replicas, device_scope=mem.scope, host_scope=host_scope,
+                         replica_divergence=self.replica_divergence())

@@ -1,0 +1,101 @@
+"""``python -m bench history {ingest,list,sweeps}``: the history store on the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from bench.cli.common import (
+    UsageError,
+)
+from bench.regress.history import SELECTION_KEYS, HistoryError, Selection, open_history
+
+
+def _selection(text: str | None) -> Selection:
+    return Selection.parse(text) if text else Selection()
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    with open_history(args.history) as h:
+        for d in args.sweep_dirs:
+            rep = h.ingest(d, args.tag)
+            print(f"{d}: {rep.added} added, {rep.already} already stored, "
+                  f"{len(rep.skipped)} skipped")
+            for why in rep.skipped:
+                print(f"warning: skipped {why}", file=sys.stderr)
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    with open_history(args.history, create=False) as h:
+        rows = h.rows(_selection(args.selection))
+    rows = rows[-args.limit:] if args.limit else rows
+    if args.json:
+        print(json.dumps([asdict(r) for r in rows], indent=2))
+        return 0
+    print(f"{'id':>5}  {'started (UTC)':25s} {'configuration':42s} {'status':8s} "
+          f"{'examples/s':>12s} {'CV':>6s}  {'machine':12s} {'commit':10s} {'tf':8s} sweep")
+    for r in rows:
+        tput = f"{r.global_throughput:,.1f}" if r.global_throughput is not None else "-"
+        cv = f"{r.throughput_cv * 100:.1f}%" if r.throughput_cv is not None else "-"
+        sweep = f"{r.sweep_id}" + (f" ({r.tag})" if r.tag else "")
+        print(f"{r.id:>5}  {r.started_at:25s} {r.label[:42]:42s} {r.status:8s} {tput:>12s} "
+              f"{cv:>6s}  {(r.machine_id or '-')[:12]:12s} {(r.git_commit or '-')[:10]:10s} "
+              f"{(r.tf_version or '-')[:8]:8s} {sweep}")
+    print(f"{len(rows)} result(s)")
+    return 0
+
+
+def cmd_sweeps(args: argparse.Namespace) -> int:
+    with open_history(args.history, create=False) as h:
+        sweeps = h.sweeps(_selection(args.selection))
+    if args.json:
+        print(json.dumps([asdict(s) for s in sweeps], indent=2))
+        return 0
+    for s in sweeps:
+        print(f"{s.id:>5}  {s.started_at:25s} {s.tag or '-':10s} {s.results:4d} result(s)  "
+              f"machine {','.join(s.machine_ids)}  {s.path}")
+    print(f"{len(sweeps)} sweep(s)")
+    return 0
+
+
+def _guard(fn: Any) -> Any:
+    """Store and selection problems are usage errors (exit code 2)."""
+    def run(args: argparse.Namespace) -> int:
+
+        try:
+            return int(fn(args))
+        except HistoryError as exc:
+            raise UsageError(str(exc)) from exc
+    return run
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("history", help="the history store: ingest sweeps, list, filter",
+                       description="An SQLite file holding every ingested result, indexed by "
+                                   "machine, git commit, TensorFlow version, spec key, time.")
+    hsub = p.add_subparsers(dest="history_command", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--history", type=Path, default=None,
+                        help="store file (default results/history.sqlite)")
+    ing = hsub.add_parser("ingest", parents=[common],
+                          help="store the results of sweep directories (idempotent)")
+    ing.add_argument("sweep_dirs", type=Path, nargs="+")
+    ing.add_argument("--tag", help="label the sweeps, e.g. nightly")
+    ing.set_defaults(func=_guard(cmd_ingest))
+    sel_help = (f"filters KEY=VALUE[,KEY=VALUE...]; keys: {', '.join(SELECTION_KEYS)} "
+                "(commit and key match prefixes; sweep takes an id, a directory, latest or "
+                "previous)")
+    lst = hsub.add_parser("list", parents=[common], help="stored results, oldest first")
+    lst.add_argument("selection", nargs="?", help=sel_help)
+    lst.add_argument("--limit", type=int, default=0, help="only the newest N")
+    lst.add_argument("--json", action="store_true")
+    lst.set_defaults(func=_guard(cmd_list))
+    sw = hsub.add_parser("sweeps", parents=[common], help="stored sweeps, oldest first")
+    sw.add_argument("selection", nargs="?", help=sel_help)
+    sw.add_argument("--json", action="store_true")
+    sw.set_defaults(func=_guard(cmd_sweeps))

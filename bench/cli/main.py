@@ -1,0 +1,68 @@
+"""``python -m bench`` (also installed as ``stratbench``): the subcommands.
+
+Each subcommand is a module of this package with ``add_parser(subparsers)``;
+parsing only: the work is done by the packages they call, which tests call
+directly. Exit codes are in ``bench.exits``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from bench.cli import (
+    allreduce,
+    compare,
+    env,
+    history,
+    listing,
+    nightly,
+    report,
+    run,
+    show,
+    worker,
+)
+from bench.cli.common import UsageError
+from bench.errors import BenchError, SpecError
+from bench.exits import EPILOG, Exit
+
+COMMANDS = (run, listing, env, show, report, history, compare, nightly, allreduce, worker)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``stratbench`` parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="stratbench", description="Benchmark TensorFlow distribution strategies.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for command in COMMANDS:
+        command.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command line; returns its exit code (``bench.exits.Exit``)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)  # argparse exits with 2 on usage errors
+    try:
+        return int(args.func(args))
+    except (SpecError, UsageError) as exc:
+        print(f"stratbench: error: {exc}", file=sys.stderr)
+        return Exit.USAGE
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return Exit.INTERRUPTED
+    except BrokenPipeError:
+        # Output piped into e.g. `head`, which closed early: not an error. Point stdout
+        # at /dev/null so that the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return Exit.OK
+    except BenchError as exc:
+        print(f"stratbench: error: {exc}", file=sys.stderr)
+        return Exit.INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

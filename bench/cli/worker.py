@@ -1,0 +1,43 @@
+"""``python -m bench worker``: run one task of a multi-host run.
+
+Every host runs the same command with the same configuration; the cluster comes
+from TF_CONFIG (set by the user or by Kubernetes tooling) or, under Slurm, from
+Slurm's variables through TensorFlow's SlurmClusterResolver. The chief (the
+MultiWorkerMirrored worker 0, or the ParameterServer coordinator) writes the
+run's result into ``--out`` like a sweep; the other tasks print a line and exit
+(parameter-server and worker servers serve until the job is stopped). ``--timeout``
+bounds every task: the task runs in a supervised child process; past the timeout
+it dumps its stacks into its log and is killed, the chief records a ``timeout``
+result, and the command exits with code 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from bench.cli.common import UsageError, add_matrix_args, specs_from_args
+from bench.launch import worker
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    specs = specs_from_args(args)
+    if len(specs) != 1:
+        raise UsageError(f"worker runs exactly one configuration; the options give "
+                         f"{len(specs)}")
+    try:
+        return worker.run_worker(specs[0], args.cluster, args.out)
+    except worker.UsageError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``worker``."""
+    p = sub.add_parser("worker", help="run one task of a multi-host run (TF_CONFIG or Slurm)")
+    add_matrix_args(p)
+    p.add_argument("--out", type=Path, required=True,
+                   help="sweep directory where the chief writes the result")
+    p.add_argument("--cluster", choices=["auto", "tf_config", "slurm"], default="auto",
+                   help="where the cluster comes from (auto: TF_CONFIG if set, else Slurm)")
+    p.set_defaults(func=cmd_worker)

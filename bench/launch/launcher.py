@@ -1,0 +1,374 @@
+"""Run one configuration in fresh child processes under hard deadlines.
+
+Every process of a run gets its own session (process group), so a timeout,
+a failure or Ctrl-C kills it and anything it spawned with SIGKILL: TensorFlow
+processes with TF_CONFIG ignore SIGTERM, and collectives can block forever
+(a MultiWorkerMirrored leader whose peer never starts waits in the strategy
+constructor indefinitely). Whatever happens, the caller gets a RunResult with
+a status and a reason, and no process of the run survives it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from bench.env import fingerprint, now_iso
+from bench.hardware import Hardware, detect
+from bench.results.schema import (
+    STATUSES,
+    AllReduceFigures,
+    Figures,
+    RunResult,
+    TaskFigures,
+    allreduce_from_dict,
+    figures_from_dict,
+)
+from bench.spec import RunSpec
+from bench.strategies import STRATEGIES
+from bench.tasks import Task
+
+KILL_GRACE_S = 10.0
+POLL_S = 0.05
+# A task that is not up (strategy built / server started) by then is declared hung.
+STARTUP_TIMEOUT_S = 120.0
+# After the main task finishes, how long its peers get to leave their payloads.
+PEER_GRACE_S = 15.0
+TAIL_LINES = 25
+STACK_DUMP_WAIT_S = 1.0
+# TensorFlow start-up chatter that survives TF_CPP_MIN_LOG_LEVEL; never a reason.
+_NOISE = re.compile(
+    r"oneDNN custom operations|cpu_feature_guard|rebuild TensorFlow with|"
+    r"All log messages before absl::InitializeLog|Memory patch applied|"
+    r"will not be optimized because the dataset does not implement|"
+    r"Unable to register cu(DNN|FFT|BLAS) factory|computation placer already registered")
+_OOM_TEXT = re.compile(r"ResourceExhaustedError|OOM when allocating|MemoryError|"
+                       r"out of memory|Cannot allocate memory|std::bad_alloc")
+
+
+def log_tail(path: Path, lines: int = TAIL_LINES) -> str:
+    """Last ``lines`` meaningful lines of a child log (start-up noise removed)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    kept = [ln for ln in text.splitlines() if ln.strip() and not _NOISE.search(ln)]
+    return "\n".join(kept[-lines:])
+
+
+def child_env(task: Task, tf_config: dict[str, Any] | None, hw: Hardware) -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    env["PYTHONUNBUFFERED"] = "1"
+    # The child must import this checkout, wherever the CLI was started from.
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    env.pop("TF_CONFIG", None)
+    if tf_config is not None:
+        env["TF_CONFIG"] = json.dumps(tf_config)
+    if hw.gpus and task.gpus:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in task.gpus)
+    return env
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free TCP ports on 127.0.0.1 (held open until all are picked)."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def cluster_configs(tasks: list[Task]) -> list[dict[str, Any] | None]:
+    """TF_CONFIG per task: loopback addresses for every task in a cluster job."""
+    members = [t for t in tasks if t.cluster_job]
+    ports = iter(free_ports(len(members)))
+    cluster: dict[str, list[str]] = {}
+    for t in members:
+        job = t.cluster_job or ""
+        cluster.setdefault(job, []).append(f"127.0.0.1:{next(ports)}")
+    return [{"cluster": cluster, "task": {"type": t.cluster_job, "index": t.index}}
+            if t.cluster_job else None for t in tasks]
+
+
+def kill_group(proc: subprocess.Popen[Any]) -> None:
+    """SIGKILL the child's whole process group and reap it (bounded wait)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):  # a process stuck in D state
+        proc.wait(timeout=KILL_GRACE_S)
+
+
+def peak_rss_of(pid: int) -> int | None:
+    """VmHWM of a live process (read before it is killed), in bytes."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def make_result(spec: RunSpec, status: str, reason: str | None, *,
+                figures: Figures | None = None, environment: dict[str, Any] | None = None,
+                started_at: str = "", wall_s: float = 0.0,
+                launcher: dict[str, Any] | None = None,
+                allreduce: AllReduceFigures | None = None) -> RunResult:
+    return RunResult(
+        key=spec.key(), spec=spec, status=status, reason=reason,
+        replicas=spec.replicas, global_batch=spec.global_batch,
+        per_replica_batch=spec.per_replica_batch, figures=figures,
+        environment=environment if environment is not None else fingerprint(),
+        started_at=started_at or now_iso(), finished_at=now_iso(), wall_s=wall_s,
+        launcher=launcher or {}, allreduce=allreduce)
+
+
+def unsupported_result(spec: RunSpec, hw: Hardware | None = None) -> RunResult | None:
+    """A result for a spec that cannot run on this hardware, or None if it can."""
+    reason = STRATEGIES.get(spec.strategy).unsupported_reason(spec, hw or detect())
+    return None if reason is None else make_result(spec, "unsupported", reason)
+
+
+@dataclass
+class _Proc:
+    task: Task
+    proc: subprocess.Popen[Any]
+    log: Path
+    rss: int | None = None
+
+
+class _Run:
+    """The processes of one run and the files they leave in ``run_dir``."""
+
+    def __init__(self, run_dir: Path, procs: list[_Proc]) -> None:
+        self.run_dir, self.procs = run_dir, procs
+
+    def ready(self, p: _Proc) -> bool:
+        return (self.run_dir / f"ready.{p.task.name}").exists()
+
+    def payload(self, p: _Proc) -> dict[str, Any] | None:
+        path = self.run_dir / f"payload.{p.task.name}.json"
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, json.JSONDecodeError) as exc:
+            return {"status": "failed", "reason": f"unreadable payload: {exc}"}
+        if not isinstance(data, dict) or data.get("status") not in STATUSES:
+            return {"status": "failed", "reason": f"malformed payload: {data!r:.200}"}
+        return data
+
+    def tails(self, first: _Proc | None = None) -> str:
+        order = sorted(self.procs, key=lambda p: p is not first)
+        if len(self.procs) == 1:
+            return log_tail(self.procs[0].log)
+        return "\n".join(f"--- {p.task.name} (exit {p.proc.returncode}) ---\n"
+                         f"{log_tail(p.log, 12)}" for p in order)
+
+    def dump_stacks(self) -> None:
+        """Ask every live task for its Python stacks (faulthandler, into its log)."""
+        live = [p for p in self.procs if p.proc.poll() is None]
+        for p in live:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(p.proc.pid, signal.SIGUSR1)
+        if live:
+            time.sleep(STACK_DUMP_WAIT_S)
+
+    def kill_all(self) -> None:
+        for p in self.procs:
+            if p.proc.poll() is None:
+                p.rss = peak_rss_of(p.proc.pid)
+        for p in self.procs:
+            kill_group(p.proc)
+
+
+def run_isolated(spec: RunSpec, log_path: Path, timeout_s: float | None = None,
+                 profile_dir: Path | None = None) -> RunResult:
+    """Run ``spec`` in fresh child processes; never raises for a failed run.
+
+    KeyboardInterrupt is re-raised after every process of the run is killed.
+    """
+    hw = detect()
+    pre = unsupported_result(spec, hw)
+    if pre is not None:
+        return pre
+    factory = STRATEGIES.get(spec.strategy)
+    tasks = factory.plan(spec, hw)
+    timeout = timeout_s if timeout_s is not None else spec.timeout_s
+    started = now_iso()
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="stratbench-") as tmp:
+        run_dir = Path(tmp)
+        spec_file = run_dir / "spec.json"
+        spec_file.write_text(json.dumps(spec.to_dict()), encoding="utf-8")
+        t0 = time.monotonic()
+        launch_ts = time.time()
+        procs: list[_Proc] = []
+        run = _Run(run_dir, procs)
+        try:
+            for task, tf_config in zip(tasks, cluster_configs(tasks), strict=True):
+                log = log_path if len(tasks) == 1 else log_path.with_name(
+                    f"{log_path.stem}.{task.name}.log")
+                cmd = [sys.executable, "-m", "bench.child", "--spec", str(spec_file),
+                       "--run-dir", str(run_dir), "--task", json.dumps(task.to_dict()),
+                       "--launch-ts", repr(launch_ts)]
+                if profile_dir is not None:
+                    cmd += ["--profile-dir", str(profile_dir)]
+                with open(log, "ab") as fh:
+                    proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL,
+                                            env=child_env(task, tf_config, hw),
+                                            start_new_session=True)
+                procs.append(_Proc(task, proc, log))
+            status, reason, culprit = _supervise(run, t0, timeout)
+            if status is not None:  # a hang or a dead task: where was everyone else?
+                run.dump_stacks()
+        except BaseException:
+            run.kill_all()
+            raise
+        run.kill_all()  # nothing of a run outlives it
+        wall = time.monotonic() - t0
+        payloads = {p.task.name: run.payload(p) for p in procs}
+    main = next(p for p in procs if p.task.main)
+    info = {"timeout_s": timeout, "log": str(log_path), "tasks": [
+        {"task": p.task.name, "pid": p.proc.pid, "returncode": p.proc.returncode,
+         "log": str(p.log)} for p in procs]}
+    if status is not None:  # the supervisor decided: timeout or a task failed
+        return make_result(spec, status, f"{reason}\n--- log tail ---\n{run.tails(culprit)}",
+                           started_at=started, wall_s=wall, launcher=info)
+    payload = payloads[main.task.name] or {}
+    status = str(payload.get("status", "failed"))
+    outcome: str | None = payload.get("reason")
+    if status in ("failed", "oom"):
+        outcome = f"{outcome}\n--- log tail ---\n{run.tails(main)}"
+    try:
+        figures = _combine(spec, payload, procs, payloads) if payload.get("figures") else None
+        allreduce = (allreduce_from_dict(payload["allreduce"]) if payload.get("allreduce")
+                     else None)
+    except (TypeError, KeyError, ValueError) as exc:
+        # E.g. a child running another version of stratbench: record, don't crash.
+        return make_result(spec, "failed", f"child payload does not match this "
+                           f"stratbench's result schema: {exc}", started_at=started,
+                           wall_s=wall, launcher=info)
+    return make_result(spec, status, outcome, figures=figures,
+                       environment=payload.get("environment"), started_at=started,
+                       wall_s=wall, launcher=info, allreduce=allreduce)
+
+
+def _supervise(run: _Run, t0: float, timeout: float) -> tuple[str | None, str, _Proc | None]:
+    """Wait for the run to end. Returns (status, reason, culprit) when the launcher
+    must decide the outcome, or (None, "", None) when the main task left its payload."""
+    procs = run.procs
+    main = next(p for p in procs if p.task.main)
+    startup_deadline = t0 + STARTUP_TIMEOUT_S
+    deadline = t0 + timeout
+    go_written = not any(p.task.barrier for p in procs)
+    main_done_at: float | None = None
+    while True:
+        now = time.monotonic()
+        if main.proc.poll() is not None:
+            if run.payload(main) is None:
+                rc = main.proc.returncode
+                oom = rc == -signal.SIGKILL or bool(_OOM_TEXT.search(log_tail(main.log)))
+                why = ("was killed by SIGKILL (likely the kernel's OOM killer)"
+                       if rc == -signal.SIGKILL else f"exited with code {rc} without a result")
+                return ("oom" if oom else "failed"), f"task {main.task.name} {why}", main
+            main_done_at = main_done_at or now
+            trainers = [p for p in procs if p.task.runner == "train"]
+            if all(p.proc.poll() is not None for p in trainers) or \
+                    now - main_done_at > PEER_GRACE_S:
+                return None, "", None
+        for p in procs:
+            if p is main or p.proc.poll() is None:
+                continue
+            payload = run.payload(p)
+            if payload is None or payload.get("status") != "ok":
+                why = (payload or {}).get("reason") or \
+                    f"exited with code {p.proc.returncode} without a result"
+                return "failed", f"task {p.task.name} failed: {why}", p
+        if not go_written and all(run.ready(p) for p in procs):
+            (run.run_dir / "go").touch()
+            go_written = True
+        late = [p for p in procs if not run.ready(p)]
+        if now > deadline:
+            starting = f" (still starting: {', '.join(p.task.name for p in late)})" \
+                if late else ""
+            return "timeout", f"killed after exceeding the {timeout:g} s timeout{starting}", \
+                late[0] if late else None
+        if now > startup_deadline and main_done_at is None and late:
+            names = ", ".join(p.task.name for p in late)
+            why = (f"start-up hang: task(s) {names} not up within "
+                   f"{startup_deadline - t0:g} s of launch")
+            return "timeout", why, late[0]
+        time.sleep(POLL_S)
+
+
+def _combine(spec: RunSpec, main_payload: dict[str, Any], procs: list[_Proc],
+             payloads: dict[str, dict[str, Any] | None]) -> Figures:
+    """The run's figures: the main task's, plus per-task figures for multi-process runs."""
+    figures = figures_from_dict(main_payload["figures"])
+    if len(procs) == 1:
+        return figures
+    factory = STRATEGIES.get(spec.strategy)
+    tasks = []
+    for p in procs:
+        payload = payloads.get(p.task.name) or {}
+        f = figures_from_dict(payload["figures"]) if payload.get("figures") else None
+        local = payload.get("local_replicas")
+        share = factory.task_share(spec, local) if local else 1.0
+        tasks.append(TaskFigures(
+            task=p.task.name, role=p.task.role, pid=p.proc.pid,
+            local_replicas=local,
+            examples=int(sum(w.examples for w in f.windows) * share) if f else None,
+            throughput=f.global_throughput * share if f else None,
+            step_median_s=f.step_time.median_s if f else None,
+            launch_to_first_step_s=f.startup.launch_to_first_step_s if f else None,
+            host_peak_rss_bytes=(f.memory.host_peak_rss_bytes if f else None) or p.rss,
+            device_peak_bytes=f.memory.device_peak_bytes if f else {},
+            cores=list(p.task.cores),
+            threads=((payload.get("environment") or {}).get("threads") or
+                     {"intra_op": p.task.intra_threads, "inter_op": p.task.inter_threads}),
+            loss_end=f.loss_end if f else None,
+            weights_checksum=payload.get("weights_checksum")))
+    combined = factory.combine(spec, figures, tasks)
+    return _with_run_mfu(combined, procs, payloads)
+
+
+def _with_run_mfu(figures: Figures, procs: list[_Proc],
+                  payloads: dict[str, dict[str, Any] | None]) -> Figures:
+    """MFU of the whole run: achieved FLOP/s over the peak of the hardware it used.
+
+    Each training task measured the peak of what it could use (its cores or GPU);
+    tasks that share a core set or GPU count it once, disjoint ones add up.
+    """
+    groups: dict[tuple[Any, ...], float] = {}
+    for p in procs:
+        f = (payloads.get(p.task.name) or {}).get("figures") or {}
+        peak = f.get("peak_flops_per_s")
+        if peak:
+            groups[(p.task.cores, p.task.gpus)] = max(peak, groups.get(
+                (p.task.cores, p.task.gpus), 0.0))
+    if not groups:
+        return figures
+    machine_peak = sum(groups.values())
+    return replace(figures, peak_flops_per_s=machine_peak,
+                   mfu=figures.achieved_flops_per_s / machine_peak)

@@ -1,0 +1,174 @@
+"""pytest-benchmark integration: benchmark a RunSpec run in its own process.
+
+Loaded by the root ``conftest.py``. A test asks for the ``stratbench_benchmark``
+fixture and calls it with a RunSpec::
+
+    def test_mlp(stratbench_benchmark):
+        result = stratbench_benchmark(RunSpec("mlp", "mirrored", devices=2, repeats=6))
+
+The configuration runs in a fresh child process exactly as in a sweep
+(``bench.launch.launcher.run_isolated``, hard timeout). pytest-benchmark cannot time a
+process that measures itself, so its timer is replaced (through the documented
+``@pytest.mark.benchmark(timer=...)`` option) by ``REPLAY_TIMER``, a clock that
+moves only when told: each ``pedantic`` round replays one measured window by
+advancing it by that window's step time. pytest-benchmark's statistics, storage,
+``--benchmark-compare`` and ``--benchmark-compare-fail`` then work on the real
+per-window step times. Throughput, memory, all-reduce time (when measured) and
+the fingerprint go to ``extra_info``.
+
+One round = one measured window; its time = window wall time / steps in it, so
+pytest-benchmark's figures are the reciprocal of the window throughputs times the
+examples per step, and a median check on them is a throughput check.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.launch.launcher import run_isolated
+from bench.results.schema import RunResult
+from bench.results.store import SweepStore, save
+from bench.spec import RunSpec
+
+FIXTURE = "stratbench_benchmark"
+
+
+class ReplayTimer:
+    """A clock that only moves when told (pytest-benchmark reads it around each round)."""
+
+    # pytest-benchmark records the timer's name in every saved benchmark.
+    __name__ = "stratbench_replayed_window_step_time"
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+# One clock is enough: tests run one at a time and pytest-benchmark only uses differences.
+REPLAY_TIMER = ReplayTimer()
+
+
+def window_step_times(result: RunResult) -> list[float]:
+    """Seconds per step of each measured window (wall time / steps)."""
+    assert result.figures is not None
+    return [w.wall_s / w.steps for w in result.figures.windows]
+
+
+def extra_info(result: RunResult, result_file: Path | None) -> dict[str, Any]:
+    """What pytest-benchmark stores beside the times: figures with units, fingerprint."""
+    f = result.figures
+    assert f is not None
+    info: dict[str, Any] = {
+        "stratbench_key": result.key,
+        "configuration": result.spec.label(),
+        "spec": result.spec.to_dict(),
+        "replicas": result.replicas,
+        "global_batch": result.global_batch,
+        "round_definition": "one round = one measured window; time = window wall time / "
+                            "steps (s per optimizer step)",
+        "global_throughput": f.global_throughput,
+        "per_replica_throughput": f.per_replica_throughput,
+        "window_throughputs": [w.global_throughput for w in f.windows],
+        "throughput_cv": f.throughput_cv,
+        "step_time_median_s": f.step_time.median_s,
+        "device_peak_bytes": f.memory.device_peak_bytes,
+        "device_memory_scope": f.memory.device_scope,
+        "host_peak_rss_bytes": f.memory.host_peak_rss_bytes,
+        "loss_start": f.loss_start,
+        "loss_end": f.loss_end,
+        "units": {"global_throughput": "examples/s",
+                  "per_replica_throughput": "examples/s per replica",
+                  "window_throughputs": "examples/s", "throughput_cv": "ratio",
+                  "step_time_median_s": "s", "device_peak_bytes": "bytes",
+                  "host_peak_rss_bytes": "bytes", "allreduce_s_per_step": "s"},
+        "fingerprint": result.environment,
+        "result_file": str(result_file) if result_file else None,
+    }
+    # Measured by the probes when profiling is on (a later RunSpec/Figures addition).
+    comm = getattr(f, "communication", None)
+    if comm is not None:
+        info["allreduce_s_per_step"] = getattr(comm, "collective_s", None)
+        info["comm_fraction"] = getattr(comm, "comm_fraction", None)
+    return info
+
+
+def run_benchmark(benchmark: Any, spec: RunSpec, out_dir: Path | None,
+                  timer: ReplayTimer = REPLAY_TIMER) -> RunResult:
+    """Run ``spec`` isolated, save its result, and replay its windows into ``benchmark``.
+
+    A failed, OOM or timed-out run fails the test (after its result is saved);
+    a configuration this machine cannot run is skipped with the reason.
+    """
+    with tempfile.TemporaryDirectory(prefix="stratbench-bench-") as tmp:
+        sweep = out_dir or Path(tmp)
+        paths = SweepStore(sweep).paths(spec)
+        if out_dir is not None and paths.result.exists():
+            pytest.fail(f"{paths.result} already exists (results are never overwritten); "
+                        f"give --stratbench-out a new directory")
+        result = run_isolated(spec, paths.log)
+        if out_dir is not None:
+            save(result, paths.result)
+        if result.status == "unsupported":
+            pytest.skip(f"{spec.label()}: unsupported here: {result.reason}")
+        if result.status != "ok" or result.figures is None:
+            # The failure is the test's outcome; without this pytest-benchmark would add
+            # a misleading "fixture was not used at all" warning to it.
+            benchmark.skipped = True
+            pytest.fail(f"{spec.label()}: {result.status}: {result.reason}", pytrace=False)
+        times = iter(window_step_times(result))
+        benchmark.extra_info.update(extra_info(result, paths.result if out_dir else None))
+        benchmark.pedantic(lambda: timer.advance(next(times)),
+                           rounds=len(result.figures.windows), iterations=1, warmup_rounds=0)
+        return result
+
+
+# -- pytest hooks and fixtures (this module is a plugin loaded by conftest.py) --------------
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("stratbench")
+    group.addoption("--stratbench-out", type=Path, default=None,
+                    help="also save each benchmarked configuration's result in this sweep "
+                         "directory (for `python -m bench history ingest`)")
+    group.addoption("--stratbench-matrix", default="nightly",
+                    help="which configurations benchmarks/ runs (default: nightly)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Give every test using the fixture the replay timer (merged with its own marker)."""
+    for item in items:
+        if FIXTURE not in getattr(item, "fixturenames", ()):
+            continue
+        own = item.get_closest_marker("benchmark")
+        kwargs = {**(own.kwargs if own else {}), "timer": REPLAY_TIMER}
+        # Prepended: pytest-benchmark reads the closest `benchmark` marker only.
+        item.add_marker(pytest.mark.benchmark(**kwargs), append=False)
+
+
+def pytest_benchmark_update_machine_info(config: pytest.Config,
+                                         machine_info: dict[str, Any]) -> None:
+    """Stable hardware identity (no timestamps: pytest-benchmark compares machine_info)."""
+    from bench.env import fingerprint
+
+    env = fingerprint()
+    machine_info["stratbench"] = {k: env.get(k) for k in (
+        "machine_id", "cpu_model", "cpu_cores", "memory_bytes", "gpus")}
+
+
+@pytest.fixture
+def stratbench_benchmark(request: pytest.FixtureRequest, benchmark: Any) -> Any:
+    """Callable ``(spec) -> RunResult``: run the spec isolated and benchmark its windows."""
+    out: Path | None = request.config.getoption("stratbench_out")
+
+    def run(spec: RunSpec) -> RunResult:
+        return run_benchmark(benchmark, spec, out)
+
+    return run
+

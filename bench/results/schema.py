@@ -1,0 +1,328 @@
+"""The result schema: one JSON document per configuration.
+
+Figures are typed dataclasses; each numeric field declares its unit in field
+metadata, and the JSON carries a ``units`` table built from it, so a result
+file describes itself. Files are written atomically and never overwritten;
+a file of another ``schema_version`` is refused loudly on load.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.errors import SchemaError
+from bench.spec import RunSpec
+
+SCHEMA_VERSION = 1
+STATUSES = ("ok", "failed", "oom", "timeout", "unsupported")
+
+THROUGHPUT_DEFINITION = (
+    "global throughput = examples processed by all replicas in the measured window / wall "
+    "time of that window, with every device synchronised at both ends; warm-up excluded. "
+    "per-replica throughput = global throughput / replicas. The headline figure is the "
+    "median over the repeated windows."
+)
+STEP_TIME_DEFINITION = (
+    "step = one optimizer update (grad_accum x global batch examples). Each timed sample is "
+    "one call of the compiled train function (steps_per_call steps, synchronised by fetching "
+    "its loss) divided by steps_per_call."
+)
+MEMORY_DEFINITION = (
+    "device peak: tf.config.experimental.get_memory_info peak, reset before each window. On "
+    "CPU every logical device shares one allocator, so the figure is process-wide (scope "
+    "'process'). host peak RSS: VmHWM of the process, reset before each window where the "
+    "kernel allows it (scope 'window'), else the lifetime peak (scope 'lifetime')."
+)
+
+COMMUNICATION_DEFINITION = (
+    "from a profile of profile_steps steps taken after the throughput windows, per step: "
+    "step_s = wall time of the step's trace annotation; collective_s = wall time during "
+    "which at least one communication op ran (union of their trace events over all "
+    "threads, clipped to the step; op types listed in op_types); compute_s = wall time "
+    "during which another TensorFlow op ran and no communication op did; other_s = "
+    "step_s - collective_s - compute_s (idle, Python, dispatch). comm_fraction = "
+    "collective_s / step_s. profiler_overhead = median profiled step time / median "
+    "unprofiled step time."
+)
+ALLREDUCE_DEFINITION = (
+    "as nccl-tests: bytes = size of the buffer each replica contributes; time = one "
+    "all-reduce through the strategy's own cross-device path, devices synchronised around "
+    "each timing, warm-up excluded; algbw = bytes / time; busbw = algbw x 2(n-1)/n for n "
+    "replicas (the per-link traffic of an optimal ring, comparable across n)."
+)
+MFU_DEFINITION = (
+    "mfu = train FLOPs per example x global throughput / peak_flops_per_s, where the peak "
+    "is a measured matmul rate for the run's compute dtype times the number of physical "
+    "devices used (logical CPU devices share one CPU: it counts once)."
+)
+
+
+def unit(u: str, default: Any = dataclasses.MISSING) -> Any:
+    """A dataclass field carrying its unit in metadata."""
+    if default is dataclasses.MISSING:
+        return field(metadata={"unit": u})
+    return field(default=default, metadata={"unit": u})
+
+
+@dataclass
+class StepTimes:
+    median_s: float = unit("s")
+    p90_s: float = unit("s")
+    p99_s: float = unit("s")
+    mean_s: float = unit("s")
+    std_s: float = unit("s")
+    min_s: float = unit("s")
+    max_s: float = unit("s")
+    samples: int = unit("timed calls")
+
+
+@dataclass
+class Window:
+    index: int
+    steps: int = unit("steps")
+    examples: int = unit("examples")
+    wall_s: float = unit("s")
+    global_throughput: float = unit("examples/s")
+    per_replica_throughput: float = unit("examples/s per replica")
+    step_time: StepTimes = unit("s")
+    loss_first: float = unit("nats (mean cross-entropy)")
+    loss_last: float = unit("nats (mean cross-entropy)")
+    device_peak_bytes: dict[str, int] = unit("bytes")
+    host_peak_rss_bytes: int | None = unit("bytes")
+
+
+@dataclass
+class Warmup:
+    first_call_s: float = unit("s")  # tracing + graph optimisation + first step(s)
+    steps: int = unit("steps")
+    total_s: float = unit("s")
+
+
+@dataclass
+class Startup:
+    """Where the time before the first measured step went, from process launch."""
+
+    import_tf_s: float = unit("s")
+    device_setup_s: float = unit("s")
+    build_s: float = unit("s")  # strategy, model, optimizer, data on devices
+    launch_to_first_step_s: float = unit("s")  # process start until the first step returned
+
+
+@dataclass
+class Memory:
+    device_peak_bytes: dict[str, int] = unit("bytes")
+    device_scope: str = unit("")  # "per_device" or "process"
+    host_peak_rss_bytes: int | None = unit("bytes")
+    host_scope: str = unit("")  # "window" or "lifetime"
+
+
+@dataclass
+class ModelInfo:
+    params: int = unit("parameters")
+    trainable_params: int = unit("parameters")
+    grad_bytes_per_step: int = unit("bytes")
+    forward_flops_per_example: float = unit("FLOP")
+    train_flops_per_example: float = unit("FLOP")
+    flops_method: str = unit("")
+
+
+@dataclass
+class Communication:
+    """Where a profiled step's wall time went (see COMMUNICATION_DEFINITION)."""
+
+    step_s: float = unit("s")  # mean over the profiled steps, as are the three below
+    collective_s: float = unit("s")
+    compute_s: float = unit("s")
+    other_s: float = unit("s")
+    comm_fraction: float = unit("ratio (collective_s / step_s)")
+    op_types: dict[str, int] = unit("trace events per op type, all profiled steps")
+    profile_dir: str = unit("")
+    profiled_steps: int = unit("steps")
+    profiler_overhead: float | None = unit("ratio (profiled / unprofiled median step)")
+    counted_types: list[str] = field(default_factory=list)  # the rule, for the reader
+
+
+@dataclass
+class AllReducePoint:
+    label: str  # e.g. "64 MiB" or "gradients:resnet50"
+    bytes: int = unit("bytes per replica")
+    tensors: int = unit("tensors")
+    time_median_s: float = unit("s")
+    time_p90_s: float = unit("s")
+    algbw: float = unit("bytes/s")
+    busbw: float = unit("bytes/s")
+    iterations: int = unit("timed all-reduces")
+
+
+@dataclass
+class AllReduceFigures:
+    implementation: str  # the cross-device path used, e.g. "CollectiveAllReduce"
+    replicas: int = unit("replicas")
+    dtype: str = unit("")
+    warmup_iterations: int = unit("all-reduces")
+    points: list[AllReducePoint] = field(default_factory=list)
+
+
+@dataclass
+class TaskFigures:
+    """One process of a multi-process run (None where the process cannot know)."""
+
+    task: str  # e.g. "worker1", "ps0", "chief0", "replica2"
+    role: str
+    pid: int | None = None
+    local_replicas: int | None = unit("replicas", None)
+    examples: int | None = unit("examples", None)  # by this task's replicas, all windows
+    throughput: float | None = unit("examples/s", None)  # this task's replicas, median window
+    step_median_s: float | None = unit("s", None)
+    launch_to_first_step_s: float | None = unit("s", None)
+    host_peak_rss_bytes: int | None = unit("bytes", None)
+    device_peak_bytes: dict[str, int] = field(default_factory=dict, metadata={"unit": "bytes"})
+    cores: list[int] = field(default_factory=list)
+    threads: dict[str, int] = field(default_factory=dict)
+    loss_end: float | None = unit("nats (mean cross-entropy)", None)
+    # Sum of every trainable weight after training: synchronous workers must agree.
+    weights_checksum: float | None = unit("sum of weights", None)
+
+
+@dataclass
+class Figures:
+    global_throughput: float = unit("examples/s")
+    per_replica_throughput: float = unit("examples/s per replica")
+    step_time: StepTimes = unit("s")
+    windows: list[Window] = unit("")
+    warmup: Warmup = unit("s")
+    startup: Startup = unit("s")
+    memory: Memory = unit("bytes")
+    model: ModelInfo = unit("")
+    achieved_flops_per_s: float = unit("FLOP/s")
+    loss_start: float = unit("nats (mean cross-entropy)")  # first warm-up step, before updates
+    loss_end: float = unit("nats (mean cross-entropy)")  # last measured step
+    learned: bool = unit("")  # loss_end < loss_start
+    replica_divergence: float = unit("max |w_i - w_0| over variables and replicas")
+    throughput_cv: float = unit("ratio (std/mean over windows)")
+    # Probe figures: optional, absent from results of runs made without the probes.
+    communication: Communication | None = unit("", None)
+    mfu: float | None = unit("ratio (achieved / peak FLOP/s)", None)
+    peak_flops_per_s: float | None = unit("FLOP/s", None)
+    # Per-process figures of multi-process runs, and how the global ones
+    # were combined from them (None for single-process runs).
+    tasks: list[TaskFigures] | None = unit("", None)
+    combination: str | None = unit("", None)
+
+
+@dataclass
+class RunResult:
+    key: str
+    spec: RunSpec
+    status: str
+    reason: str | None
+    replicas: int = unit("replicas")
+    global_batch: int = unit("examples")
+    per_replica_batch: int = unit("examples")
+    figures: Figures | None = None
+    environment: dict[str, Any] = field(default_factory=dict)
+    started_at: str = ""
+    finished_at: str = ""
+    wall_s: float = unit("s", 0.0)
+    launcher: dict[str, Any] = field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+    allreduce: AllReduceFigures | None = None  # mode "allreduce" only
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise SchemaError(f"RunResult.status must be one of {', '.join(STATUSES)}. "
+                              f"Received: status={self.status!r}")
+        if self.status != "ok" and not (self.reason or "").strip():
+            # A failure without a reason is a lost result in disguise.
+            raise SchemaError(f"RunResult.reason must explain a {self.status!r} status. "
+                              f"Received: reason={self.reason!r}")
+
+    # -- serialisation ---------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["spec"] = self.spec.to_dict()
+        d["units"] = units_table(RunResult)
+        d["definitions"] = {
+            "throughput": THROUGHPUT_DEFINITION,
+            "step_time": STEP_TIME_DEFINITION,
+            "memory": MEMORY_DEFINITION,
+            "communication": COMMUNICATION_DEFINITION,
+            "allreduce": ALLREDUCE_DEFINITION,
+            "mfu": MFU_DEFINITION,
+        }
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunResult:
+        version = data.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise SchemaError(
+                f"result schema_version {version!r} is not supported by this stratbench "
+                f"(expects {SCHEMA_VERSION}); re-run the sweep or use a matching version")
+        data = {k: v for k, v in data.items() if k not in ("units", "definitions")}
+        try:
+            return typing.cast(RunResult, _build(cls, data))
+        except (TypeError, KeyError, ValueError) as exc:
+            raise SchemaError(f"result document does not match schema {SCHEMA_VERSION}: "
+                              f"{exc}") from exc
+
+
+def figures_from_dict(data: dict[str, Any]) -> Figures:
+    """Rebuild Figures from their ``asdict`` form (as the child sends them)."""
+    return typing.cast(Figures, _build(Figures, data))
+
+
+def allreduce_from_dict(data: dict[str, Any]) -> AllReduceFigures:
+    """Rebuild AllReduceFigures from their ``asdict`` form (as the child sends them)."""
+    return typing.cast(AllReduceFigures, _build(AllReduceFigures, data))
+
+
+def units_table(cls: type, prefix: str = "") -> dict[str, str]:
+    """Flattened ``path -> unit`` for every field that declares a unit."""
+    hints = typing.get_type_hints(cls)
+    table: dict[str, str] = {}
+    for f in dataclasses.fields(cls):
+        path = f"{prefix}{f.name}"
+        sub = _dataclass_in(hints[f.name])
+        if sub is not None:
+            table.update(units_table(sub, path + "."))
+        elif f.metadata.get("unit"):
+            table[path] = f.metadata["unit"]
+    return table
+
+
+def _dataclass_in(tp: Any) -> type | None:
+    """The dataclass inside ``X``, ``X | None`` or ``list[X]``, if any."""
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return tp
+    for arg in typing.get_args(tp):
+        found = _dataclass_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _build(tp: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    if tp is RunSpec:
+        return RunSpec.from_dict(value)
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        hints = typing.get_type_hints(tp)
+        names = {f.name for f in dataclasses.fields(tp)}
+        unknown = set(value) - names
+        if unknown:
+            raise KeyError(f"{tp.__name__} has no field(s) {sorted(unknown)}")
+        return tp(**{k: _build(hints[k], v) for k, v in value.items()})
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _build(inner[0], value) if len(inner) == 1 else value
+    if origin is list:
+        (item,) = typing.get_args(tp)
+        return [_build(item, v) for v in value]
+    return value

@@ -1,0 +1,49 @@
+"""One-line and tabular text of stored figures: sweep progress, ``show``, reports."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from bench.results.schema import AllReduceFigures, Communication, RunResult
+
+
+def tensorboard_command(logdir: Path | str) -> str:
+    """The command that opens a captured profile (tensorboard-plugin-profile)."""
+    return f"tensorboard --logdir {logdir}"
+
+
+def allreduce_line(ar: AllReduceFigures) -> str:
+    """The largest size point's bus bandwidth, e.g. for sweep progress."""
+    sized = [p for p in ar.points if not p.label.startswith("gradients:")] or ar.points
+    if not sized:
+        return f"{ar.implementation}: no points"
+    top = max(sized, key=lambda p: p.bytes)
+    return (f"{ar.implementation}, {len(ar.points)} points; at {top.label}: "
+            f"{top.time_median_s * 1e3:.2f} ms, busbw {top.busbw / 1e9:.3f} GB/s")
+
+
+def communication_line(c: Communication) -> str:
+    overhead = (f", profiler overhead x{c.profiler_overhead:.2f}"
+                if c.profiler_overhead is not None else "")
+    return (f"profile: {c.comm_fraction:.1%} of a {c.step_s * 1e3:.2f} ms step "
+            f"communicating (compute {c.compute_s * 1e3:.2f} ms, other "
+            f"{c.other_s * 1e3:.2f} ms{overhead}); {tensorboard_command(c.profile_dir)}")
+
+
+def allreduce_table(results: Sequence[RunResult]) -> str:
+    """nccl-tests-like table: one row per point of every all-reduce result."""
+    head = (f"{'strategy / implementation':52s} {'n':>2s} {'point':>20s} {'bytes':>11s} "
+            f"{'median ms':>10s} {'p90 ms':>9s} {'algbw GB/s':>10s} {'busbw GB/s':>10s}")
+    rows = [head, "-" * len(head)]
+    for r in results:
+        if r.allreduce is None:
+            rows.append(f"{r.spec.label():52s} {r.status}: "
+                        f"{(r.reason or '').splitlines()[0] if r.reason else ''}")
+            continue
+        for p in r.allreduce.points:
+            rows.append(f"{r.allreduce.implementation[:52]:52s} {r.allreduce.replicas:2d} "
+                        f"{p.label:>20s} {p.bytes:11d} {p.time_median_s * 1e3:10.3f} "
+                        f"{p.time_p90_s * 1e3:9.3f} {p.algbw / 1e9:10.3f} "
+                        f"{p.busbw / 1e9:10.3f}")
+    return "\n".join(rows)
