@@ -231,6 +231,10 @@ class RunResult:
     launcher: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
     allreduce: AllReduceFigures | None = None  # mode "allreduce" only
+    # Which process-level repetition of the configuration this is (1, 2, ...): the same
+    # spec measured in separate processes at different times, so that run-to-run noise
+    # is part of every answer. Results written before replication existed read as 1.
+    replicate: int = 1
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
