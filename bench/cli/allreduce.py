@@ -14,14 +14,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.cli.common import UsageError, int_list, param, split_list
+from bench.cli.common import (
+    UsageError,
+    int_list,
+    param,
+    print_notes,
+    split_list,
+    writable_dir,
+)
 from bench.exits import Exit
 from bench.launch.sweep import run_sweep
-from bench.matrix import expand
+from bench.matrix import expand_axes
 from bench.results.store import SweepStore, load
 from bench.results.text import allreduce_table
 from bench.spec import ALLREDUCE_MIN_BYTES, RunSpec
-from bench.strategies import STRATEGIES
 
 _UNITS = {"": 1, "b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "kb": 10**3,
           "mb": 10**6, "gb": 10**9}
@@ -84,21 +90,21 @@ def probe_specs(args: argparse.Namespace) -> list[RunSpec]:
                                           "max_steps", "max_seconds", "timeout_s")}}
     if args.param:
         fixed["params"] = dict(args.param)
-    specs: dict[str, Any] = {}
-    for strategy in args.strategy:
-        # Only strategies that take a communication choice vary it; others run once.
-        takes = "communication" in STRATEGIES.get(strategy).accepts
-        for comm in (args.communication if takes else ["auto"]):
-            axes = {"workload": [args.workload], "size": [args.size], "strategy": [strategy],
-                    "cross_device_ops": args.cross_device_ops, "devices": args.devices}
-            for spec in expand(axes, {**fixed, "communication": comm}):
-                specs.setdefault(spec.key(), spec)
-    return list(specs.values())
+    # One expansion over every strategy: a cross-device ops or communication value is
+    # only an error when none of the strategies takes it; otherwise it is dropped for
+    # the others, with a note (e.g. communication for mirrored).
+    expansion = expand_axes(
+        {"workload": [args.workload], "size": [args.size], "strategy": args.strategy,
+         "cross_device_ops": args.cross_device_ops, "communication": args.communication,
+         "devices": args.devices}, fixed)
+    print_notes(expansion.notes)
+    return expansion.specs
 
 
 def cmd_allreduce(args: argparse.Namespace) -> int:
     specs = probe_specs(args)
-    out: Path = args.out or Path("results") / f"allreduce-{_dt.datetime.now():%Y%m%d-%H%M%S}"
+    stamp = f"allreduce-{_dt.datetime.now():%Y%m%d-%H%M%S}"
+    out = writable_dir(args.out or Path("results") / stamp)
     print(f"stratbench allreduce: {len(specs)} configuration(s) -> {out}")
     outcome = run_sweep(specs, out)
     store = SweepStore(out)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from bench.errors import BenchError
 from bench.hardware import detect
-from bench.matrix import AXES, PRESETS, expand
+from bench.matrix import AXES, PRESETS, expand_axes
 from bench.spec import RunSpec
 from bench.strategies import STRATEGIES
 
@@ -19,10 +22,33 @@ class UsageError(BenchError):
 
 
 def split_list(text: str) -> list[str]:
-    items = [t.strip() for t in text.split(",") if t.strip()]
-    if not items:
-        raise UsageError(f"expected a comma-separated list. Received: {text!r}")
+    """``"a, b"`` -> ``["a", "b"]``; an empty item (``1,,2``, a trailing comma) is an
+    error rather than skipped: it is usually a value that went missing."""
+    items = [t.strip() for t in text.split(",")]
+    if not all(items):
+        raise argparse.ArgumentTypeError(
+            f"expected a comma-separated list without empty items. Received: {text!r}")
     return items
+
+
+def writable_dir(path: Path, flag: str = "--out") -> Path:
+    """``path`` as a directory this process can write in (created if missing).
+
+    A file there, a parent that is a file, or a directory that cannot be written are
+    usage errors (exit 2) instead of a traceback halfway through a sweep.
+    """
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{flag} must name a directory, but {path} is a file. "
+                         f"Received: {flag}={path}")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        # The real test: os.access() answers yes for root even on read-only mounts.
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise UsageError(f"{flag} must be a directory this user can write in: "
+                         f"{exc.strerror or exc}. Received: {flag}={path}") from None
+    return path
 
 
 def int_list(flag: str) -> Callable[[str], list[int]]:
@@ -128,4 +154,12 @@ def specs_from_args(args: argparse.Namespace) -> list[RunSpec]:
         axes.setdefault(name, default)
     if args.param:
         knobs["params"] = dict(args.param)
-    return expand(axes, knobs)
+    expansion = expand_axes(axes, knobs)
+    print_notes(expansion.notes)
+    return expansion.specs
+
+
+def print_notes(notes: list[str]) -> None:
+    """One line per axis value dropped for some strategies (stderr: not the results)."""
+    for note in notes:
+        print(f"stratbench: note: {note}", file=sys.stderr)

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from bench.cli.common import add_matrix_args, specs_from_args
+from bench.cli.common import UsageError, add_matrix_args, specs_from_args
 from bench.exits import Exit
 from bench.hardware import detect
 from bench.results.store import SweepStore
@@ -14,6 +14,9 @@ from bench.strategies import STRATEGIES
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out must name a sweep directory, but {args.out} is a file. "
+                         f"Received: --out={args.out}")
     hw = detect()
     specs = specs_from_args(args)
     for i, spec in enumerate(specs, 1):

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.cli.common import add_matrix_args, specs_from_args
+from bench.cli.common import add_matrix_args, specs_from_args, writable_dir
 from bench.cli.report import report_after_sweep
 from bench.exits import Exit
 from bench.hardware import detect
@@ -23,7 +23,7 @@ def _default_out() -> Path:
 
 def cmd_run(args: argparse.Namespace) -> int:
     specs = specs_from_args(args)
-    out: Path = args.out or _default_out()
+    out = writable_dir(args.out or _default_out())
     hw = detect()
     where = (f"{len(hw.gpus)} GPU(s)" if hw.gpus
              else f"CPU only ({hw.cores} cores; device counts are logical devices sharing them)")
