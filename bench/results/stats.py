@@ -1,12 +1,43 @@
-"""Summary statistics of step times (no TensorFlow)."""
+"""Statistics of measured figures, pure numpy (no TensorFlow, no scipy).
+
+Two kinds live here:
+
+- summaries of one run's steps (``step_time_stats``, ``coefficient_of_variation``);
+- comparisons of *runs*. A run (one process) is the unit of replication: its
+  windows share the process's conditions (load, memory layout, thread placement),
+  so they describe how precisely that one run was measured, not how much another
+  run of the same code would differ. Each run contributes one figure (the median
+  of its windows); a group of runs is summarised by ``summarize_runs``; two groups
+  are compared by ``compare_runs`` (the decision: interval, p-value and minimum
+  detectable change from the measured run-to-run noise) or, for a distribution-
+  free interval with many runs a side, ``hierarchical_bootstrap_ratio``.
+  ``minimum_detectable_change`` plans how many runs a given noise needs.
+
+Everything is computed on the log scale, where a ratio is a difference and a
+slowdown and the matching throughput loss are the same number seen both ways up.
+Inputs are "runs": a sequence of runs, each a sequence of positive window values.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import math
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from statistics import NormalDist
 
 import numpy as np
 
-from bench.results.schema import StepTimes
+from bench.results.schema import RunResult, StepTimes
+
+Runs = Sequence[Sequence[float]]
+
+DEFAULT_ALPHA = 0.05
+DEFAULT_POWER = 0.9
+BOOTSTRAP_RESAMPLES = 4000
+# Fixed: the same inputs must always give the same answer (and the same verdict).
+BOOTSTRAP_SEED = 0
+FLOOR_RESAMPLES = 500  # window resamples per run for the run's own precision
 
 
 def step_time_stats(samples: Sequence[float]) -> StepTimes:
@@ -26,3 +57,354 @@ def coefficient_of_variation(values: Sequence[float]) -> float:
         return 0.0
     a = np.asarray(values, dtype=np.float64)
     return float(a.std(ddof=1) / a.mean()) if a.mean() else 0.0
+
+
+# -- Student's t (for small numbers of runs; no scipy) ----------------------------------
+def _beta_continued_fraction(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz method)."""
+    tiny, eps = 1e-300, 1e-15
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 500):
+        for aa in (m * (b - m) * x / ((a + 2 * m - 1.0) * (a + 2 * m)),
+                   -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1.0))):
+            d = 1.0 + aa * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + aa / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < eps:
+            break
+    return h
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """Regularised incomplete beta function I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                 + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _beta_continued_fraction(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _beta_continued_fraction(b, a, 1.0 - x) / b
+
+
+def t_sf(t: float, df: float) -> float:
+    """P(T > t) for Student's t with ``df`` degrees of freedom (``inf``: normal)."""
+    if df <= 0:
+        raise ValueError(f"degrees of freedom must be > 0. Received: df={df!r}")
+    if math.isinf(df):
+        return 0.5 * math.erfc(t / math.sqrt(2.0))
+    tail = 0.5 * _betainc(df / 2.0, 0.5, df / (df + t * t))
+    return tail if t >= 0 else 1.0 - tail
+
+
+@functools.lru_cache(maxsize=1024)  # the same few (p, df) pairs come back in every comparison
+def t_quantile(p: float, df: float) -> float:
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (bisection)."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"a quantile needs 0 < p < 1. Received: p={p!r}")
+    if math.isinf(df):
+        return NormalDist().inv_cdf(p)
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    lo, hi = 0.0, 1.0
+    while t_sf(hi, df) > 1.0 - p:
+        lo, hi = hi, hi * 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if t_sf(mid, df) > 1.0 - p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12 * max(1.0, hi):
+            break
+    return 0.5 * (lo + hi)
+
+
+def throughput_runs(results: Iterable[RunResult]) -> list[list[float]]:
+    """The window throughputs (global examples/s) of each successful run, one list a run.
+
+    The input ``summarize_runs``, ``compare_runs`` and ``hierarchical_bootstrap_ratio``
+    take; runs without figures (failed, OOM, timed out) are left out.
+    """
+    return [[w.global_throughput for w in r.figures.windows] for r in results
+            if r.status == "ok" and r.figures is not None and r.figures.windows]
+
+
+# -- one group of runs --------------------------------------------------------------------
+def _log_windows(run: Sequence[float], what: str) -> np.ndarray:
+    a = np.asarray(run, dtype=np.float64)
+    if a.size == 0 or not np.all(np.isfinite(a)) or np.any(a <= 0):
+        raise ValueError(f"{what}: every run needs one or more positive, finite window values. "
+                         f"Received: {list(run)!r}")
+    return np.log(a)
+
+
+def run_figure(windows: Sequence[float]) -> float:
+    """A run's figure: the median of its window values.
+
+    Taken on the log scale (an even count averages the two middle values
+    geometrically), so the figure of reciprocal values is the reciprocal figure:
+    throughput and time per step can never tell different stories.
+    """
+    return float(np.exp(np.median(_log_windows(windows, "run_figure"))))
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One group of runs of one configuration.
+
+    ``median`` is the median of the run figures (for display); ``center`` their
+    geometric mean (what ``compare_runs`` compares); ``between_cv`` the spread of
+    the run figures (std/mean, None below 2 runs): the run-to-run noise;
+    ``within_cv`` the median over runs of the window CV: how precisely a run is
+    measured by its own windows (smaller than ``between_cv`` on a shared machine).
+    """
+
+    runs: int
+    windows: int
+    median: float
+    center: float
+    between_cv: float | None
+    within_cv: float
+
+
+def summarize_runs(runs: Runs) -> RunSummary:
+    """Median of run medians, geometric centre, between-run CV and within-run CV."""
+    if not runs:
+        raise ValueError("summarize_runs needs at least one run. Received: []")
+    figures = [run_figure(r) for r in runs]
+    return RunSummary(
+        runs=len(runs), windows=sum(len(r) for r in runs), median=float(np.median(figures)),
+        center=float(np.exp(np.mean(np.log(figures)))),
+        between_cv=coefficient_of_variation(figures) if len(figures) >= 2 else None,
+        within_cv=float(np.median([coefficient_of_variation(r) for r in runs])))
+
+
+# -- two groups of runs: the hierarchical bootstrap ------------------------------------------
+def _resampled_log_centers(runs: Runs, rng: np.random.Generator, resamples: int
+                           ) -> np.ndarray:
+    """Log geometric mean of run medians, for ``resamples`` two-stage resamples."""
+    logs = [_log_windows(r, "hierarchical_bootstrap_ratio") for r in runs]
+    n = len(logs)
+    total = np.zeros(resamples)
+    for _ in range(n):  # each run slot: first pick a run, then resample its windows
+        picks = rng.integers(0, n, size=resamples)
+        slot = np.empty(resamples)
+        for j, w in enumerate(logs):
+            chosen = np.flatnonzero(picks == j)
+            if chosen.size:
+                idx = rng.integers(0, w.size, size=(chosen.size, w.size))
+                slot[chosen] = np.median(w[idx], axis=1)
+        total += slot
+    return total / n
+
+
+def hierarchical_bootstrap_ratio(baseline: Runs, current: Runs, confidence: float = 0.95, *,
+                                 resamples: int = BOOTSTRAP_RESAMPLES,
+                                 seed: int = BOOTSTRAP_SEED) -> tuple[float, float, float]:
+    """``(low, estimate, high)`` of current / baseline, two-stage percentile bootstrap.
+
+    Each side's figure is the geometric mean of its run medians; a resample draws
+    runs with replacement, then windows with replacement inside each drawn run, so
+    both levels of noise are in the interval. Deterministic for a given ``seed``.
+
+    A percentile bootstrap cannot know what it has not seen: with few runs a side
+    (under ~5) the interval is too narrow. ``compare_runs`` (t-based, run-level
+    noise pooled over both sides) is the one to decide with.
+    """
+    if not baseline or not current:
+        raise ValueError(f"hierarchical_bootstrap_ratio needs runs on both sides. Received: "
+                         f"{len(baseline)} baseline and {len(current)} current run(s)")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be between 0 and 1. Received: {confidence!r}")
+    rng = np.random.default_rng(seed)
+    b = _resampled_log_centers(baseline, rng, resamples)
+    c = _resampled_log_centers(current, rng, resamples)
+    tail = (1.0 - confidence) / 2.0 * 100.0
+    lo, hi = np.percentile(c - b, [tail, 100.0 - tail])
+    estimate = math.log(summarize_runs(current).center / summarize_runs(baseline).center)
+    return float(np.exp(lo)), float(np.exp(estimate)), float(np.exp(hi))
+
+
+# -- two groups of runs: the decision ----------------------------------------------------------
+def _cv_to_log_sd(cv: float) -> float:
+    return math.sqrt(math.log1p(cv * cv))
+
+
+def _log_sd_to_cv(sd: float) -> float:
+    return math.sqrt(math.expm1(sd * sd))
+
+
+def detectable_log_change(se: float, df: float, alpha: float = DEFAULT_ALPHA,
+                          power: float = DEFAULT_POWER) -> float:
+    """Smallest true log change a two-sided t test at ``alpha`` finds with ``power``."""
+    if df <= 0 or not math.isfinite(se):
+        return math.inf
+    return (t_quantile(1.0 - alpha / 2.0, df) + t_quantile(power, df)) * se
+
+
+def minimum_detectable_change(run_cv: float, n_baseline: int, n_current: int, *,
+                              alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER,
+                              df: float | None = None) -> float:
+    """Relative change (0.07 = 7%) found with ``power`` at ``alpha`` given the run CV.
+
+    For planning: ``run_cv`` is the run-to-run CV of a run's figure, the runs are
+    independent, and the noise is estimated from both sides (``df`` defaults to
+    ``n_baseline + n_current - 2``). ``inf`` when no noise can be estimated.
+    """
+    if n_baseline < 1 or n_current < 1:
+        raise ValueError(f"run counts must be >= 1. Received: n_baseline={n_baseline}, "
+                         f"n_current={n_current}")
+    df = n_baseline + n_current - 2 if df is None else df
+    se = _cv_to_log_sd(run_cv) * math.sqrt(1.0 / n_baseline + 1.0 / n_current)
+    return math.expm1(detectable_log_change(se, df, alpha, power))
+
+
+@dataclass(frozen=True)
+class RunComparison:
+    """What two groups of runs say about current / baseline.
+
+    ``ratio`` is current / baseline of the geometric means of run figures (of
+    group means when runs come in groups); ``low``/``high`` its interval at
+    ``1 - alpha``; ``p_value`` two-sided (None when no noise could be measured);
+    ``mde`` the relative change (0.07 = 7%, either way on the log scale) this
+    comparison detects with ``power`` at ``alpha``; ``noise_cv`` the noise that
+    decided it: per run (``unit == "run"``) or per group of runs (``"group"``),
+    as a CV; ``df`` its degrees of freedom.
+    """
+
+    ratio: float
+    low: float
+    high: float
+    p_value: float | None
+    significant: bool
+    mde: float
+    alpha: float
+    power: float
+    noise_cv: float | None
+    unit: str
+    df: float
+    run_cv: float | None  # run-to-run CV inside groups (pooled over both sides)
+    group_cv: float | None  # CV of group means around their side's mean (2+ groups a side)
+    window_floor_cv: float  # a run's own precision, from its windows (floor of run_cv)
+    baseline: RunSummary
+    current: RunSummary
+    note: str = ""
+
+
+def _window_floor_var(logs: list[np.ndarray], seed: int) -> float:
+    """Mean variance of a run's log median over resamples of its own windows."""
+    rng = np.random.default_rng(seed)
+    by_size: dict[int, list[np.ndarray]] = {}
+    for w in logs:
+        if w.size >= 2:
+            by_size.setdefault(w.size, []).append(w)
+    out: list[float] = []
+    for size, runs in sorted(by_size.items()):  # one draw for all runs of a window count
+        stacked = np.stack(runs)[:, None, :]  # (runs, 1, windows)
+        idx = rng.integers(0, size, size=(len(runs), FLOOR_RESAMPLES, size))
+        medians = np.median(np.take_along_axis(stacked, idx, axis=2), axis=2)
+        out += list(np.var(medians, axis=1))
+    return float(np.mean(out)) if out else 0.0
+
+
+def _groups(n: int, labels: Sequence[Hashable] | None, what: str) -> list[list[int]]:
+    if labels is None:
+        return [list(range(n))]
+    if len(labels) != n:
+        raise ValueError(f"{what} needs one label per run. Received: {len(labels)} labels "
+                         f"for {n} runs")
+    order: dict[Hashable, list[int]] = {}
+    for i, label in enumerate(labels):
+        order.setdefault(label, []).append(i)
+    return list(order.values())
+
+
+def compare_runs(baseline: Runs, current: Runs, *, alpha: float = DEFAULT_ALPHA,
+                 power: float = DEFAULT_POWER,
+                 baseline_groups: Sequence[Hashable] | None = None,
+                 current_groups: Sequence[Hashable] | None = None,
+                 seed: int = BOOTSTRAP_SEED) -> RunComparison:
+    """Compare two groups of runs (each run a list of window values); see RunComparison.
+
+    The noise is measured at the level runs vary at, and never taken smaller than
+    what each level can show:
+
+    - run level: the spread of log run figures around their group's mean, pooled
+      over both sides (same machine, same configuration: one noise), with
+      ``df = runs - groups``. It is floored by each run's own precision, the
+      variance of its median over resamples of its windows: two lucky runs cannot
+      make a run more precise than its windows say;
+    - group level (optional ``*_groups`` labels, e.g. the nightly each run came
+      from): with 2+ groups on a side, the spread of group means. When it is
+      larger than the run level predicts, something shared by the runs of a group
+      (the night's load, a driver) varies too, and groups become the unit.
+
+    The change is the difference of the sides' log means (means of group means);
+    its standard error follows from the chosen noise; the interval and the
+    two-sided p-value use Student's t, and the minimum detectable change is
+    ``(t[1 - alpha/2] + t[power]) x SE``. With no replicated runs (one run a side)
+    no noise can be measured: ``p_value`` None, ``mde`` inf.
+    """
+    if not 0 < alpha < 1 or not 0 < power < 1:
+        raise ValueError(f"alpha and power must be between 0 and 1. Received: "
+                         f"alpha={alpha!r}, power={power!r}")
+    if not baseline or not current:
+        raise ValueError(f"compare_runs needs runs on both sides. Received: {len(baseline)} "
+                         f"baseline and {len(current)} current run(s)")
+    b_logs = [_log_windows(r, "compare_runs") for r in baseline]
+    c_logs = [_log_windows(r, "compare_runs") for r in current]
+    b_fig = np.array([float(np.median(w)) for w in b_logs])
+    c_fig = np.array([float(np.median(w)) for w in c_logs])
+    sides = [(b_fig, _groups(len(b_fig), baseline_groups, "baseline_groups")),
+             (c_fig, _groups(len(c_fig), current_groups, "current_groups"))]
+
+    centers, ss_run, df_run, ss_group, df_group = [], 0.0, 0, 0.0, 0
+    c_run, c_group = 0.0, 0.0  # Var(difference) = c_run * s_run^2 or c_group * s_group^2
+    for fig, groups in sides:
+        means = np.array([fig[g].mean() for g in groups])
+        centers.append(float(means.mean()))
+        for g in groups:
+            ss_run += float(((fig[g] - fig[g].mean()) ** 2).sum())
+            df_run += len(g) - 1
+            c_run += 1.0 / len(g) / len(groups) ** 2
+        ss_group += float(((means - means.mean()) ** 2).sum())
+        df_group += len(groups) - 1
+        c_group += 1.0 / len(groups)
+    delta = centers[1] - centers[0]
+
+    floor_var = _window_floor_var(b_logs + c_logs, seed)
+    run_var = max(ss_run / df_run, floor_var) if df_run else None
+    group_var = ss_group / df_group if df_group else None
+    var, df, unit = math.inf, 0.0, "run"
+    if run_var is not None:
+        var, df = c_run * run_var, float(df_run)
+    if group_var is not None and (run_var is None or c_group * group_var > var):
+        var, df, unit = c_group * group_var, float(df_group), "group"
+    undecided = RunComparison(
+        ratio=math.exp(delta), low=math.nan, high=math.nan, p_value=None, significant=False,
+        mde=math.inf, alpha=alpha, power=power, noise_cv=None, unit=unit, df=df,
+        run_cv=None if run_var is None else _log_sd_to_cv(math.sqrt(run_var)),
+        group_cv=None if group_var is None else _log_sd_to_cv(math.sqrt(group_var)),
+        window_floor_cv=_log_sd_to_cv(math.sqrt(floor_var)),
+        baseline=summarize_runs(baseline), current=summarize_runs(current))
+    if df == 0:
+        return replace(undecided, note=(
+            f"{len(baseline)} baseline and {len(current)} current run(s): the run-to-run "
+            f"noise cannot be measured without 2+ runs on a side"))
+    se = math.sqrt(var)
+    noise_cv = _log_sd_to_cv(se / math.sqrt(c_run if unit == "run" else c_group))
+    if se < 1e-12:  # identical runs everywhere (e.g. a deterministic memory figure)
+        p = 1.0 if abs(delta) < 1e-12 else 0.0
+        return replace(undecided, low=math.exp(delta), high=math.exp(delta), p_value=p,
+                       significant=p < alpha, mde=0.0, noise_cv=0.0)
+    p = min(1.0, 2.0 * t_sf(abs(delta) / se, df))
+    half = t_quantile(1.0 - alpha / 2.0, df) * se
+    return replace(undecided, low=math.exp(delta - half), high=math.exp(delta + half),
+                   p_value=p, significant=p < alpha, noise_cv=noise_cv,
+                   mde=math.expm1(detectable_log_change(se, df, alpha, power)))

@@ -1,0 +1,140 @@
+"""The run-level statistics on synthetic samples with known truth (no TensorFlow).
+
+Every random draw is seeded, so these tests give the same answer on every run: the
+rates they check are properties of the method, measured once on fixed samples, with
+margins of several binomial standard deviations.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from bench.results.stats import (
+    compare_runs,
+    hierarchical_bootstrap_ratio,
+    minimum_detectable_change,
+    run_figure,
+    summarize_runs,
+    t_quantile,
+    t_sf,
+)
+
+ALPHA = 0.05
+
+
+def margin(p: float, n: int) -> float:
+    """Four binomial standard deviations: a fixed sample this far off is a broken method."""
+    return 4.0 * math.sqrt(p * (1.0 - p) / n)
+
+
+def runs(rng: np.random.Generator, n: int, *, run_sd: float = 0.05, window_sd: float = 0.05,
+         windows: int = 6, shift: float = 0.0, group: float = 0.0,
+         level: float = 1000.0) -> list[list[float]]:
+    """``n`` runs: each its own log-normal offset, then noisy windows around it."""
+    return [list(level * np.exp(shift + group + rng.normal(0.0, run_sd)
+                                + rng.normal(0.0, window_sd, windows))) for _ in range(n)]
+
+
+def test_student_t_matches_tables() -> None:
+    # Values from printed t tables.
+    for p, df, t in ((0.975, 1, 12.706), (0.975, 2, 4.303), (0.975, 10, 2.228),
+                     (0.9, 10, 1.372), (0.95, 30, 1.697)):
+        assert t_quantile(p, df) == pytest.approx(t, abs=1e-3)
+        assert t_sf(t, df) == pytest.approx(1 - p, abs=1e-4)
+    assert t_quantile(0.975, math.inf) == pytest.approx(1.95996, abs=1e-4)
+    assert t_quantile(0.025, 5) == pytest.approx(-t_quantile(0.975, 5))
+
+
+def test_run_figure_and_summary() -> None:
+    assert run_figure([1.0, 4.0]) == pytest.approx(2.0)  # geometric middle of an even count
+    assert run_figure([3.0, 1.0, 2.0]) == pytest.approx(2.0)
+    # Reciprocal windows give the reciprocal figure: throughput and step time agree.
+    windows = [900.0, 1000.0, 1100.0, 1300.0]
+    assert run_figure([1 / w for w in windows]) == pytest.approx(1 / run_figure(windows))
+    s = summarize_runs([[100.0, 110.0, 90.0], [200.0, 220.0, 180.0]])
+    assert (s.runs, s.windows, s.median) == (2, 6, pytest.approx(150.0))
+    assert s.center == pytest.approx(math.sqrt(100.0 * 200.0))
+    assert s.between_cv == pytest.approx(np.std([100, 200], ddof=1) / 150.0)
+    assert s.within_cv == pytest.approx(0.1)
+    assert summarize_runs([[5.0, 6.0]]).between_cv is None
+    with pytest.raises(ValueError, match="Received"):
+        run_figure([1.0, 0.0])
+
+
+def test_one_run_a_side_cannot_measure_noise() -> None:
+    r = compare_runs([[1000.0, 1010.0, 990.0]], [[500.0, 505.0, 495.0]])
+    assert r.p_value is None and not r.significant and r.mde == math.inf
+    assert "2+ runs" in r.note and r.ratio == pytest.approx(0.5)
+
+
+def test_identical_deterministic_runs() -> None:
+    same = compare_runs([[5.0, 5.0], [5.0, 5.0]], [[5.0, 5.0], [5.0, 5.0]])
+    assert same.p_value == 1.0 and not same.significant and same.mde == 0.0
+    more = compare_runs([[5.0, 5.0], [5.0, 5.0]], [[6.0, 6.0], [6.0, 6.0]])
+    assert more.significant and more.ratio == pytest.approx(1.2)
+
+
+def test_false_alarm_rate_of_identical_pairs_is_at_most_alpha() -> None:
+    """1,000 pairs of identical code: runs differ by 5%, windows by 5% around their run."""
+    rng = np.random.default_rng(20261122)
+    for n_base, n_cur in ((2, 2), (10, 2), (4, 4)):
+        alarms = sum(compare_runs(runs(rng, n_base), runs(rng, n_cur), alpha=ALPHA).significant
+                     for _ in range(1000))
+        assert alarms / 1000 <= ALPHA + margin(ALPHA, 1000), (n_base, n_cur, alarms)
+
+
+def test_night_to_night_drift_is_measured_when_runs_come_in_groups() -> None:
+    """Runs of one night share the night: with groups the test stays at alpha."""
+    rng = np.random.default_rng(7)
+    grouped = naive = 0
+    for _ in range(1000):
+        nights = [runs(rng, 2, run_sd=0.02, group=rng.normal(0, 0.05)) for _ in range(6)]
+        base = [r for night in nights[:5] for r in night]
+        labels = [k for k in range(5) for _ in range(2)]
+        grouped += compare_runs(base, nights[5], baseline_groups=labels).significant
+        naive += compare_runs(base, nights[5]).significant
+    assert grouped / 1000 <= ALPHA + margin(ALPHA, 1000)
+    assert naive / 1000 > 2 * ALPHA  # why the nightly passes the nights along
+
+
+def test_detection_at_three_times_the_stated_mde() -> None:
+    """The MDE stated on unchanged pairs, then true slowdowns of 1x, 2x, 3x that size."""
+    rng = np.random.default_rng(11)
+    for n_base, n_cur in ((10, 2), (4, 4)):
+        stated = float(np.median([compare_runs(runs(rng, n_base), runs(rng, n_cur)).mde
+                                  for _ in range(300)]))
+        # The planning formula agrees with what comparisons state (noise 5% + windows).
+        planned = minimum_detectable_change(math.hypot(0.05, 0.05 * 1.25 / math.sqrt(6)),
+                                            n_base, n_cur)
+        assert stated == pytest.approx(planned, rel=0.35)
+        rates = {}
+        for k in (1, 2, 3):
+            shift = math.log1p(k * stated)
+            found = sum((r := compare_runs(runs(rng, n_base), runs(rng, n_cur, shift=shift)))
+                        .significant and r.ratio > 1 for _ in range(500))
+            rates[k] = found / 500
+        assert rates[3] >= 0.9, rates
+        assert rates[1] >= 0.6, rates  # near the nominal 90%; the MDE is not a wild guess
+
+
+def test_hierarchical_bootstrap_is_deterministic_and_covers_a_known_ratio() -> None:
+    rng = np.random.default_rng(3)
+    base, cur = runs(rng, 8), runs(rng, 8, shift=math.log(1.2))
+    lo, est, hi = hierarchical_bootstrap_ratio(base, cur, 0.95, seed=1)
+    assert lo < est < hi and lo < 1.2 < hi and lo > 1.0
+    assert hierarchical_bootstrap_ratio(base, cur, 0.95, seed=1) == (lo, est, hi)
+    assert est == pytest.approx(summarize_runs(cur).center / summarize_runs(base).center)
+    with pytest.raises(ValueError, match="Received"):
+        hierarchical_bootstrap_ratio([], cur)
+
+
+def test_minimum_detectable_change_for_planning() -> None:
+    # More runs, smaller detectable change; no replication, nothing detectable.
+    assert minimum_detectable_change(0.05, 10, 2) > minimum_detectable_change(0.05, 10, 5)
+    assert minimum_detectable_change(0.05, 1, 1) == math.inf
+    # Large samples: (1.96 + 1.28) x sigma x sqrt(2/n).
+    assert math.log1p(minimum_detectable_change(0.05, 500, 500)) == pytest.approx(
+        (1.95996 + 1.28155) * math.sqrt(math.log1p(0.0025)) * math.sqrt(2 / 500), rel=0.01)
