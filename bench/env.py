@@ -3,8 +3,15 @@
 ``fingerprint()`` never imports TensorFlow (the sweep parent uses it for results
 of runs that never started); the child adds the TensorFlow part
 (``bench.child.env``).
-``machine_id`` hashes what makes figures comparable (hardware + software
-stack), so reports and comparisons can group by it.
+The fingerprint has two parts that are kept apart on purpose:
+
+- the hardware identity (``hardware_identity``, hashed as ``machine_id``): CPU
+  model and cores, GPU models and count, memory. Two results with the same
+  ``machine_id`` come from comparable machines; the nightly picks its baseline by it;
+- the software stack (``software_stack``, hashed as ``software_id``): TensorFlow,
+  Keras, numpy, CUDA/cuDNN (TensorFlow's build), GPU driver, Python, OS, and the
+  ``TF_*``/``NCCL_*``/... variables. An upgrade changes it but not the machine, so
+  the nightly still finds its baseline and names the upgrade as the likely cause.
 """
 
 from __future__ import annotations
@@ -91,8 +98,8 @@ def fingerprint(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Everything needed to tell whether two results are comparable.
 
     ``extra`` adds what only a run's own process can know (the child passes its
-    TensorFlow versions, build and devices: ``bench.child.env``); the machine id is
-    computed after it is merged in.
+    TensorFlow versions, build and devices: ``bench.child.env``); ``machine_id``
+    (hardware) and ``software_id`` (software stack) are computed after it is merged in.
     """
     hw = detect()
     env: dict[str, Any] = {
@@ -114,19 +121,67 @@ def fingerprint(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     }
     env.update(extra or {})
     env["machine_id"] = machine_id(env)
+    env["software_id"] = software_id(env)
     return env
 
 
-def machine_id(env: dict[str, Any]) -> str:
-    """Hash of the fields that make throughput figures comparable across runs.
+# Fingerprint fields that belong to the software stack (everything else that is not
+# bookkeeping, such as host, timestamp and git, describes the machine or the run).
+SOFTWARE_FIELDS = ("tensorflow", "keras", "numpy", "python", "platform", "tf_build")
+GIB = 2**30
+
+
+def hardware_identity(env: dict[str, Any]) -> dict[str, Any]:
+    """What makes two machines comparable: CPU model and cores, GPUs, memory.
 
     It describes the machine, not what one process may use of it: a worker pinned
     to one core, or seeing one GPU through CUDA_VISIBLE_DEVICES, is on the same
-    machine as its launcher. (Older results without ``machine_*`` fields hash the
-    process's own view, which is the same on an unrestricted machine.)
+    machine as its launcher. (Older results without ``machine_*`` fields give the
+    process's own view, which is the same on an unrestricted machine.) Memory is
+    rounded to whole GiB: the kernel's reserve moves MemTotal by a few MiB between
+    versions, which is a software change. The GPU driver is software too.
     """
-    key = {k: env.get(k) for k in ("cpu_model", "cpu_cores", "memory_bytes")}
-    key["cpu_cores"] = env.get("machine_cores") or env.get("cpu_cores")
+    memory = env.get("memory_bytes")
     gpus = env.get("machine_gpus") or env.get("gpus") or []
-    key["gpus"] = [(g.get("name"), g.get("driver")) for g in gpus]
-    return hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    return {"cpu_model": env.get("cpu_model"),
+            "cpu_cores": env.get("machine_cores") or env.get("cpu_cores"),
+            "memory_gib": round(memory / GIB) if isinstance(memory, (int, float)) else None,
+            "gpus": sorted(str(g.get("name")) for g in gpus),
+            "tpu": env.get("tpu") or False}
+
+
+def software_stack(env: dict[str, Any]) -> dict[str, Any]:
+    """The software a result ran on: versions, TensorFlow's build (CUDA, cuDNN), GPU
+    drivers, and the relevant environment variables (``TF_*``, ``NCCL_*``, ...)."""
+    out: dict[str, Any] = {k: env.get(k) for k in SOFTWARE_FIELDS}
+    gpus = env.get("machine_gpus") or env.get("gpus") or []
+    out["gpu_driver"] = sorted({str(g.get("driver")) for g in gpus if g.get("driver")})
+    out["env_vars"] = dict(sorted((env.get("env_vars") or {}).items()))
+    return out
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha1(json.dumps(value, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def machine_id(env: dict[str, Any]) -> str:
+    """Hash of ``hardware_identity``: stays the same across driver or TensorFlow upgrades."""
+    return _digest(hardware_identity(env))
+
+
+def software_id(env: dict[str, Any]) -> str:
+    """Hash of ``software_stack``: changes with any upgrade or relevant variable."""
+    return _digest(software_stack(env))
+
+
+def stored_machine_id(env: dict[str, Any]) -> str | None:
+    """The machine id of a stored fingerprint, recomputed when its fields are there.
+
+    Results written before the hardware/software split stored a ``machine_id`` that
+    also hashed the driver; recomputing gives them today's identity, so old and new
+    nightlies of one machine share a baseline.
+    """
+    if env.get("cpu_model") is not None:
+        return machine_id(env)
+    value = env.get("machine_id")
+    return str(value) if value is not None else None
