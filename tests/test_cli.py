@@ -34,6 +34,9 @@ def test_tiny_sweep_end_to_end(tmp_path: Path) -> None:
         assert (out / "logs" / f"{r.key}.log").exists()
     assert "[4/4]" in proc.stdout and "results:" in proc.stdout
     assert "devices must be 1" in proc.stdout  # unsupported reason in the table
+    # The sweep as TensorBoard HParams sessions, and the command that opens it.
+    assert f"tensorboard --logdir {out}" in proc.stdout
+    assert list((out / "tensorboard").glob("events.out.tfevents.*"))
     show = bench("show", str(out))
     assert show.returncode == 0 and "mirrored" in show.stdout
     csv = bench("show", "--csv", str(out))

@@ -22,13 +22,15 @@ from bench.cli import (
     report,
     run,
     show,
+    tensorboard_export,
     worker,
 )
 from bench.cli.common import UsageError
 from bench.errors import BenchError, SpecError
 from bench.exits import EPILOG, Exit
 
-COMMANDS = (run, listing, env, show, report, history, compare, nightly, allreduce, worker)
+COMMANDS = (run, listing, env, show, report, tensorboard_export, history, compare, nightly,
+            allreduce, worker)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,11 +10,12 @@ from typing import Any
 
 from bench.cli.common import add_matrix_args, specs_from_args, writable_dir
 from bench.cli.report import report_after_sweep
+from bench.cli.tensorboard_export import export_after_sweep
 from bench.exits import Exit
 from bench.hardware import detect
 from bench.launch.sweep import run_sweep
 from bench.results.store import SweepStore, load_sweep
-from reports.summary import LEGEND, format_table
+from reports.results_table import LEGEND, format_table
 
 
 def _default_out() -> Path:
@@ -42,6 +43,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # The report never decides the exit code: a report failure is printed and the
     # sweep's results and status stand.
     report_after_sweep(out)
+    export_after_sweep(out)
     if outcome.problems:
         print(f"\n{len(outcome.problems)} configuration(s) failed, ran out of memory or timed "
               f"out; logs in {out / 'logs'}", file=sys.stderr)

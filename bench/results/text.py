@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -9,7 +10,16 @@ from bench.results.schema import AllReduceFigures, Communication, RunResult
 
 
 def tensorboard_command(logdir: Path | str) -> str:
-    """The command that opens a captured profile (tensorboard-plugin-profile)."""
+    """The command that opens ``logdir``'s profiles (and a sweep's HParams dashboard).
+
+    TensorFlow 2.21 no longer installs TensorBoard; the project depends on it (it
+    serves the HParams dashboard, and the profile plugin that xprof registers with
+    it). In an environment installed before that dependency, xprof alone serves the
+    profiles: print what will actually start there.
+    """
+    if importlib.util.find_spec("tensorboard") is None \
+            and importlib.util.find_spec("xprof") is not None:
+        return f"xprof server --logdir={logdir} --port=6006"
     return f"tensorboard --logdir {logdir}"
 
 
