@@ -6,14 +6,12 @@ import html
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from bench.results.schema import MEMORY_DEFINITION, STEP_TIME_DEFINITION, THROUGHPUT_DEFINITION
+from reports.columns import definitions
 from reports.plots import Plot, allreduce_plot, workload_plots
-from reports.recommend import WorkloadSummary
-from reports.report import MachineReport, Report
-from reports.runs import RunView, field_of, first_field
-from reports.scaling import DEFINITIONS
+from reports.recommend import WorkloadAnswer
+from reports.report import MachineReport, SweepReport
+from reports.runs import RunView
 from reports.tables import comparison
-from reports.verdicts import THRESHOLDS_TEXT
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;
@@ -56,7 +54,7 @@ def _figure(plot: Plot) -> str:
             f"<figcaption>{e(plot.caption)}</figcaption></figure>")
 
 
-def _comparison(w: WorkloadSummary, mr: MachineReport) -> str:
+def _comparison(w: WorkloadAnswer, mr: MachineReport) -> str:
     """Ranked tables; the verdicts column becomes a line under its row (keeps tables narrow)."""
     out = []
     best = {r.best.key for r in w.recommendations if r.best}
@@ -85,7 +83,7 @@ def _comparison(w: WorkloadSummary, mr: MachineReport) -> str:
     return "".join(out)
 
 
-def _recommendation(w: WorkloadSummary) -> str:
+def _recommendation(w: WorkloadAnswer) -> str:
     items = []
     for rec in w.recommendations:
         others = "".join(f"<li>{e(o)}</li>" for o in rec.others)
@@ -95,7 +93,7 @@ def _recommendation(w: WorkloadSummary) -> str:
     return (f"<div class='box rec'><b>Recommendation</b><ul>{''.join(items)}</ul></div>")
 
 
-def _verdict_list(w: WorkloadSummary, mr: MachineReport) -> str:
+def _verdict_list(w: WorkloadAnswer, mr: MachineReport) -> str:
     items = []
     for run in sorted(w.runs, key=lambda r: (r.batch_setting, r.replicas, r.strategy)):
         found = [v for v in mr.verdicts.get(run.key, []) if v.kind != "not measured"]
@@ -117,12 +115,9 @@ def _tasks(runs: Sequence[RunView]) -> str:
             continue
         rows = []
         for t in run.tasks:
-            rows.append([str(field_of(t, "task", "?")), str(field_of(t, "role", "?")),
-                         str(field_of(t, "examples", "-")),
-                         _num(field_of(t, "throughput")),
-                         _mib(first_field(t, "device_peak_bytes")),
-                         _mib(field_of(t, "host_peak_rss_bytes")),
-                         _num(field_of(t, "launch_to_first_step_s"))])
+            rows.append([t.task, t.role, str(t.examples) if t.examples is not None else "-",
+                         _num(t.throughput), _mib(t.device_peak_bytes),
+                         _mib(t.host_peak_rss_bytes), _num(t.launch_to_first_step_s)])
         how = run.combination or "not stated"
         out.append(f"<h4>Tasks of {e(run.result.spec.label())}</h4>"
                    f"<p class='muted'>global figures combined as: {e(how)}</p>"
@@ -151,17 +146,13 @@ def _profiles(runs: Sequence[RunView]) -> str:
         c = run.communication
         if c is None:
             continue
-        ops = field_of(c, "op_types") or {}
-        op_text = ", ".join(f"{k} x{v}" for k, v in sorted(ops.items())) if isinstance(
-            ops, dict) else str(ops)
-        overhead = field_of(c, "profiler_overhead")
-        rows.append([run.result.spec.label(), _ms(field_of(c, "step_s")),
-                     _ms(field_of(c, "compute_s")), _ms(field_of(c, "collective_s")),
-                     _ms(field_of(c, "other_s")),
-                     f"{run.comm_fraction:.1%}" if run.comm_fraction is not None else "-",
-                     str(field_of(c, "profiled_steps", "-")),
-                     f"{overhead:.2f}x" if isinstance(overhead, (int, float)) else "-",
-                     op_text or "-", str(field_of(c, "profile_dir", "") or "-")])
+        op_text = ", ".join(f"{k} x{v}" for k, v in sorted(c.op_types.items()))
+        overhead = c.profiler_overhead
+        rows.append([run.result.spec.label(), _ms(c.step_s), _ms(c.compute_s),
+                     _ms(c.collective_s), _ms(c.other_s), f"{c.comm_fraction:.1%}",
+                     str(c.profiled_steps),
+                     f"{overhead:.2f}x" if overhead is not None else "-",
+                     op_text or "-", c.profile_dir or "-"])
     if not rows:
         return ""
     return ("<h4>Profiled step breakdown</h4>"
@@ -178,23 +169,16 @@ def _allreduce_table(mr: MachineReport) -> str:
     rows = []
     for run in mr.machine.runs:
         ar = run.allreduce
-        for p in field_of(ar, "points") or []:
-            rows.append([run.result.spec.label(), str(field_of(ar, "implementation", "-")),
-                         str(field_of(p, "label", "")),
-                         _num(first_field(p, "bytes", "size_bytes", "message_bytes")),
-                         str(field_of(p, "tensors", "-")),
-                         _ms(first_field(p, "time_median_s", "median_s")),
-                         _ms(first_field(p, "time_p90_s", "p90_s")),
-                         _num(_gb(first_field(p, "algbw_bytes_per_s", "algbw"))),
-                         _num(_gb(first_field(p, "busbw_bytes_per_s", "busbw")))])
+        if ar is None:
+            continue
+        for p in ar.points:
+            rows.append([run.result.spec.label(), ar.implementation, p.label, _num(p.bytes),
+                         str(p.tensors), _ms(p.time_median_s), _ms(p.time_p90_s),
+                         _num(p.algbw / 1e9), _num(p.busbw / 1e9)])
     if not rows:
         return ""
     return _table(["configuration", "implementation", "point", "bytes", "tensors",
                    "median (ms)", "p90 (ms)", "algbw (GB/s)", "busbw (GB/s)"], rows, left=3)
-
-
-def _gb(value: Any) -> Any:
-    return value / 1e9 if isinstance(value, (int, float)) else None
 
 
 def _problems(mr: MachineReport) -> str:
@@ -237,14 +221,13 @@ def _machine(mr: MachineReport, n: int) -> str:
 
 
 def _definitions() -> str:
-    items = {"throughput": THROUGHPUT_DEFINITION, "step time": STEP_TIME_DEFINITION,
-             "memory": MEMORY_DEFINITION, **DEFINITIONS, "verdict thresholds": THRESHOLDS_TEXT}
+    items = definitions()
     return ("<h2 id='definitions'>Definitions</h2><dl class='defs'>"
             + "".join(f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in items.items())
             + "</dl>")
 
 
-def render_html(report: Report) -> str:
+def render_html(report: SweepReport) -> str:
     """The whole report as one HTML document."""
     toc = []
     for n, mr in enumerate(report.machines, 1):

@@ -4,16 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from reports.report import MachineReport, Report
-from reports.scaling import DEFINITIONS
+from reports.columns import definitions
+from reports.report import MachineReport, SweepReport
 from reports.tables import comparison
-from reports.verdicts import THRESHOLDS_TEXT
-
-# Columns kept in Markdown: the full table is in the HTML and the CSV.
-_KEEP = ("rank", "strategy", "status", "throughput (examples/s)",
-         "spread: cv (window min-max)",
-         "step median (ms)", "strong eff.", "weak eff.", "vs one_device on 1 device",
-         "vs independent", "peak memory", "collectives (% of step)", "MFU", "verdicts")
 
 
 def cell(text: str) -> str:
@@ -42,7 +35,8 @@ def _machine(mr: MachineReport, n: int, many: bool) -> list[str]:
         out.append("")
         for rk in w.rankings:
             table = comparison(rk, mr)
-            keep = [i for i, h in enumerate(table.headers) if h.startswith(_KEEP)]
+            # Brief columns only: the full table is in the HTML and the CSV.
+            keep = [i for i, brief in enumerate(table.brief) if brief]
             headers = ["replicas", *[table.headers[i] for i in keep]]
             rows = [[str(n_), *[row[i] for i in keep]]
                     for n_, group in table.groups for row in group]
@@ -56,7 +50,7 @@ def _machine(mr: MachineReport, n: int, many: bool) -> list[str]:
     return out
 
 
-def render_markdown(report: Report) -> str:
+def render_markdown(report: SweepReport) -> str:
     """The summary as Markdown text."""
     out = ["# stratbench report", "",
            f"{len(report.results)} result(s) from `{report.source}`, generated "
@@ -74,8 +68,7 @@ def render_markdown(report: Report) -> str:
     for n, mr in enumerate(report.machines, 1):
         out += _machine(mr, n, many)
     out += ["<details><summary>Definitions</summary>", ""]
-    out += [f"- **{k}**: {v}" for k, v in DEFINITIONS.items()]
-    out += [f"- **verdicts**: {THRESHOLDS_TEXT}", "",
-            "Throughput is global (all replicas) examples/s, the median of the measured "
+    out += [f"- **{k}**: {v}" for k, v in definitions().items()]
+    out += ["", "Throughput is global (all replicas) examples/s, the median of the measured "
             "windows; memory in MiB (2^20 bytes).", "", "</details>", ""]
     return "\n".join(out)

@@ -16,9 +16,9 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from reports.recommend import Ranking, WorkloadSummary
+from reports.recommend import Ranking, WorkloadAnswer
 from reports.report import MachineReport
-from reports.runs import ONE_DEVICE_BASELINES, RunView, field_of, first_field
+from reports.runs import ONE_DEVICE_BASELINES, RunView
 
 MIB = 2**20
 _COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
@@ -64,7 +64,7 @@ class Palette:
         return _MARKERS[self._index.get(strategy, 0) % len(_MARKERS)]
 
 
-def _title(what: str, w: WorkloadSummary, mr: MachineReport) -> str:
+def _title(what: str, w: WorkloadAnswer, mr: MachineReport) -> str:
     return f"{what}: {w.variant.label()}\n{mr.machine.hardware}, {mr.machine.dates}"
 
 
@@ -77,7 +77,8 @@ def _by_strategy(runs: Sequence[RunView]) -> dict[str, list[RunView]]:
 
 
 def _baseline(rk: Ranking) -> RunView | None:
-    """The 1-device reference of a batch setting: one_device, else the best 1-device run."""
+    """The 1-device reference of a batch setting: the preferred single-device baseline,
+    else the best 1-device run."""
     ones = [r for r in rk.by_replicas.get(1, []) if r.ok]
     for name in ONE_DEVICE_BASELINES:
         for r in ones:
@@ -86,7 +87,7 @@ def _baseline(rk: Ranking) -> RunView | None:
     return max(ones, key=lambda r: r.throughput or 0.0) if ones else None
 
 
-def throughput_vs_devices(w: WorkloadSummary, mr: MachineReport, pal: Palette) -> Plot | None:
+def throughput_vs_devices(w: WorkloadAnswer, mr: MachineReport, pal: Palette) -> Plot | None:
     rks = [rk for rk in w.rankings if rk.ok_runs()]
     counts = sorted({r.replicas for rk in rks for r in rk.ok_runs()})
     if not rks or len(counts) < 2:
@@ -117,7 +118,7 @@ def throughput_vs_devices(w: WorkloadSummary, mr: MachineReport, pal: Palette) -
                    else " times the device count."))
 
 
-def efficiency_vs_devices(w: WorkloadSummary, mr: MachineReport, pal: Palette) -> Plot | None:
+def efficiency_vs_devices(w: WorkloadAnswer, mr: MachineReport, pal: Palette) -> Plot | None:
     rks = [rk for rk in w.rankings if rk.ok_runs()]
     if not rks or len({r.replicas for rk in rks for r in rk.ok_runs()}) < 2:
         return None
@@ -152,11 +153,8 @@ def _breakdown(run: RunView, mr: MachineReport) -> dict[str, float] | None:
     """Milliseconds per step by part: profiled if available, else estimated."""
     comm = run.communication
     if comm is not None:
-        parts = {"compute": field_of(comm, "compute_s"),
-                 "communication": field_of(comm, "collective_s"),
-                 "other": field_of(comm, "other_s")}
-        if all(v is not None for v in parts.values()):
-            return {k: float(v) * 1e3 for k, v in parts.items()}
+        return {"compute": comm.compute_s * 1e3, "communication": comm.collective_s * 1e3,
+                "other": comm.other_s * 1e3}
     if run.step_s is None:
         return None
     share = mr.overhead.get(run.key)
@@ -173,7 +171,7 @@ _PART_COLORS = {"compute": "#4c72b0", "communication": "#dd5143", "other": "#aaa
                 "measured step (no breakdown)": "#cccccc"}
 
 
-def step_breakdown(w: WorkloadSummary, mr: MachineReport, pal: Palette) -> Plot | None:
+def step_breakdown(w: WorkloadAnswer, mr: MachineReport, pal: Palette) -> Plot | None:
     rks = [rk for rk in w.rankings if rk.ok_runs()]
     if not rks:
         return None
@@ -205,7 +203,7 @@ def step_breakdown(w: WorkloadSummary, mr: MachineReport, pal: Palette) -> Plot 
                 f"elsewhere {estimate}" if profiled else estimate[0].upper() + estimate[1:])
 
 
-def _per_count_panels(w: WorkloadSummary, what: str, mr: MachineReport,
+def _per_count_panels(w: WorkloadAnswer, what: str, mr: MachineReport,
                       y: Callable[[RunView], float | None], x: Callable[[RunView], int],
                       xlabel: str, ylabel: str, pal: Palette) -> Figure | None:
     runs = [r for r in w.runs if r.ok and y(r) is not None]
@@ -227,7 +225,7 @@ def _per_count_panels(w: WorkloadSummary, what: str, mr: MachineReport,
     return fig
 
 
-def memory_vs_batch(w: WorkloadSummary, mr: MachineReport, pal: Palette) -> Plot | None:
+def memory_vs_batch(w: WorkloadAnswer, mr: MachineReport, pal: Palette) -> Plot | None:
     scopes = {r.memory_scope for r in w.runs if r.ok}
     process = "process" in scopes
     fig = _per_count_panels(
@@ -245,7 +243,7 @@ def memory_vs_batch(w: WorkloadSummary, mr: MachineReport, pal: Palette) -> Plot
                    else "Largest peak over the devices of the run."))
 
 
-def throughput_vs_batch(w: WorkloadSummary, mr: MachineReport, pal: Palette) -> Plot | None:
+def throughput_vs_batch(w: WorkloadAnswer, mr: MachineReport, pal: Palette) -> Plot | None:
     fig = _per_count_panels(w, "Throughput vs batch size", mr, lambda r: r.throughput,
                             lambda r: r.global_batch, "global batch (examples)",
                             "global throughput (examples/s)", pal)
@@ -256,7 +254,7 @@ def throughput_vs_batch(w: WorkloadSummary, mr: MachineReport, pal: Palette) -> 
                 "replica count.")
 
 
-WORKLOAD_PLOTS: dict[str, Callable[[WorkloadSummary, MachineReport, Palette], Plot | None]] = {
+WORKLOAD_PLOTS: dict[str, Callable[[WorkloadAnswer, MachineReport, Palette], Plot | None]] = {
     "throughput-vs-devices": throughput_vs_devices,
     "efficiency-vs-devices": efficiency_vs_devices,
     "step-breakdown": step_breakdown,
@@ -269,7 +267,7 @@ def palette(mr: MachineReport) -> Palette:
     return Palette([r.strategy for r in mr.machine.runs])
 
 
-def workload_plots(w: WorkloadSummary, mr: MachineReport) -> list[Plot]:
+def workload_plots(w: WorkloadAnswer, mr: MachineReport) -> list[Plot]:
     pal = palette(mr)
     return [p for fn in WORKLOAD_PLOTS.values() if (p := fn(w, mr, pal)) is not None]
 
@@ -277,13 +275,9 @@ def workload_plots(w: WorkloadSummary, mr: MachineReport) -> list[Plot]:
 def allreduce_points(run: RunView) -> list[tuple[float, float]]:
     """(message bytes, bus bandwidth bytes/s) of a run's all-reduce probe, if any."""
     ar = run.allreduce
-    pts = []
-    for p in field_of(ar, "points") or []:
-        size = first_field(p, "bytes", "size_bytes", "message_bytes")
-        bw = first_field(p, "busbw_bytes_per_s", "busbw", "bus_bandwidth_bytes_per_s")
-        if size and bw is not None:
-            pts.append((float(size), float(bw)))
-    return sorted(pts)
+    if ar is None:
+        return []
+    return sorted((float(p.bytes), float(p.busbw)) for p in ar.points if p.bytes)
 
 
 def allreduce_plot(mr: MachineReport) -> Plot | None:
@@ -297,7 +291,7 @@ def allreduce_plot(mr: MachineReport) -> Plot | None:
     ax = fig.add_subplot(1, 1, 1)
     pal = palette(mr)
     for run, pts in series:
-        impl = field_of(run.allreduce, "implementation")
+        impl = run.allreduce.implementation if run.allreduce is not None else None
         label = f"{run.strategy} N={run.replicas}" + (f" ({impl})" if impl else "")
         ax.plot([p[0] for p in pts], [p[1] / 1e9 for p in pts], marker=pal.marker(run.strategy),
                 color=pal.color(run.strategy), label=label)

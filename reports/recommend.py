@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from reports.columns import fmt_rate
 from reports.machines import Machine
 from reports.runs import BASELINES, ONE_DEVICE_BASELINES, RunView, Variant, trait_of
 from reports.scaling import Scaling
@@ -20,15 +21,6 @@ NOISE_SPREADS = 2.0  # differences within 2x the combined window spread are call
 
 def devices(n: int) -> str:
     return f"{n} device" if n == 1 else f"{n} devices"
-
-
-def fmt_rate(value: float) -> str:
-    """examples/s with sensible precision: 65,434 / 812.5 / 9.21."""
-    if value >= 1000:
-        return f"{value:,.0f}"
-    if value >= 100:
-        return f"{value:.1f}"
-    return f"{value:.3g}"
 
 
 @dataclass
@@ -56,7 +48,9 @@ class Recommendation:
 
 
 @dataclass
-class WorkloadSummary:
+class WorkloadAnswer:
+    """A workload variant's rankings and what to use at each batch setting."""
+
     variant: Variant
     runs: list[RunView]
     rankings: list[Ranking]
@@ -162,9 +156,10 @@ def recommend(ranking: Ranking, machine: Machine, scaling: dict[str, Scaling],
     return Recommendation(ranking, best, text, others)
 
 
-def summarise(variant: Variant, runs: list[RunView], machine: Machine,
-              scaling: dict[str, Scaling],
-              verdicts: dict[str, list[Verdict]]) -> WorkloadSummary:
+def answer_workload(variant: Variant, runs: list[RunView], machine: Machine,
+                    scaling: dict[str, Scaling],
+                    verdicts: dict[str, list[Verdict]]) -> WorkloadAnswer:
+    """Rank ``runs`` of one variant per batch setting and recommend at each."""
     rankings = rankings_for(runs)
-    return WorkloadSummary(variant, runs, rankings,
+    return WorkloadAnswer(variant, runs, rankings,
                            [recommend(rk, machine, scaling, verdicts) for rk in rankings])

@@ -17,12 +17,13 @@ import pandas as pd
 
 from bench.results.schema import RunResult
 from bench.results.store import load_sweep
+from reports.columns import SCALING_FIGURES
 from reports.machines import Machine, by_machine
-from reports.recommend import WorkloadSummary, summarise
+from reports.recommend import WorkloadAnswer, answer_workload
+from reports.results_table import to_frame
 from reports.runs import RunView, Variant, views
 from reports.scaling import Index, Scaling, scaling_of
-from reports.summary import to_frame
-from reports.verdicts import Context, Verdict, overhead_share, verdicts_for
+from reports.verdicts import RuleInputs, Verdict, overhead_share, verdicts_for
 
 HTML_NAME, MARKDOWN_NAME, CSV_NAME = "report.html", "summary.md", "results.csv"
 
@@ -30,7 +31,7 @@ HTML_NAME, MARKDOWN_NAME, CSV_NAME = "report.html", "summary.md", "results.csv"
 @dataclass
 class MachineReport:
     machine: Machine
-    workloads: list[WorkloadSummary]
+    workloads: list[WorkloadAnswer]
     scaling: dict[str, Scaling]
     verdicts: dict[str, list[Verdict]]
     overhead: dict[str, float]  # estimated share of step beyond ideal, by key
@@ -44,7 +45,9 @@ class MachineReport:
 
 
 @dataclass
-class Report:
+class SweepReport:
+    """Everything the renderings show about one sweep directory, per machine."""
+
     source: Path
     machines: list[MachineReport]
     warnings: list[str] = field(default_factory=list)
@@ -55,10 +58,15 @@ class Report:
         return [r.result for m in self.machines for r in m.machine.runs]
 
 
+# The name modules written before the rename import (bench.regress has its own Report);
+# new code says SweepReport.
+Report = SweepReport
+
+
 def build_machine(machine: Machine) -> MachineReport:
     index = Index(machine.runs)
     scaling = {r.key: scaling_of(r, index) for r in machine.runs}
-    ctx = Context(machine=machine, index=index, scaling=scaling, runs=machine.runs)
+    ctx = RuleInputs(machine=machine, index=index, scaling=scaling, runs=machine.runs)
     verdicts = {r.key: verdicts_for(r, ctx) for r in machine.runs}
     overhead = {r.key: v for r in machine.runs if (v := overhead_share(r, ctx)) is not None}
     groups: dict[Variant, list[RunView]] = {}
@@ -67,26 +75,26 @@ def build_machine(machine: Machine) -> MachineReport:
         # the all-reduce section, not as a workload to rank.
         if run.variant.mode == "train":
             groups.setdefault(run.variant, []).append(run)
-    workloads = [summarise(v, rs, machine, scaling, verdicts)
+    workloads = [answer_workload(v, rs, machine, scaling, verdicts)
                  for v, rs in sorted(groups.items(), key=lambda kv: kv[0].label())]
     return MachineReport(machine, workloads, scaling, verdicts, overhead)
 
 
 def build_from_results(results: Sequence[RunResult], source: Path,
-                       warnings: Sequence[str] = ()) -> Report:
+                       warnings: Sequence[str] = ()) -> SweepReport:
     """A report of ``results``; runs are grouped per machine, never mixed."""
     machines = [build_machine(m) for m in by_machine(views(results))]
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    return Report(source, machines, list(warnings), now)
+    return SweepReport(source, machines, list(warnings), now)
 
 
-def build(sweep_dir: Path) -> Report:
+def build(sweep_dir: Path) -> SweepReport:
     """Load ``sweep_dir`` (bad files become warnings) and build its report."""
     loaded = load_sweep(sweep_dir)
     return build_from_results(loaded.results, sweep_dir, loaded.warnings)
 
 
-def frame(report: Report) -> pd.DataFrame:
+def frame(report: SweepReport) -> pd.DataFrame:
     """Every result with its headline, scaling and verdict columns (the CSV)."""
     results = report.results
     base = to_frame(results)
@@ -98,14 +106,9 @@ def frame(report: Report) -> pd.DataFrame:
             sc = m.scaling.get(run.key, Scaling())
             extra.append({
                 "key": run.key, "machine_id": run.machine, "variant": run.variant.label(),
-                "strategy_label": run.strategy, "batch_mode": run.batch_mode,
-                "per_replica_batch": run.per_replica_batch,
-                "speedup": sc.speedup, "strong_eff": sc.strong_eff, "weak_eff": sc.weak_eff,
-                "speedup_vs_one_device": sc.speedup_vs_one,
-                "weak_eff_vs_one_device": sc.weak_eff_vs_one,
-                "eff_vs_independent": sc.vs_independent,
+                "batch_mode": run.batch_mode, "per_replica_batch": run.per_replica_batch,
+                **{f.name: f.value(sc) for f in SCALING_FIGURES},
                 "overhead_share": m.overhead.get(run.key),
-                "comm_fraction": run.comm_fraction, "mfu": run.mfu,
                 "verdicts": "; ".join(f"{v.kind} ({v.severity})"
                                       for v in m.verdicts.get(run.key, [])),
             })
@@ -133,7 +136,7 @@ class Written:
     csv: Path
 
 
-def write(report: Report, out_dir: Path) -> Written:
+def write(report: SweepReport, out_dir: Path) -> Written:
     """Render ``report`` into ``out_dir`` (report.html, summary.md, results.csv)."""
     from reports.html import render_html
     from reports.markdown import render_markdown

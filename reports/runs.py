@@ -1,20 +1,20 @@
 """A flat, read-only view of one stored result, as every report module sees it.
 
-Results come from several schema additions (multi-process tasks, probes) that a
-given result file may or may not carry, so every optional field is read here once,
-and the rest of ``reports/`` works on ``RunView`` only. Nothing here imports
-TensorFlow.
+``RunView`` reads the typed fields of a ``RunResult`` (optional probe figures are
+None where a run was made without the probes) and adds what the reports group by:
+machine, variant, strategy label. Strategy traits come from the registry
+(``bench.strategies``), never from names spelled here. Nothing here imports TensorFlow.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from bench.results.schema import RunResult
+from bench.results.schema import AllReduceFigures, Communication, RunResult, TaskFigures
 from bench.spec import knob_labels
 from bench.strategies import STRATEGIES
 
@@ -45,24 +45,6 @@ _STRATEGY_KNOBS = (("cross_device_ops", ""), ("communication", "comm="),
 # they change how long we look, not what is looked at.
 _VARIANT_FIELDS = ("workload", "size", "precision", "xla", "grad_accum", "steps_per_call",
                    "data", "optimizer", "mode")
-
-
-def field_of(obj: Any, name: str, default: Any = None) -> Any:
-    """``obj.name`` or ``obj[name]``: optional figures may be dataclasses or plain dicts."""
-    if obj is None:
-        return default
-    if isinstance(obj, Mapping):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
-
-
-def first_field(obj: Any, *names: str) -> Any:
-    """The first of ``names`` that ``obj`` has (field names of optional figures vary)."""
-    for name in names:
-        value = field_of(obj, name)
-        if value is not None:
-            return value
-    return None
 
 
 @dataclass(frozen=True)
@@ -165,32 +147,35 @@ class RunView:
         f = self.result.figures
         return f.memory.host_peak_rss_bytes if f is not None else None
 
-    # -- optional figures (issues 3 and 4) ------------------------------------
+    # -- optional figures: absent from runs made without the probes -----------
     @property
-    def communication(self) -> Any:
-        return field_of(self.result.figures, "communication")
+    def communication(self) -> Communication | None:
+        f = self.result.figures
+        return f.communication if f is not None else None
 
     @property
     def comm_fraction(self) -> float | None:
-        value = field_of(self.communication, "comm_fraction")
-        return float(value) if value is not None else None
+        c = self.communication
+        return c.comm_fraction if c is not None else None
 
     @property
     def mfu(self) -> float | None:
-        value = field_of(self.result.figures, "mfu")
-        return float(value) if value is not None else None
+        f = self.result.figures
+        return f.mfu if f is not None else None
 
     @property
-    def tasks(self) -> list[Any]:
-        return list(field_of(self.result.figures, "tasks") or [])
+    def tasks(self) -> list[TaskFigures]:
+        f = self.result.figures
+        return list(f.tasks or []) if f is not None else []
 
     @property
     def combination(self) -> str | None:
-        return field_of(self.result.figures, "combination")
+        f = self.result.figures
+        return f.combination if f is not None else None
 
     @property
-    def allreduce(self) -> Any:
-        return field_of(self.result, "allreduce")
+    def allreduce(self) -> AllReduceFigures | None:
+        return self.result.allreduce
 
     @property
     def reason_line(self) -> str:

@@ -1,7 +1,8 @@
 """Scaling efficiency, computed from stored throughputs (one definition per figure).
 
 N is the number of replicas of a run; T is its global throughput (examples/s, the
-median of its windows). A baseline is always a run of the same machine and variant
+median of its windows). The definitions printed with each figure are in
+``reports.columns.SCALING_FIGURES``. A baseline is always a run of the same machine and variant
 (workload, size, parameters, precision, XLA, accumulation, data), never a run of
 another machine.
 """
@@ -12,27 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from reports.runs import IDEAL_BASELINE, ONE_DEVICE_BASELINES, RunView, Variant
-
-# Keyed by the report's column headers (the CSV column in brackets).
-DEFINITIONS: dict[str, str] = {
-    "speed-up vs itself on 1 device (CSV speedup)":
-        "strong scaling (global batch fixed): speed-up = T(N) / T(1), T(1) being the same "
-        "strategy on 1 replica with the same global batch",
-    "strong eff. (CSV strong_eff)": "strong-scaling efficiency = speed-up / N",
-    "weak eff. (CSV weak_eff)":
-        "weak scaling (per-replica batch fixed): efficiency = T(N) / (N x T(1)), T(1) being "
-        "the same strategy on 1 replica with batch = the per-replica batch of the N-replica run",
-    "vs one_device on 1 device (CSV speedup_vs_one_device)":
-        "speed-up against one_device (or default where one_device was not run) on 1 device "
-        "with the same global batch",
-    "weak eff. vs one_device (CSV weak_eff_vs_one_device)":
-        "weak-scaling efficiency against one_device on 1 device: "
-        "T(N) / (N x T_one_device(per-replica batch))",
-    "vs independent (CSV eff_vs_independent)":
-        "T(N) / T_independent(N): the same N replicas training independently (no "
-        "communication) with the same per-replica batch; 100% means the strategy costs "
-        "nothing beyond the hardware's own limits",
-}
 
 Key = tuple[Variant, str, int, int]  # variant, strategy label, replicas, global batch
 

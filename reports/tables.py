@@ -1,7 +1,8 @@
 """The comparison table, as rows of formatted cells shared by the HTML and Markdown.
 
 One place decides which columns exist and how each figure is formatted, so the two
-renderings cannot disagree about a number.
+renderings cannot disagree about a number. The figure columns come from
+``reports.columns``: the schema's labelled figures, then the scaling figures.
 """
 
 from __future__ import annotations
@@ -9,20 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from reports.recommend import Ranking, fmt_rate
+from reports.columns import SCALING_FIGURES, TABLE_FIGURES, ScalingFigure, SchemaFigure
+from reports.recommend import Ranking
 from reports.report import MachineReport
 from reports.runs import RunView
 from reports.scaling import Scaling
-
-MIB = 2**20
-
-
-def pct(value: float | None) -> str:
-    return f"{value:.0%}" if value is not None else "-"
-
-
-def ratio(value: float | None) -> str:
-    return f"{value:.2f}x" if value is not None else "-"
 
 
 @dataclass(frozen=True)
@@ -30,7 +22,7 @@ class Column:
     header: str  # with its unit
     cell: Callable[[RunView, Scaling, MachineReport], str]
     optional: bool = False  # shown only when some row has a value
-    cpu_header: str | None = None  # header on CPU-only machines, where it differs
+    brief: bool = True  # also in the Markdown tables
 
 
 def compact(value: float) -> str:
@@ -48,37 +40,27 @@ def _spread(run: RunView, sc: Scaling, mr: MachineReport) -> str:
     return f"{run.cv:.1%} ({compact(rng[0])}-{compact(rng[1])})"
 
 
-def _memory(run: RunView, sc: Scaling, mr: MachineReport) -> str:
-    peak = run.device_peak_bytes
-    return f"{peak / MIB:,.0f}" if peak is not None else "-"
-
-
 def _verdicts(run: RunView, sc: Scaling, mr: MachineReport) -> str:
     found = [v for v in mr.verdicts.get(run.key, []) if v.kind != "not measured"]
     return "; ".join(f"{v.kind} ({v.severity})" for v in found) or "-"
 
 
+def _schema_column(f: SchemaFigure) -> Column:
+    return Column(f.header, lambda r, s, m: f.text(f.value(r.result.figures) if r.ok else None),
+                  optional=f.optional)
+
+
+def _scaling_column(f: ScalingFigure) -> Column:
+    return Column(f.header, lambda r, s, m: f.text(f.value(s)), optional=f.optional,
+                  brief=f.brief)
+
+
 COLUMNS: tuple[Column, ...] = (
     Column("strategy", lambda r, s, m: r.strategy),
     Column("status", lambda r, s, m: r.status),
-    Column("throughput (examples/s)", lambda r, s, m: fmt_rate(r.throughput)
-           if r.throughput is not None else "-"),
-    Column("per replica (examples/s)", lambda r, s, m: fmt_rate(r.throughput / r.replicas)
-           if r.throughput is not None else "-"),
+    *(_schema_column(f) for f in TABLE_FIGURES),
     Column("spread: cv (window min-max)", _spread),
-    Column("step median (ms)", lambda r, s, m: f"{r.step_s * 1e3:.3g}"
-           if r.step_s is not None else "-"),
-    Column("speed-up vs itself on 1 device", lambda r, s, m: ratio(s.speedup)),
-    Column("strong eff.", lambda r, s, m: pct(s.strong_eff)),
-    Column("weak eff.", lambda r, s, m: pct(s.weak_eff)),
-    Column("vs one_device on 1 device", lambda r, s, m: ratio(s.speedup_vs_one)),
-    Column("weak eff. vs one_device", lambda r, s, m: pct(s.weak_eff_vs_one)),
-    Column("vs independent", lambda r, s, m: pct(s.vs_independent), optional=True),
-    Column("peak memory per device (MiB, largest)", _memory,
-           cpu_header="peak memory (MiB, whole process)"),
-    Column("collectives (% of step)", lambda r, s, m: pct(r.comm_fraction), optional=True),
-    Column("MFU", lambda r, s, m: f"{r.mfu:.1%}" if r.mfu is not None else "-",
-           optional=True),
+    *(_scaling_column(f) for f in SCALING_FIGURES),
     Column("verdicts", _verdicts),
 )
 
@@ -88,6 +70,7 @@ class Table:
     headers: list[str]
     groups: list[tuple[int, list[list[str]]]]  # (replicas, rows ranked best first)
     keys: list[list[str]]  # result key per row, same shape as groups' rows
+    brief: list[bool]  # per header: also in the Markdown tables
 
 
 def comparison(rk: Ranking, mr: MachineReport) -> Table:
@@ -97,8 +80,7 @@ def comparison(rk: Ranking, mr: MachineReport) -> Table:
     every = [rs for rows in rows_by_n.values() for rs in rows]
     cols = [c for c in COLUMNS
             if not c.optional or any(c.cell(r, s, mr) != "-" for r, s in every)]
-    cpu = mr.machine.cpu_only
-    headers = ["rank", *[c.cpu_header if cpu and c.cpu_header else c.header for c in cols]]
+    headers = ["rank", *[c.header for c in cols]]
     groups, keys = [], []
     for n, rows in rows_by_n.items():
         cells = []
@@ -106,4 +88,4 @@ def comparison(rk: Ranking, mr: MachineReport) -> Table:
             cells.append([str(i) if run.ok else "-", *[c.cell(run, sc, mr) for c in cols]])
         groups.append((n, cells))
         keys.append([run.key for run, _ in rows])
-    return Table(headers, groups, keys)
+    return Table(headers, groups, keys, [True, *[c.brief for c in cols]])

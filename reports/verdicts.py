@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from reports.machines import Machine
-from reports.runs import BASELINES, ONE_DEVICE_BASELINES, RunView, field_of
+from reports.runs import BASELINES, IDEAL_BASELINE, ONE_DEVICE_BASELINES, RunView
 from reports.scaling import Index, Scaling
 
 # Share of step time in collectives; the TensorBoard profiler's overview page uses the
@@ -51,7 +51,7 @@ class Verdict:
 
 
 @dataclass
-class Context:
+class RuleInputs:
     """What rules may look at besides the run itself."""
 
     machine: Machine
@@ -60,7 +60,7 @@ class Context:
     runs: Sequence[RunView]  # every run of the machine
 
 
-Rule = Callable[[RunView, Context], "Verdict | None"]
+Rule = Callable[[RunView, RuleInputs], "Verdict | None"]
 RULES: dict[str, Rule] = {}
 
 
@@ -80,7 +80,7 @@ def ms(seconds: float) -> str:
 
 
 @rule("not measured")
-def _status(run: RunView, ctx: Context) -> Verdict | None:
+def _status(run: RunView, ctx: RuleInputs) -> Verdict | None:
     if run.ok:
         return None
     return Verdict("not measured", "info" if run.status == "unsupported" else "high",
@@ -88,7 +88,7 @@ def _status(run: RunView, ctx: Context) -> Verdict | None:
 
 
 @rule("communication-bound")
-def _communication(run: RunView, ctx: Context) -> Verdict | None:
+def _communication(run: RunView, ctx: RuleInputs) -> Verdict | None:
     frac = run.comm_fraction
     if frac is None:
         return None
@@ -96,20 +96,21 @@ def _communication(run: RunView, ctx: Context) -> Verdict | None:
     if grade is None:
         return None
     comm = run.communication
-    step, coll = field_of(comm, "step_s"), field_of(comm, "collective_s")
-    detail = f" ({ms(coll)} of a {ms(step)} step" if step and coll is not None else " ("
-    steps = field_of(comm, "profiled_steps")
+    assert comm is not None  # comm_fraction comes from it
+    detail = f" ({ms(comm.collective_s)} of a {ms(comm.step_s)} step" if comm.step_s else " ("
+    steps = comm.profiled_steps
     detail += f", profiled over {steps} steps)" if steps else ", profiled)"
     return Verdict("communication-bound", grade,
                    f"collectives take {frac:.1%} of step time{detail}")
 
 
-def ideal_throughput(run: RunView, ctx: Context) -> tuple[float, str] | None:
+def ideal_throughput(run: RunView, ctx: RuleInputs) -> tuple[float, str] | None:
     """What this run would reach with zero distribution overhead, and from which baseline.
 
-    The reference is one_device (or default) on 1 device. With real accelerators, N
-    replicas could do N times its work; with logical CPU devices sharing the cores, the
-    same cores do the same work, so the ideal is the 1-device throughput itself.
+    The reference is the preferred single-device baseline (registry order) on 1 device.
+    With real accelerators, N replicas could do N times its work; with logical CPU
+    devices sharing the cores, the same cores do the same work, so the ideal is the
+    1-device throughput itself.
     """
     factor = 1 if ctx.machine.cpu_only else run.replicas
     # Strong scaling compares at the same global batch, weak scaling at the same
@@ -126,7 +127,7 @@ def ideal_throughput(run: RunView, ctx: Context) -> tuple[float, str] | None:
     return None
 
 
-def overhead_share(run: RunView, ctx: Context) -> float | None:
+def overhead_share(run: RunView, ctx: RuleInputs) -> float | None:
     """Share of the step beyond the ideal step time: 1 - T / T_ideal."""
     # Baselines have no distribution to be overhead of (independent copies do not talk).
     if run.throughput is None or run.base_strategy in (*ONE_DEVICE_BASELINES, *BASELINES):
@@ -136,7 +137,7 @@ def overhead_share(run: RunView, ctx: Context) -> float | None:
 
 
 @rule("distribution overhead")
-def _overhead(run: RunView, ctx: Context) -> Verdict | None:
+def _overhead(run: RunView, ctx: RuleInputs) -> Verdict | None:
     if run.comm_fraction is not None:  # the profile says it better
         return None
     share = overhead_share(run, ctx)
@@ -155,7 +156,7 @@ def _overhead(run: RunView, ctx: Context) -> Verdict | None:
 
 
 @rule("input-bound")
-def _input(run: RunView, ctx: Context) -> Verdict | None:
+def _input(run: RunView, ctx: RuleInputs) -> Verdict | None:
     if run.variant.data == "synthetic" or run.throughput is None:
         return None
     twin = ctx.index.throughput(run.variant.with_data("synthetic"), run.strategy,
@@ -172,7 +173,7 @@ def _input(run: RunView, ctx: Context) -> Verdict | None:
                    f"the devices")
 
 
-def fixed_cost(run: RunView, ctx: Context) -> float | None:
+def fixed_cost(run: RunView, ctx: RuleInputs) -> float | None:
     """Batch-independent seconds per step, fitted over the batch sizes of this config.
 
     Least squares of step time = a + b x global batch over runs of the same variant,
@@ -192,7 +193,7 @@ def fixed_cost(run: RunView, ctx: Context) -> float | None:
 
 
 @rule("model too small")
-def _too_small(run: RunView, ctx: Context) -> Verdict | None:
+def _too_small(run: RunView, ctx: RuleInputs) -> Verdict | None:
     if run.step_s is None:
         return None
     fixed = fixed_cost(run, ctx)
@@ -211,7 +212,7 @@ def _too_small(run: RunView, ctx: Context) -> Verdict | None:
 
 
 @rule("memory-bound")
-def _memory(run: RunView, ctx: Context) -> Verdict | None:
+def _memory(run: RunView, ctx: RuleInputs) -> Verdict | None:
     if not run.ok:
         return None
     m = ctx.machine
@@ -235,12 +236,12 @@ def _memory(run: RunView, ctx: Context) -> Verdict | None:
 
 
 _EFF_NAMES = {"strong_eff": "strong-scaling efficiency", "weak_eff": "weak-scaling efficiency",
-              "weak_eff_vs_one": "weak-scaling efficiency vs one_device",
-              "vs_independent": "efficiency vs independent replicas"}
+              "weak_eff_vs_one": f"weak-scaling efficiency vs {ONE_DEVICE_BASELINES[0]}",
+              "vs_independent": f"efficiency vs {IDEAL_BASELINE} replicas"}
 
 
 @rule("suspicious efficiency")
-def _suspicious(run: RunView, ctx: Context) -> Verdict | None:
+def _suspicious(run: RunView, ctx: RuleInputs) -> Verdict | None:
     sc = ctx.scaling.get(run.key)
     if sc is None:
         return None
@@ -249,7 +250,7 @@ def _suspicious(run: RunView, ctx: Context) -> Verdict | None:
         effs.pop("strong_eff", None)
         effs.pop("weak_eff", None)
     if run.base_strategy in ONE_DEVICE_BASELINES:
-        # one_device against default: two baselines, neither an efficiency.
+        # One single-device baseline against another: neither is an efficiency.
         effs.pop("weak_eff_vs_one", None)
     elif ctx.machine.cpu_only and sc.speedup_vs_one is not None:
         effs["speedup_vs_one"] = sc.speedup_vs_one  # 1.0 is the ceiling on shared cores
@@ -257,7 +258,7 @@ def _suspicious(run: RunView, ctx: Context) -> Verdict | None:
     if not over:
         return None
     name, value = max(over.items(), key=lambda kv: kv[1])
-    label = _EFF_NAMES.get(name, "speed-up vs one_device on shared cores")
+    label = _EFF_NAMES.get(name, f"speed-up vs {ONE_DEVICE_BASELINES[0]} on shared cores")
     noise = 2 * (run.cv or 0.0)
     why = (f"within twice the spread of its windows (cv {run.cv:.1%}): likely noise"
            if value - 1 <= noise else "beyond the spread of its windows: check the "
@@ -267,11 +268,12 @@ def _suspicious(run: RunView, ctx: Context) -> Verdict | None:
 
 
 @rule("suspicious MFU")
-def _mfu(run: RunView, ctx: Context) -> Verdict | None:
+def _mfu(run: RunView, ctx: RuleInputs) -> Verdict | None:
     if run.mfu is None or run.mfu <= 1.0:
         return None
-    peak = field_of(run.result.figures, "peak_flops_per_s")
-    achieved = field_of(run.result.figures, "achieved_flops_per_s")
+    f = run.result.figures
+    peak = f.peak_flops_per_s if f is not None else None
+    achieved = f.achieved_flops_per_s if f is not None else None
     detail = (f" (achieved {achieved / 1e9:,.1f} GFLOP/s vs peak {peak / 1e9:,.1f} GFLOP/s)"
               if peak and achieved else "")
     return Verdict("suspicious MFU", "high",
@@ -281,7 +283,7 @@ def _mfu(run: RunView, ctx: Context) -> Verdict | None:
 
 
 @rule("noisy")
-def _noisy(run: RunView, ctx: Context) -> Verdict | None:
+def _noisy(run: RunView, ctx: RuleInputs) -> Verdict | None:
     if run.cv is None or run.cv < NOISY_CV:
         return None
     return Verdict("noisy", "moderate",
@@ -290,7 +292,7 @@ def _noisy(run: RunView, ctx: Context) -> Verdict | None:
 
 
 @rule("did not learn")
-def _learned(run: RunView, ctx: Context) -> Verdict | None:
+def _learned(run: RunView, ctx: RuleInputs) -> Verdict | None:
     f = run.result.figures
     if not run.ok or f is None or f.learned:
         return None
@@ -299,7 +301,7 @@ def _learned(run: RunView, ctx: Context) -> Verdict | None:
                    f"be training correctly")
 
 
-def verdicts_for(run: RunView, ctx: Context) -> list[Verdict]:
+def verdicts_for(run: RunView, ctx: RuleInputs) -> list[Verdict]:
     """Every verdict of ``run``, most severe first."""
     found = [v for fn in RULES.values() if (v := fn(run, ctx)) is not None]
     return sorted(found, key=lambda v: SEVERITIES.index(v.severity))

@@ -17,7 +17,7 @@ import pytest
 
 from bench.results.schema import RunResult
 from bench.results.store import load_sweep
-from reports.recommend import fmt_rate
+from reports.columns import duration, fmt_rate
 from tests.helpers import TINY, bench
 
 
@@ -60,7 +60,7 @@ def test_report_of_a_tiny_sweep(tmp_path: Path) -> None:
             assert r.figures is not None
             row = _row(md, r.global_batch, r.spec.strategy, r.replicas)
             assert row["throughput (examples/s)"] == fmt_rate(r.figures.global_throughput)
-            assert row["step median (ms)"] == f"{r.figures.step_time.median_s * 1e3:.3g}"
+            assert row["step median"] == duration(r.figures.step_time.median_s)
             assert f"data-key='{r.key}'" in html
         else:
             assert r.status == "unsupported" and r.spec.strategy == "one_device"

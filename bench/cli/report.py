@@ -12,10 +12,10 @@ from bench.cli.common import (
     UsageError,
 )
 from bench.exits import Exit
-from reports.report import Report, Written, build, default_out, write
+from reports.report import SweepReport, Written, build, default_out, write
 
 
-def generate(sweep_dir: Path, out_dir: Path | None = None) -> tuple[Report, Written]:
+def generate(sweep_dir: Path, out_dir: Path | None = None) -> tuple[SweepReport, Written]:
     """Build and write the report of ``sweep_dir``; warnings go to stderr."""
     report = build(sweep_dir)
     for warning in report.warnings:
@@ -23,7 +23,7 @@ def generate(sweep_dir: Path, out_dir: Path | None = None) -> tuple[Report, Writ
     return report, write(report, out_dir or default_out(sweep_dir))
 
 
-def recommendations_text(report: Report) -> str:
+def recommendations_text(report: SweepReport) -> str:
     """One line per workload (and machine): what to use, for the terminal."""
     lines = []
     for mr in report.machines:

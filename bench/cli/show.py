@@ -11,7 +11,7 @@ from bench.cli.common import UsageError
 from bench.exits import Exit
 from bench.results.store import load_sweep
 from bench.results.text import allreduce_table
-from reports.summary import LEGEND, format_table, to_frame
+from reports.results_table import LEGEND, format_table, to_frame
 
 
 def cmd_show(args: argparse.Namespace) -> int:

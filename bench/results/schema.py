@@ -61,17 +61,41 @@ MFU_DEFINITION = (
 )
 
 
-def unit(u: str, default: Any = dataclasses.MISSING) -> Any:
-    """A dataclass field carrying its unit in metadata."""
+# Every definition a result file carries (and the reports print), by topic.
+DEFINITIONS = {
+    "throughput": THROUGHPUT_DEFINITION,
+    "step_time": STEP_TIME_DEFINITION,
+    "memory": MEMORY_DEFINITION,
+    "communication": COMMUNICATION_DEFINITION,
+    "allreduce": ALLREDUCE_DEFINITION,
+    "mfu": MFU_DEFINITION,
+}
+
+
+def unit(u: str, default: Any = dataclasses.MISSING, *, label: str = "", define: str = "",
+         detail: bool = False) -> Any:
+    """A dataclass field carrying its unit in metadata.
+
+    ``label`` (a short name, without the unit) makes the field a figure the reports
+    show: a column of their tables, of the CSV and of ``bench show``, with ``define`` in
+    their definitions. ``detail`` keeps it out of the ranking tables (CSV, ``bench show``
+    and definitions only). Reports read these fields, so labelling one is all it takes
+    to add a figure to them.
+    """
+    meta: dict[str, Any] = {"unit": u}
+    if label:
+        meta.update(label=label, define=define, detail=detail)
     if default is dataclasses.MISSING:
-        return field(metadata={"unit": u})
-    return field(default=default, metadata={"unit": u})
+        return field(metadata=meta)
+    return field(default=default, metadata=meta)
 
 
 @dataclass
 class StepTimes:
-    median_s: float = unit("s")
-    p90_s: float = unit("s")
+    median_s: float = unit("s", label="step median",
+                           define="median time of one optimizer step (see step time)")
+    p90_s: float = unit("s", label="step p90", detail=True,
+                        define="90th percentile of the step times")
     p99_s: float = unit("s")
     mean_s: float = unit("s")
     std_s: float = unit("s")
@@ -109,14 +133,20 @@ class Startup:
     import_tf_s: float = unit("s")
     device_setup_s: float = unit("s")
     build_s: float = unit("s")  # strategy, model, optimizer, data on devices
-    launch_to_first_step_s: float = unit("s")  # process start until the first step returned
+    launch_to_first_step_s: float = unit(
+        "s", label="launch to first step", detail=True,
+        define="process start until the first step returned (import, build, tracing)")
 
 
 @dataclass
 class Memory:
-    device_peak_bytes: dict[str, int] = unit("bytes")
+    device_peak_bytes: dict[str, int] = unit(
+        "bytes", label="peak device memory",
+        define="allocator peak in the measured windows, the largest over the devices; on "
+               "CPU process-wide (all logical devices share one allocator)")
     device_scope: str = unit("")  # "per_device" or "process"
-    host_peak_rss_bytes: int | None = unit("bytes")
+    host_peak_rss_bytes: int | None = unit("bytes", label="peak host RSS", detail=True,
+                                           define="peak resident memory of the process")
     host_scope: str = unit("")  # "window" or "lifetime"
 
 
@@ -138,7 +168,9 @@ class Communication:
     collective_s: float = unit("s")
     compute_s: float = unit("s")
     other_s: float = unit("s")
-    comm_fraction: float = unit("ratio (collective_s / step_s)")
+    comm_fraction: float = unit("ratio (collective_s / step_s)", label="collectives",
+                                define="share of a profiled step during which a "
+                                       "communication op ran (see communication)")
     op_types: dict[str, int] = unit("trace events per op type, all profiled steps")
     profile_dir: str = unit("")
     profiled_steps: int = unit("steps")
@@ -190,23 +222,33 @@ class TaskFigures:
 
 @dataclass
 class Figures:
-    global_throughput: float = unit("examples/s")
-    per_replica_throughput: float = unit("examples/s per replica")
+    global_throughput: float = unit(
+        "examples/s", label="throughput",
+        define="examples by all replicas per second of the measured window, median of "
+               "the windows (see throughput)")
+    per_replica_throughput: float = unit("examples/s per replica", label="per replica",
+                                         define="global throughput / replicas")
     step_time: StepTimes = unit("s")
     windows: list[Window] = unit("")
     warmup: Warmup = unit("s")
     startup: Startup = unit("s")
     memory: Memory = unit("bytes")
     model: ModelInfo = unit("")
-    achieved_flops_per_s: float = unit("FLOP/s")
-    loss_start: float = unit("nats (mean cross-entropy)")  # first warm-up step, before updates
-    loss_end: float = unit("nats (mean cross-entropy)")  # last measured step
+    achieved_flops_per_s: float = unit("FLOP/s", label="achieved FLOP/s", detail=True,
+                                       define="train FLOPs per example x global throughput")
+    loss_start: float = unit("nats (mean cross-entropy)", label="loss at start", detail=True,
+                             define="loss of the first warm-up step, before any update")
+    loss_end: float = unit("nats (mean cross-entropy)", label="loss at end", detail=True,
+                           define="loss of the last measured step")
     learned: bool = unit("")  # loss_end < loss_start
     replica_divergence: float = unit("max |w_i - w_0| over variables and replicas")
-    throughput_cv: float = unit("ratio (std/mean over windows)")
+    throughput_cv: float = unit("ratio (std/mean over windows)", label="window cv",
+                                detail=True, define="std / mean of the window throughputs "
+                                                    "of one run (within-run noise)")
     # Probe figures: optional, absent from results of runs made without the probes.
     communication: Communication | None = unit("", None)
-    mfu: float | None = unit("ratio (achieved / peak FLOP/s)", None)
+    mfu: float | None = unit("ratio (achieved / peak FLOP/s)", None, label="MFU",
+                             define="model FLOPs utilisation (see mfu)")
     peak_flops_per_s: float | None = unit("FLOP/s", None)
     # Per-process figures of multi-process runs, and how the global ones
     # were combined from them (None for single-process runs).
@@ -250,14 +292,7 @@ class RunResult:
         d = dataclasses.asdict(self)
         d["spec"] = self.spec.to_dict()
         d["units"] = units_table(RunResult)
-        d["definitions"] = {
-            "throughput": THROUGHPUT_DEFINITION,
-            "step_time": STEP_TIME_DEFINITION,
-            "memory": MEMORY_DEFINITION,
-            "communication": COMMUNICATION_DEFINITION,
-            "allreduce": ALLREDUCE_DEFINITION,
-            "mfu": MFU_DEFINITION,
-        }
+        d["definitions"] = dict(DEFINITIONS)
         return d
 
     @classmethod

@@ -1,0 +1,197 @@
+"""Every figure a report shows, in one list: header, cell text, CSV name, definition.
+
+A run's own figures come from the result schema: each field of ``Figures`` (or of a
+dataclass inside it) labelled in its metadata (``bench.results.schema.unit(...,
+label=...)``) is a column of the ranking tables (unless it is a ``detail``), of the
+CSV and of ``bench show``, and its definition is printed with the others. How a value
+is shown follows its unit (``DISPLAYS``). Figures the report derives from several runs
+(scaling against baselines) are declared here beside them (``SCALING_FIGURES``). So a
+labelled field added to the schema shows up in every rendering without touching
+``reports/``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bench.results.schema import DEFINITIONS, Figures
+from reports.runs import IDEAL_BASELINE, ONE_DEVICE_BASELINES
+from reports.scaling import Scaling
+from reports.verdicts import THRESHOLDS_TEXT
+
+MIB = 2**20
+ONE_DEVICE = ONE_DEVICE_BASELINES[0]  # the preferred single-device reference, by name
+
+
+def fmt_rate(value: float) -> str:
+    """examples/s with sensible precision: 65,434 / 812.5 / 9.21."""
+    if value >= 1000:
+        return f"{value:,.0f}"
+    if value >= 100:
+        return f"{value:.1f}"
+    return f"{value:.3g}"
+
+
+def pct(value: float | None, digits: int = 0) -> str:
+    return f"{value:.{digits}%}" if value is not None else "-"
+
+
+def duration(seconds: float) -> str:
+    """A time with its unit, as read: 1.62 ms, 3.1 s."""
+    return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
+
+
+def times(value: float | None) -> str:
+    return f"{value:.2f}x" if value is not None else "-"
+
+
+@dataclass(frozen=True)
+class Display:
+    """How a stored unit is shown: the unit in headers, a scale, a formatter."""
+
+    unit: str
+    scale: float
+    text: Callable[[float], str]
+
+
+# Keyed by the schema's unit string; ``ratio ...`` units share one entry.
+DISPLAYS: dict[str, Display] = {
+    "examples/s": Display("examples/s", 1.0, fmt_rate),
+    "examples/s per replica": Display("examples/s", 1.0, fmt_rate),
+    "s": Display("", 1.0, duration),  # step times in ms, start-up in s: the unit is in the cell
+    "bytes": Display("MiB", 1 / MIB, lambda v: f"{v:,.0f}"),
+    "FLOP/s": Display("GFLOP/s", 1e-9, lambda v: f"{v:,.1f}"),
+    "ratio": Display("", 1.0, lambda v: f"{v:.1%}"),
+}
+_GENERIC = Display("", 1.0, lambda v: f"{v:.4g}")
+
+
+def display(unit: str) -> Display:
+    """The display of a schema unit (ratios as percentages; others as stored)."""
+    if unit in DISPLAYS:
+        return DISPLAYS[unit]
+    if unit.startswith("ratio"):
+        return DISPLAYS["ratio"]
+    return _GENERIC
+
+
+@dataclass(frozen=True)
+class SchemaFigure:
+    """One labelled field of ``Figures`` (possibly nested, e.g. step_time.median_s)."""
+
+    path: tuple[str, ...]
+    label: str
+    unit: str  # as stored (the schema's unit)
+    define: str
+    detail: bool  # CSV, ``bench show`` and definitions only
+    optional: bool  # may be absent (probe figures): a column only when some row has it
+
+    @property
+    def name(self) -> str:
+        """CSV column: the field's path, values in the stored unit."""
+        return "_".join(self.path)
+
+    @property
+    def header(self) -> str:
+        shown = display(self.unit).unit
+        return f"{self.label} ({shown})" if shown else self.label
+
+    def value(self, figures: Figures | None) -> float | None:
+        """The stored value (a dict of per-device values reads as its largest)."""
+        obj: Any = figures
+        for part in self.path:
+            if obj is None:
+                return None
+            obj = getattr(obj, part)
+        if isinstance(obj, dict):
+            obj = max(obj.values()) if obj else None
+        return float(obj) if isinstance(obj, (int, float)) else None
+
+    def text(self, value: float | None) -> str:
+        if value is None:
+            return "-"
+        d = display(self.unit)
+        return d.text(value * d.scale)
+
+
+def _optional(tp: Any) -> bool:
+    return type(None) in typing.get_args(tp)
+
+
+def _walk(cls: type, prefix: tuple[str, ...], optional: bool) -> list[SchemaFigure]:
+    hints = typing.get_type_hints(cls)
+    out: list[SchemaFigure] = []
+    for f in dataclasses.fields(cls):
+        tp = hints[f.name]
+        maybe = optional or _optional(tp)
+        inner = [a for a in typing.get_args(tp) if a is not type(None)] if maybe else [tp]
+        sub = inner[0] if len(inner) == 1 else None
+        # Nested dataclasses are walked; lists (windows, tasks) are per-window or per-task
+        # detail, not figures of the run.
+        if isinstance(sub, type) and dataclasses.is_dataclass(sub):
+            out += _walk(sub, (*prefix, f.name), maybe)
+        elif f.metadata.get("label"):
+            out.append(SchemaFigure((*prefix, f.name), f.metadata["label"],
+                                    f.metadata.get("unit", ""), f.metadata.get("define", ""),
+                                    bool(f.metadata.get("detail")), maybe))
+    return out
+
+
+SCHEMA_FIGURES: tuple[SchemaFigure, ...] = tuple(_walk(Figures, (), False))
+TABLE_FIGURES = tuple(f for f in SCHEMA_FIGURES if not f.detail)
+
+
+@dataclass(frozen=True)
+class ScalingFigure:
+    """A figure derived from a run and its baselines (see ``reports.scaling``)."""
+
+    name: str  # CSV column
+    header: str
+    define: str
+    value: Callable[[Scaling], float | None]
+    as_percent: bool  # efficiencies as %, speed-ups as x
+    optional: bool = False  # a column only when some row has a value
+    brief: bool = True  # also in the Markdown tables (the HTML and the CSV have all)
+
+    def text(self, value: float | None) -> str:
+        return pct(value) if self.as_percent else times(value)
+
+
+SCALING_FIGURES: tuple[ScalingFigure, ...] = (
+    ScalingFigure("speedup", "speed-up vs itself on 1 device",
+                  "strong scaling (global batch fixed): speed-up = T(N) / T(1), T(1) being "
+                  "the same strategy on 1 replica with the same global batch",
+                  lambda s: s.speedup, as_percent=False, brief=False),
+    ScalingFigure("strong_eff", "strong eff.", "strong-scaling efficiency = speed-up / N",
+                  lambda s: s.strong_eff, as_percent=True),
+    ScalingFigure("weak_eff", "weak eff.",
+                  "weak scaling (per-replica batch fixed): efficiency = T(N) / (N x T(1)), "
+                  "T(1) being the same strategy on 1 replica with batch = the per-replica "
+                  "batch of the N-replica run", lambda s: s.weak_eff, as_percent=True),
+    ScalingFigure("speedup_vs_single_device", f"vs {ONE_DEVICE} on 1 device",
+                  f"speed-up against {' (or '.join(ONE_DEVICE_BASELINES)}"
+                  f"{')' * (len(ONE_DEVICE_BASELINES) - 1)} on 1 device with the same "
+                  f"global batch", lambda s: s.speedup_vs_one, as_percent=False),
+    ScalingFigure("weak_eff_vs_single_device", f"weak eff. vs {ONE_DEVICE}",
+                  f"weak-scaling efficiency against {ONE_DEVICE} on 1 device: "
+                  f"T(N) / (N x T_{ONE_DEVICE}(per-replica batch))",
+                  lambda s: s.weak_eff_vs_one, as_percent=True, brief=False),
+    ScalingFigure("eff_vs_ideal_baseline", f"vs {IDEAL_BASELINE}",
+                  f"T(N) / T_{IDEAL_BASELINE}(N): the same N replicas as {IDEAL_BASELINE} "
+                  f"copies (no communication) with the same per-replica batch; 100% means "
+                  f"the strategy costs nothing beyond the hardware's own limits",
+                  lambda s: s.vs_independent, as_percent=True, optional=True),
+)
+
+
+def definitions() -> dict[str, str]:
+    """Every definition a report prints, by the header it explains (one list)."""
+    out = {topic.replace("_", " "): text for topic, text in DEFINITIONS.items()}
+    out |= {f.header: f"{f.define} (CSV {f.name}, in {f.unit})" for f in SCHEMA_FIGURES}
+    out |= {f.header: f"{f.define} (CSV {f.name})" for f in SCALING_FIGURES}
+    out["verdicts"] = THRESHOLDS_TEXT
+    return out
