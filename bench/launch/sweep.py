@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.env import fingerprint, now_iso
+from bench.errors import SchemaError
 from bench.launch.launcher import run_isolated
+from bench.launch.memory_fit import note_largest_fit
 from bench.results.schema import RunResult
-from bench.results.store import RunPaths, SweepStore, save
+from bench.results.store import SweepStore, load, save
 from bench.spec import RunSpec
 
 
@@ -41,8 +43,8 @@ def _fmt_duration(seconds: float) -> str:
 class Progress:
     """Terminal progress: which configuration, how many done, time left."""
 
-    def __init__(self, total: int, echo: Callable[[str], None]) -> None:
-        self.total, self.echo = total, echo
+    def __init__(self, total: int, echo: Callable[[str], None], extra_note: str = "") -> None:
+        self.total, self.echo, self.extra_note = total, echo, extra_note
         self.done = 0
         self.t0 = time.monotonic()
         self._walls: dict[str, list[float]] = {}
@@ -60,10 +62,12 @@ class Progress:
         return sum(sum(ws) / len(ws) if (ws := self._walls.get(s.workload))
                    else unit * WORKLOADS.get(s.workload).cost_hint for s in remaining)
 
-    def start(self, index: int, spec: RunSpec, remaining: Sequence[RunSpec]) -> None:
+    def start(self, spec: RunSpec, remaining: Sequence[RunSpec], replicate: int = 1) -> None:
+        """Announce the next run; ``remaining`` are the runs still planned, this one first."""
         eta = self.eta(remaining)
-        left = f", ~{_fmt_duration(eta)} left" if eta is not None else ""
-        self.echo(f"[{index}/{self.total}] {spec.label()} ... "
+        left = f", ~{_fmt_duration(eta)} left{self.extra_note}" if eta is not None else ""
+        run = f" (run {replicate})" if replicate > 1 else ""
+        self.echo(f"[{self.done + 1}/{self.total}] {spec.label()}{run} ... "
                   f"(elapsed {_fmt_duration(time.monotonic() - self.t0)}{left})")
 
     def finish(self, result: RunResult) -> None:
@@ -88,42 +92,134 @@ class Progress:
             self.echo(f"       {communication_line(result.figures.communication)}")
 
 
+@dataclass(frozen=True)
+class Replication:
+    """How many processes measure each configuration, at different times.
+
+    Windows of one process share its conditions (placement, frequency, neighbours),
+    so the runs, not the windows, carry the machine's real noise. ``runs`` passes go
+    over the whole matrix, alternating forward and reverse order so that a slow drift
+    of the machine hits every configuration alike; after them, a configuration whose
+    run medians still disagree by more than ``spread`` (relative range) gets further
+    runs, up to ``max_runs`` (sequential measurement: precise ones stop early).
+    Only configurations whose first run was ``ok`` are repeated.
+    """
+
+    runs: int = 1
+    max_runs: int | None = None
+    spread: float = 0.10
+
+    def __post_init__(self) -> None:
+        if isinstance(self.runs, bool) or not isinstance(self.runs, int) or self.runs < 1:
+            raise ValueError(f"Replication.runs must be an integer >= 1. Received: "
+                             f"runs={self.runs!r}")
+        if self.max_runs is not None and (not isinstance(self.max_runs, int)
+                                          or self.max_runs < self.runs):
+            raise ValueError(f"Replication.max_runs must be an integer >= runs ({self.runs})."
+                             f" Received: max_runs={self.max_runs!r}")
+        if not self.spread > 0:
+            raise ValueError(f"Replication.spread must be > 0. Received: spread={self.spread!r}")
+
+    @property
+    def passes(self) -> int:
+        return max(self.runs, self.max_runs or self.runs)
+
+
+def run_medians(results: Sequence[RunResult]) -> list[float]:
+    """Headline throughput of each ok run (one value per process)."""
+    return [r.figures.global_throughput for r in results
+            if r.status == "ok" and r.figures is not None]
+
+
+def needs_another_run(results: Sequence[RunResult], spread: float) -> bool:
+    """True when the runs so far disagree by more than ``spread`` (relative range)."""
+    values = sorted(run_medians(results))
+    if len(values) < 2:
+        return False
+    mid = values[len(values) // 2] if len(values) % 2 else \
+        (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
+    return mid > 0 and (values[-1] - values[0]) / mid > spread
+
+
 def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
-              echo: Callable[[str], None] = print) -> SweepOutcome:
-    """Run every spec without a stored result; Ctrl-C stops cleanly (results kept)."""
+              echo: Callable[[str], None] = print,
+              replication: Replication | None = None) -> SweepOutcome:
+    """Run every (spec, replicate) without a stored result; Ctrl-C stops cleanly.
+
+    Finished results are kept; re-running the same sweep resumes run by run.
+    ``replication`` defaults to one run per configuration (the CLI asks for two).
+    """
+    rep = replication or Replication()
     sweep_dir.mkdir(parents=True, exist_ok=True)
     store = SweepStore(sweep_dir)
     outcome = SweepOutcome(sweep_dir)
-    todo: list[tuple[RunSpec, RunPaths]] = []
-    for spec in specs:
-        paths = store.paths(spec)
-        if paths.result.exists():
-            outcome.skipped.append(spec)
-        else:
-            todo.append((spec, paths))
-    if outcome.skipped:
-        echo(f"resuming {sweep_dir}: {len(outcome.skipped)} configuration(s) already have "
-             f"results, {len(todo)} to run")
+    done = {s.key(): store.replicates_done(s, rep.passes) for s in specs}
+    outcome.skipped = [s for s in specs if len(done[s.key()]) >= rep.runs]
+    planned = sum(max(0, rep.runs - len(done[s.key()])) for s in specs)
+    if any(done.values()):
+        echo(f"resuming {sweep_dir}: {sum(len(d) for d in done.values())} run(s) already "
+             f"stored, {planned} to run")
     store.journal({"event": "start", "at": now_iso(), "configurations": len(specs),
-                         "to_run": len(todo), "specs": [s.to_dict() for s in specs],
-                         "environment": fingerprint()})
-    progress = Progress(len(todo), echo)
+                   "runs_per_configuration": rep.runs, "max_runs": rep.passes,
+                   "to_run": planned, "specs": [s.to_dict() for s in specs],
+                   "environment": fingerprint()})
+    extra = rep.passes - rep.runs
+    progress = Progress(planned, echo, extra_note=(
+        f" (+ up to {extra} more run(s) each for imprecise configurations)" if extra else ""))
+    by_key: dict[str, list[RunResult]] = {}
     try:
-        for i, (spec, paths) in enumerate(todo):
-            progress.start(i + 1, spec, [s for s, _ in todo[i:]])
-            result = run_isolated(spec, paths.log, profile_dir=paths.profile)
-            if result.status == "oom":  # say which batch of this configuration did fit
-                from bench.launch.memory_fit import note_largest_fit
-
-                result = note_largest_fit(result, [*outcome.ran, *store.load().results])
-            save(result, paths.result)
-            outcome.ran.append(result)
-            progress.finish(result)
+        for replicate in range(1, rep.passes + 1):
+            order = list(specs) if replicate % 2 else list(reversed(specs))
+            for spec in order:
+                if store.has_result(spec, replicate):
+                    continue
+                earlier = _earlier(store, by_key, spec, replicate)
+                if replicate > 1 and (not earlier or earlier[0].status != "ok"):
+                    continue  # failed, unsupported or not run: nothing to replicate
+                if replicate > rep.runs and not needs_another_run(earlier, rep.spread):
+                    continue
+                if replicate > rep.runs:
+                    progress.total += 1
+                pending = [s for s in order[order.index(spec):]
+                           if not store.has_result(s, replicate)]
+                progress.start(spec, pending, replicate)
+                result = _run_one(store, spec, replicate, outcome)
+                by_key.setdefault(spec.key(), []).append(result)
+                outcome.ran.append(result)
+                progress.finish(result)
     except KeyboardInterrupt:
         outcome.interrupted = True
-        echo(f"\ninterrupted: {len(outcome.ran)} result(s) kept; the current configuration "
-             f"was killed and will run again when the sweep is resumed")
+        echo(f"\ninterrupted: {len(outcome.ran)} result(s) kept; the current run was killed "
+             f"and will run again when the sweep is resumed")
     store.journal({"event": "interrupted" if outcome.interrupted else "finished",
-                         "at": now_iso(), "ran": len(outcome.ran),
-                         "statuses": [r.status for r in outcome.ran]})
+                   "at": now_iso(), "ran": len(outcome.ran),
+                   "statuses": [r.status for r in outcome.ran],
+                   "wall_s": round(time.monotonic() - progress.t0, 1)})
     return outcome
+
+
+def _earlier(store: SweepStore, by_key: dict[str, list[RunResult]], spec: RunSpec,
+             replicate: int) -> list[RunResult]:
+    """Runs 1..replicate-1 of ``spec``: from this invocation, else from the store."""
+    mine = {r.replicate: r for r in by_key.get(spec.key(), [])}
+    out = []
+    for r in range(1, replicate):
+        if r in mine:
+            out.append(mine[r])
+        elif store.has_result(spec, r):
+            try:
+                out.append(load(store.paths(spec, r).result))
+            except SchemaError:
+                continue
+    return out
+
+
+def _run_one(store: SweepStore, spec: RunSpec, replicate: int,
+             outcome: SweepOutcome) -> RunResult:
+    paths = store.paths(spec, replicate)
+    result = run_isolated(spec, paths.log, profile_dir=paths.profile)
+    result.replicate = replicate
+    if result.status == "oom":  # say which batch of this configuration did fit
+        result = note_largest_fit(result, [*outcome.ran, *store.load().results])
+    save(result, paths.result)
+    return result

@@ -1,0 +1,129 @@
+"""Sweeps measure each configuration in several processes: order, resume, sequential runs.
+
+The launcher is replaced by a fake that returns a result at once, so these tests
+check the sweep's bookkeeping (no TensorFlow, no timing).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.launch import sweep
+from bench.launch.sweep import Replication, needs_another_run, run_sweep
+from bench.results.schema import RunResult
+from bench.results.store import SweepStore, load, load_sweep
+from bench.spec import RunSpec
+from tests.helpers import fake_figures, fake_result, tiny_spec
+
+
+class FakeLauncher:
+    """Stands in for run_isolated: records the order, returns canned throughputs."""
+
+    def __init__(self, throughputs: dict[tuple[int, int], float] | None = None,
+                 status: dict[int, str] | None = None) -> None:
+        self.calls: list[tuple[int, Path]] = []
+        self.throughputs = throughputs or {}
+        self.status = status or {}
+
+    def __call__(self, spec: RunSpec, log: Path, **_: Any) -> RunResult:
+        self.calls.append((spec.batch, log))
+        run = sum(1 for b, _ in self.calls if b == spec.batch)
+        status = self.status.get(spec.batch, "ok")
+        result = fake_result(status, batch=spec.batch)
+        if status == "ok":
+            t = self.throughputs.get((spec.batch, run), 1000.0)
+            result.figures = fake_figures((t, t), replicas=spec.replicas,
+                                          batch=spec.global_batch)
+        return result
+
+
+@pytest.fixture
+def specs() -> list[RunSpec]:
+    return [tiny_spec(batch=b) for b in (8, 16, 32)]
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLauncher]:
+    launcher = FakeLauncher()
+    monkeypatch.setattr(sweep, "run_isolated", launcher)
+    yield launcher
+
+
+def test_passes_alternate_order_and_store_every_run(tmp_path: Path, specs: list[RunSpec],
+                                                    fake: FakeLauncher) -> None:
+    out = run_sweep(specs, tmp_path, echo=lambda _: None, replication=Replication(runs=2))
+    assert [b for b, _ in fake.calls] == [8, 16, 32, 32, 16, 8]
+    assert len(out.ran) == 6 and not out.problems
+    loaded = load_sweep(tmp_path)
+    assert sorted((r.spec.batch, r.replicate) for r in loaded.results) == \
+        sorted((b, r) for b in (8, 16, 32) for r in (1, 2))
+    store = SweepStore(tmp_path)
+    # Each run has its own log and result file; the first keeps the historical name.
+    assert store.paths(specs[0], 1).result.name == f"{specs[0].key()}.json"
+    assert load(store.paths(specs[0], 2).result).replicate == 2
+    assert {log.name for _, log in fake.calls} == \
+        {store.paths(s, r).log.name for s in specs for r in (1, 2)}
+
+
+def test_resume_runs_only_the_missing_runs(tmp_path: Path, specs: list[RunSpec],
+                                           fake: FakeLauncher) -> None:
+    run_sweep(specs[:2], tmp_path, echo=lambda _: None, replication=Replication(runs=1))
+    fake.calls.clear()
+    lines: list[str] = []
+    out = run_sweep(specs, tmp_path, echo=lines.append, replication=Replication(runs=2))
+    # Pass 1 only needs batch 32; pass 2 (reverse order) needs every second run.
+    assert [b for b, _ in fake.calls] == [32, 32, 16, 8]
+    assert out.skipped == []
+    assert "2 run(s) already stored, 4 to run" in lines[0]
+
+
+def test_failed_or_unsupported_first_runs_are_not_repeated(
+        tmp_path: Path, specs: list[RunSpec], monkeypatch: pytest.MonkeyPatch) -> None:
+    launcher = FakeLauncher(status={8: "unsupported", 16: "failed"})
+    monkeypatch.setattr(sweep, "run_isolated", launcher)
+    out = run_sweep(specs, tmp_path, echo=lambda _: None, replication=Replication(runs=2))
+    assert [b for b, _ in launcher.calls] == [8, 16, 32, 32]
+    assert [r.status for r in out.problems] == ["failed"]
+
+
+def test_sequential_runs_only_for_configurations_whose_runs_disagree(
+        tmp_path: Path, specs: list[RunSpec], monkeypatch: pytest.MonkeyPatch) -> None:
+    # Batch 16's two runs differ by 30%; the others agree within 2%.
+    launcher = FakeLauncher(throughputs={(8, 2): 1010.0, (16, 2): 1300.0, (32, 2): 990.0})
+    monkeypatch.setattr(sweep, "run_isolated", launcher)
+    lines: list[str] = []
+    run_sweep(specs, tmp_path, echo=lines.append,
+              replication=Replication(runs=2, max_runs=4, spread=0.1))
+    calls = [b for b, _ in launcher.calls]
+    assert calls[:6] == [8, 16, 32, 32, 16, 8]
+    # Runs 3 and 4 of batch 16 only: its spread stays above 10% after run 3 (1000,
+    # 1300, 1000 -> range 30% of the median).
+    assert calls[6:] == [16, 16]
+    assert any("(run 3)" in line for line in lines)
+
+
+def test_needs_another_run_is_the_relative_range_of_run_medians() -> None:
+    def runs(*tputs: float) -> list[RunResult]:
+        out = []
+        for t in tputs:
+            r = fake_result()
+            r.figures = dataclasses.replace(fake_figures((t,)), global_throughput=t)
+            out.append(r)
+        return out
+
+    assert not needs_another_run(runs(1000.0), 0.1)  # one run: nothing to compare yet
+    assert not needs_another_run(runs(1000.0, 1090.0), 0.1)
+    assert needs_another_run(runs(1000.0, 1110.0), 0.1)
+    assert not needs_another_run(runs(1000.0, 1110.0), 0.2)
+
+
+@pytest.mark.parametrize("kwargs", [{"runs": 0}, {"runs": 2, "max_runs": 1},
+                                    {"runs": 1, "spread": 0.0}, {"runs": True}])
+def test_replication_rejects_nonsense(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="Received"):
+        Replication(**kwargs)
