@@ -123,24 +123,47 @@ def expand(axes: Mapping[str, Sequence[Any]], fixed: Mapping[str, Any] | None = 
 
 # -- presets ----------------------------------------------------------------------
 IN_PROCESS = ["default", "one_device", "mirrored", "central_storage"]
-# (workload, two global batch sizes, parameters) of the CPU preset. ResNet50 at
-# 32x32 with 10 classes: 224x224 would take minutes per configuration here.
-CPU_WORKLOADS: list[tuple[str, list[int], dict[str, Any]]] = [
-    ("mlp", [256, 1024], {}),
-    ("cnn", [64, 256], {}),
-    ("resnet50", [16, 32], {"image_size": 32, "classes": 10}),
+
+
+@dataclass(frozen=True)
+class CpuWorkload:
+    """One workload of the CPU preset and the points of it worth measuring."""
+
+    name: str
+    batches: list[int]  # global batches; two let the report fit the fixed overhead per step
+    params: dict[str, Any]
+    mirrored_devices: list[int]  # device counts of the multi-device in-process strategies
+    single_device: list[str]  # the single-device references measured
+    multi_process: list[str]  # multi-process strategies, at the first batch and 2 devices
+    in_process: list[str] = field(default_factory=lambda: ["mirrored", "central_storage"])
+
+
+# Chosen for information per second on a 2-core CPU, where logical devices share the
+# cores: every single-device strategy runs the same computation, so one reference per
+# workload is enough (the MLP, cheapest, also measures one_device beside default); 4
+# devices only where a run costs seconds (the MLP: how overhead grows with replicas);
+# ResNet50 at 32x32 with 10 classes and one batch (its first step alone costs 5-30 s,
+# growing with replicas). CentralStorage cannot train Keras 3 BatchNormalization with
+# 2+ replicas (ResNet50), so it is measured on the MLP and the CNN only.
+CPU_WORKLOADS: list[CpuWorkload] = [
+    CpuWorkload("mlp", [256, 1024], {}, [2, 4], ["default", "one_device"],
+                ["multi_worker_mirrored", "parameter_server", "independent"]),
+    CpuWorkload("cnn", [64, 256], {}, [2], ["default"],
+                ["multi_worker_mirrored", "parameter_server", "independent"]),
+    CpuWorkload("resnet50", [16], {"image_size": 32, "classes": 10}, [2], ["default"],
+                ["multi_worker_mirrored", "independent"], in_process=["mirrored"]),
 ]
 
 
 def preset_default(hw: Hardware) -> list[RunSpec]:
     """What `make bench` runs: a matrix that fits the hardware found.
 
-    CPU (logical devices sharing the cores): all three workloads, the four
-    in-process strategies, 1/2/4 devices, two global batch sizes each, then the
-    multi-process strategies at one batch size; short windows so the sweep ends
-    within ~15 minutes on 2 cores. ResNet50 uses a
-    32x32 input and 10 classes there (224x224 would take minutes per configuration;
-    its first step alone takes ~40 s at 4 logical devices).
+    CPU (logical devices sharing the cores): all three workloads; the in-process
+    strategies at 1, 2 (and for the MLP 4) devices and two batch sizes; the
+    multi-process strategies and the independent-copies baseline at 2 devices, plus
+    two copies sharing one device. Short windows: every configuration is measured in
+    two or more processes (``bench run --runs``), which is where the precision comes
+    from; the sweep aims at 10 minutes on 2 cores.
     GPU: 1..N GPUs, ResNet50 at 224x224 with fixed per-replica batches.
     """
     if hw.gpus:
@@ -150,26 +173,27 @@ def preset_default(hw: Hardware) -> list[RunSpec]:
         return expand({"workload": ["resnet50"],
                        "strategy": [*IN_PROCESS, "multi_worker_mirrored", "independent"],
                        "devices": list(range(1, n + 1)), "batch": [64, 128]}, fixed)
-    fixed = {"repeats": 3, "max_seconds": 1.5, "min_steps": 5, "max_steps": 400,
+    fixed = {"repeats": 3, "max_seconds": 0.5, "min_steps": 5, "max_steps": 400,
              "warmup_steps": 3, "timeout_s": 300.0}
     specs: list[RunSpec] = []
-    for workload, batches, params in CPU_WORKLOADS:
-        specs += expand({"workload": [workload], "strategy": IN_PROCESS,
-                         "devices": [1, 2, 4], "batch": batches},
-                        {**fixed, "params": params})
-    # Multi-process strategies at the first batch size: the same replica counts as
-    # mirrored (so the report can compare them), the independent-copies baseline,
-    # and two processes sharing one device (what several workers on a GPU cost).
-    for workload, batches, params in CPU_WORKLOADS:
-        devices = [2] if workload == "resnet50" else [2, 4]
-        strategies = ["multi_worker_mirrored", "independent"] + (
-            [] if workload == "resnet50" else ["parameter_server"])
-        specs += expand({"workload": [workload], "strategy": strategies, "devices": devices,
-                         "batch": batches[:1]}, {**fixed, "params": params})
-        specs += expand({"workload": [workload], "strategy": ["independent"], "devices": [1],
-                         "batch": batches[:1]},
-                        {**fixed, "params": params, "workers_per_device": 2})
-    return [s for s in specs if _runs_on(s, hw)]
+    for w in CPU_WORKLOADS:
+        knobs = {**fixed, "params": w.params}
+        specs += expand({"workload": [w.name], "strategy": w.single_device, "devices": [1],
+                         "batch": w.batches}, knobs)
+        specs += expand({"workload": [w.name], "strategy": w.in_process,
+                         "devices": w.mirrored_devices, "batch": w.batches}, knobs)
+    for w in CPU_WORKLOADS:
+        knobs = {**fixed, "params": w.params}
+        specs += expand({"workload": [w.name], "strategy": w.multi_process, "devices": [2],
+                         "batch": w.batches[:1]}, knobs)
+        # The ideal-scaling baseline at every replica count the in-process ones reach.
+        specs += expand({"workload": [w.name], "strategy": ["independent"],
+                         "devices": w.mirrored_devices, "batch": w.batches[:1]}, knobs)
+        # Two processes sharing one device: what several workers on one GPU cost.
+        specs += expand({"workload": [w.name], "strategy": ["independent"], "devices": [1],
+                         "batch": w.batches[:1]}, {**knobs, "workers_per_device": 2})
+    unique = {s.key(): s for s in reversed(specs)}  # first occurrence wins, order kept
+    return [s for s in specs if unique.pop(s.key(), None) is s and _runs_on(s, hw)]
 
 
 def _runs_on(spec: RunSpec, hw: Hardware) -> bool:

@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.cli.common import add_matrix_args, specs_from_args, writable_dir
+from bench.cli.common import UsageError, add_matrix_args, specs_from_args, writable_dir
 from bench.cli.report import report_after_sweep
 from bench.cli.tensorboard_export import export_after_sweep
 from bench.exits import Exit
 from bench.hardware import detect
-from bench.launch.sweep import run_sweep
+from bench.launch.sweep import Replication, run_sweep
 from bench.results.store import SweepStore, load_sweep
 from reports.results_table import LEGEND, format_table
 
@@ -29,11 +29,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     where = (f"{len(hw.gpus)} GPU(s)" if hw.gpus
              else f"CPU only ({hw.cores} cores; device counts are logical devices sharing them)")
     print(f"stratbench: {len(specs)} configuration(s) -> {out}\nmachine: {hw.cpu_model}, {where}")
-    outcome = run_sweep(specs, out)
+    replication = replication_from_args(args)
+    extra = replication.passes - replication.runs
+    print(f"each configuration in {replication.runs} separate process(es), alternating order"
+          + (f"; up to {extra} more where runs disagree by over {replication.spread:.0%}"
+             if extra else ""))
+    outcome = run_sweep(specs, out, replication=replication)
     loaded = load_sweep(out)
     keys = {s.key() for s in specs}
     mine = [r for r in loaded.results if r.key in keys]
-    print(f"\nresults: {SweepStore(out).results_dir} ({len(mine)} of {len(specs)} configurations)")
+    runs_of = {r.key for r in mine}
+    print(f"\nresults: {SweepStore(out).results_dir} ({len(mine)} runs of {len(runs_of)} of "
+          f"{len(specs)} configurations; sweep wall time {outcome.wall_s:.0f} s)")
     print(format_table(mine))
     print("\n" + LEGEND)
     for w in loaded.warnings:
@@ -51,9 +58,28 @@ def cmd_run(args: argparse.Namespace) -> int:
     return Exit.OK
 
 
+def replication_from_args(args: argparse.Namespace) -> Replication:
+    """Runs per configuration from ``--runs``/``--max-runs`` (usage errors name the flag)."""
+    if args.runs < 1:
+        raise UsageError(f"--runs must be at least 1. Received: --runs {args.runs}")
+    max_runs = args.max_runs if args.max_runs is not None else args.runs + 1
+    if max_runs < args.runs:
+        raise UsageError(f"--max-runs must be at least --runs ({args.runs}). "
+                         f"Received: --max-runs {args.max_runs}")
+    return Replication(runs=args.runs, max_runs=max_runs)
+
+
 def add_parser(sub: Any) -> None:
     """Register ``run``."""
     p = sub.add_parser("run", help="run a sweep (each configuration in its own process)")
     add_matrix_args(p)
     p.add_argument("--out", type=Path, help="sweep directory (re-use it to resume)")
+    # Two processes is the least that shows run-to-run noise, which on a shared machine
+    # is larger than the noise between windows of one process.
+    p.add_argument("--runs", type=int, default=2,
+                   help="separate processes per configuration, at different times "
+                        "(default %(default)s)")
+    p.add_argument("--max-runs", type=int, default=None, dest="max_runs",
+                   help="more runs, up to this many, for configurations whose runs disagree "
+                        "by over 10%% (default: --runs + 1)")
     p.set_defaults(func=cmd_run)

@@ -27,6 +27,7 @@ class SweepOutcome:
     ran: list[RunResult] = field(default_factory=list)
     skipped: list[RunSpec] = field(default_factory=list)
     interrupted: bool = False
+    wall_s: float = 0.0  # this invocation, start to end
 
     @property
     def problems(self) -> list[RunResult]:
@@ -191,10 +192,11 @@ def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
         outcome.interrupted = True
         echo(f"\ninterrupted: {len(outcome.ran)} result(s) kept; the current run was killed "
              f"and will run again when the sweep is resumed")
+    outcome.wall_s = time.monotonic() - progress.t0
     store.journal({"event": "interrupted" if outcome.interrupted else "finished",
                    "at": now_iso(), "ran": len(outcome.ran),
                    "statuses": [r.status for r in outcome.ran],
-                   "wall_s": round(time.monotonic() - progress.t0, 1)})
+                   "wall_s": round(outcome.wall_s, 1)})
     return outcome
 
 
