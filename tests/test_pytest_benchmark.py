@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from bench.env import INJECT_SLOWDOWN_VAR
-from bench.results.store import load_sweep
+from bench.results.store import SweepStore, load_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,6 +31,29 @@ def run_pytest(args: list[str], env_extra: dict[str, str] | None = None
                           cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
 
 
+def info_file(bench: dict[str, object]) -> Path:
+    info = bench["extra_info"]
+    assert isinstance(info, dict)
+    return Path(str(info["result_file"]))
+
+
+def test_runs_are_parametrized_in_rounds() -> None:
+    """--stratbench-runs N: every configuration once, then again (collection only, no TF)."""
+    proc = subprocess.run([sys.executable, "-m", "pytest", "benchmarks/", "--benchmark-only",
+                           "--stratbench-matrix", "small", "--stratbench-runs", "2",
+                           "--collect-only", "-q", "-p", "no:cacheprovider"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    ids = [line.split("[", 1)[1].rstrip("]") for line in proc.stdout.splitlines()
+           if "::test_training_throughput[" in line]
+    assert [i.rsplit("-", 1)[1] for i in ids] == ["run1"] * (len(ids) // 2) + \
+        ["run2"] * (len(ids) // 2) and len(ids) >= 2, proc.stdout + proc.stderr
+    bad = subprocess.run([sys.executable, "-m", "pytest", "benchmarks/", "--benchmark-only",
+                          "--stratbench-runs", "0", "--collect-only", "-q",
+                          "-p", "no:cacheprovider"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert bad.returncode != 0 and "--stratbench-runs must be >= 1" in bad.stdout + bad.stderr
+
+
 def test_benchmark_json_compare_and_compare_fail(tmp_path: Path) -> None:
     storage = f"file://{tmp_path / 'store'}"
     first_json = tmp_path / "first.json"
@@ -42,7 +65,8 @@ def test_benchmark_json_compare_and_compare_fail(tmp_path: Path) -> None:
     doc = json.loads(first_json.read_text("utf-8"))
     (bench,) = doc["benchmarks"]
     (result,) = load_sweep(tmp_path / "sweep").results  # the same run, saved as a result
-    assert result.status == "ok" and result.figures is not None
+    assert result.status == "ok" and result.figures is not None and result.replicate == 1
+    assert info_file(bench) == SweepStore(tmp_path / "sweep").paths(result.spec, 1).result
     windows = result.figures.windows
     assert bench["stats"]["rounds"] == len(windows) == result.spec.repeats
     assert bench["stats"]["data"] == pytest.approx([w.wall_s / w.steps for w in windows],

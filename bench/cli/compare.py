@@ -1,23 +1,22 @@
 """``python -m bench compare BASELINE CURRENT``: noise-aware regression check.
 
-Exit codes: 0 nothing regressed, 1 something regressed (or broke), 2 usage error.
+Exit codes (``bench.exits``): 0 no regression at the stated detection power,
+2 usage error, 4 regression, 5 cannot tell at this noise, 1 internal error.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
-from bench.cli.common import (
-    UsageError,
-)
-from bench.exits import Exit
+from bench.cli.common import UsageError
 from bench.regress.compare import (
     DEFAULT_ALPHA,
-    DEFAULT_METHOD,
-    METRICS,
+    DEFAULT_THRESHOLD,
+    FAMILIES,
     CompareError,
     Report,
     Thresholds,
@@ -25,51 +24,60 @@ from bench.regress.compare import (
 )
 from bench.regress.history import HistoryError, Selection, open_history
 from bench.regress.render import FORMATS, warning_banner
-from bench.regress.significance import TESTS
 from bench.results.schema import RunResult
+from bench.results.stats import DEFAULT_POWER
+
+EXIT_CODES = (
+    "exit codes: 0 no regression (every configuration could have shown a change of the "
+    "threshold's size and did not), 4 regression (or a configuration that ran before "
+    "fails now), 5 cannot tell at this noise (the detectable change exceeds the "
+    "threshold: add runs, or raise --threshold), 3 runs failed (nightly), 2 usage "
+    "error, 1 internal error. 4 wins over 3, 3 over 5.")
 
 
-def load_side(arg: str, history_path: Path | None) -> tuple[str, list[RunResult], list[str]]:
-    """Results named by ``arg``: a sweep directory, or a history selection (KEY=VALUE,...)."""
+def load_side(arg: str, history_path: Path | None
+              ) -> tuple[str, list[RunResult], list[Hashable] | None, list[str]]:
+    """Results named by ``arg``, a sweep directory or a history selection (KEY=VALUE,...):
+    label, results, the group (sweep) of each result (None: one group), warnings."""
     from bench.results.store import load_sweep
 
     path = Path(arg)
     if path.is_dir():
         loaded = load_sweep(path)
-        return str(path), loaded.results, loaded.warnings
+        return str(path), loaded.results, None, loaded.warnings
     if "=" not in arg:
         raise UsageError(f"{arg!r} is neither a sweep directory nor a history selection "
                          f"(KEY=VALUE[,KEY=VALUE...], e.g. tag=nightly,sweep=latest). "
                          f"Received: {arg!r}")
     selection = Selection.parse(arg)
     with open_history(history_path, create=False) as h:
-        results, warnings = h.results(selection)
-    return f"history:{selection.describe()}", results, warnings
+        results, sweeps, warnings = h.results_by_sweep(selection)
+    return f"history:{selection.describe()}", results, list(sweeps), warnings
 
 
 def run_compare(baseline: str, current: str, *, history_path: Path | None = None,
-                thresholds: Thresholds | None = None, method: str = DEFAULT_METHOD,
-                alpha: float = DEFAULT_ALPHA) -> tuple[Report, list[str]]:
+                thresholds: Thresholds | None = None, alpha: float = DEFAULT_ALPHA,
+                power: float = DEFAULT_POWER) -> tuple[Report, list[str]]:
     """Load both sides and compare them; returns the report and load warnings."""
-    b_label, b, b_warn = load_side(baseline, history_path)
-    c_label, c, c_warn = load_side(current, history_path)
+    b_label, b, b_groups, b_warn = load_side(baseline, history_path)
+    c_label, c, c_groups, c_warn = load_side(current, history_path)
     report = compare(b, c, baseline_label=b_label, current_label=c_label,
-                     thresholds=thresholds, method=method, alpha=alpha)
+                     thresholds=thresholds, alpha=alpha, power=power,
+                     baseline_groups=b_groups, current_groups=c_groups)
     return report, b_warn + c_warn
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-
     try:
         report, warnings = run_compare(
             args.baseline, args.current, history_path=args.history,
-            thresholds=Thresholds.parse(args.threshold), method=args.method, alpha=args.alpha)
+            thresholds=Thresholds.parse(args.threshold), alpha=args.alpha, power=args.power)
     except (CompareError, HistoryError) as exc:
         raise UsageError(str(exc)) from exc
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
     banner = warning_banner(report)
-    if banner and args.format != "table":  # the table prints it itself
+    if banner and args.format != "table":  # the table prints it itself, at the top
         print(banner, file=sys.stderr)
     if not report.configs:
         print("warning: no configuration is present on both sides; nothing was compared",
@@ -79,31 +87,39 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if target:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(FORMATS.get(fmt)(report), encoding="utf-8")
-    return Exit.REGRESSION if report.regressed else 0
+    return int(report.exit_code)
 
 
 def add_compare_args(p: argparse.ArgumentParser) -> None:
     """Options shared by `compare` and `nightly`."""
-    p.add_argument("--threshold", action="append", default=[], metavar="[METRIC=]FRACTION",
-                   help="smallest relative change that counts as a regression (default 5%%); "
-                        f"per metric with METRIC=5%% ({', '.join(METRICS.names())}, or memory "
-                        "for both memories); repeatable")
-    p.add_argument("--method", default=DEFAULT_METHOD, choices=TESTS.names(),
-                   help="significance test on per-window values (default %(default)s)")
+    p.add_argument("--threshold", action="append", default=[], metavar="[FAMILY=]FRACTION",
+                   help=f"smallest relative change that counts (default "
+                        f"{DEFAULT_THRESHOLD * 100:.0f}%%); per family with FAMILY=5%% "
+                        f"({', '.join(FAMILIES)}; throughput and step_time mean time); "
+                        f"repeatable")
     p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
-                   help="significance level (default %(default)s)")
+                   help="significance level, two-sided (default %(default)s): the false-"
+                        "alarm rate per configuration and family on unchanged code")
+    p.add_argument("--power", type=float, default=DEFAULT_POWER,
+                   help="detection power the stated detectable change is computed for "
+                        "(default %(default)s)")
     p.add_argument("--history", type=Path, default=None,
                    help="history store (default results/history.sqlite)")
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
-        "compare", help="compare two sweeps or history selections; exit 1 on a regression",
-        description="For every configuration in both BASELINE and CURRENT, compare "
-                    "throughput, step time and peak memory window by window. A regression is "
-                    "a significant change (statistical test on the per-window values) larger "
-                    "than the threshold. Exit codes: 0 no regression, 1 regression, 2 usage "
-                    "error.")
+        "compare", help="compare two sweeps or history selections (exit 4 on a regression)",
+        description="For every configuration in both BASELINE and CURRENT, judge time "
+                    "(throughput and step time: one decision) and peak memory. The run "
+                    "(process) is the unit: each run's figure is the median of its windows, "
+                    "and the change is tested against the run-to-run noise, so each side "
+                    "needs 2+ runs of a configuration (bench run --runs, or a history "
+                    "selection spanning several sweeps). A regression is a significant "
+                    "change beyond the threshold; every configuration also states the "
+                    "change it could have detected (90%% power), and says 'cannot tell' "
+                    "when that exceeds the threshold.",
+        epilog=EXIT_CODES)
     p.add_argument("baseline", help="sweep directory or history selection, e.g. "
                                     "tag=nightly,sweep=previous")
     p.add_argument("current", help="sweep directory or history selection")

@@ -38,13 +38,15 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(json.dumps([asdict(r) for r in rows], indent=2))
         return 0
     print(f"{'id':>5}  {'started (UTC)':25s} {'configuration':42s} {'status':8s} "
-          f"{'examples/s':>12s} {'CV':>6s}  {'machine':12s} {'commit':10s} {'tf':8s} sweep")
+          f"{'examples/s':>12s} {'CV':>6s}  {'machine':12s} {'software':12s} {'commit':10s} "
+          f"{'tf':8s} sweep")
     for r in rows:
         tput = f"{r.global_throughput:,.1f}" if r.global_throughput is not None else "-"
         cv = f"{r.throughput_cv * 100:.1f}%" if r.throughput_cv is not None else "-"
         sweep = f"{r.sweep_id}" + (f" ({r.tag})" if r.tag else "")
         print(f"{r.id:>5}  {r.started_at:25s} {r.label[:42]:42s} {r.status:8s} {tput:>12s} "
-              f"{cv:>6s}  {(r.machine_id or '-')[:12]:12s} {(r.git_commit or '-')[:10]:10s} "
+              f"{cv:>6s}  {(r.machine_id or '-')[:12]:12s} {(r.software_id or '-')[:12]:12s} "
+              f"{(r.git_commit or '-')[:10]:10s} "
               f"{(r.tf_version or '-')[:8]:8s} {sweep}")
     print(f"{len(rows)} result(s)")
     return 0
@@ -77,7 +79,8 @@ def _guard(fn: Any) -> Any:
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("history", help="the history store: ingest sweeps, list, filter",
                        description="An SQLite file holding every ingested result, indexed by "
-                                   "machine, git commit, TensorFlow version, spec key, time.")
+                                   "hardware (machine), software stack (software), git "
+                                   "commit, TensorFlow version, spec key, time.")
     hsub = p.add_subparsers(dest="history_command", required=True)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--history", type=Path, default=None,

@@ -1,7 +1,8 @@
 """``python -m bench nightly``: the nightly regression job (what `make nightly` runs).
 
-Exit codes: 0 no regression, 1 regression, 2 usage error, 3 some benchmarks
-failed to run but nothing comparable regressed.
+Exit codes: 0 no regression at the stated detection power, 4 regression, 3 some
+benchmarks failed to run (nothing comparable regressed), 5 cannot tell at this
+noise (or no baseline yet), 2 usage error, 1 internal error.
 """
 
 from __future__ import annotations
@@ -13,66 +14,82 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.cli.common import (
-    UsageError,
-)
-from bench.cli.compare import add_compare_args
+from bench.cli.common import UsageError
+from bench.cli.compare import EXIT_CODES, add_compare_args
 from bench.regress.compare import CompareError, Thresholds
 from bench.regress.history import HistoryError
-from bench.regress.nightly import DEFAULT_TIMEOUT_S, report_nightly, run_matrix
-from bench.regress.render import as_table, warning_banner
+from bench.regress.nightly import (
+    DEFAULT_BASELINE_NIGHTLIES,
+    DEFAULT_RUNS,
+    DEFAULT_TIMEOUT_S,
+    report_nightly,
+    run_matrix,
+)
+from bench.regress.render import as_table
+
+
+def _positive(flag: str, value: int) -> int:
+    if value < 1:
+        raise UsageError(f"{flag} must be a positive integer. Received: {flag} {value}")
+    return value
 
 
 def cmd_nightly(args: argparse.Namespace) -> int:
-
     out: Path = args.out or Path("results") / f"nightly-{_dt.datetime.now():%Y%m%d-%H%M%S}"
-    if args.baseline_runs < 1:
-        raise UsageError(f"--baseline-runs must be a positive integer. "
-                         f"Received: --baseline-runs {args.baseline_runs}")
+    nightlies = _positive("--baseline-nightlies", args.baseline_nightlies)
+    runs = _positive("--runs", args.runs)
     try:
         thresholds = Thresholds.parse(args.threshold)
+        if not 0 < args.alpha < 1 or not 0 < args.power < 1:
+            raise UsageError(f"--alpha and --power must be between 0 and 1. Received: "
+                             f"--alpha {args.alpha} --power {args.power}")
         rc = None
         if not args.report_only:
-            rc = run_matrix(out, shlex.split(args.pytest_args), args.timeout)
+            rc = run_matrix(out, shlex.split(args.pytest_args), args.timeout, runs=runs)
         elif not out.is_dir():
             raise UsageError(f"--report-only needs an existing nightly directory. "
                              f"Received: --out {out}")
         outcome = report_nightly(out, history_path=args.history, thresholds=thresholds,
-                                 method=args.method, alpha=args.alpha, pytest_rc=rc,
-                                 baseline_runs=args.baseline_runs)
+                                 alpha=args.alpha, power=args.power, pytest_rc=rc,
+                                 baseline_nightlies=nightlies)
     except (CompareError, HistoryError) as exc:
         raise UsageError(str(exc)) from exc
     for why in outcome.ingest.skipped:
         print(f"warning: skipped {why}", file=sys.stderr)
     if outcome.report is None:
         print(f"nightly: no earlier nightly of machine {outcome.machine_id} in the history; "
-              f"this run is the baseline for the next one")
+              f"nothing compared (cannot tell); this run is the baseline for the next one")
     else:
-        banner = warning_banner(outcome.report)
-        if banner:
-            print(banner, file=sys.stderr)
-        print(as_table(outcome.report))
+        print(as_table(outcome.report))  # software differences first, loudly
     print(f"nightly: Markdown {outcome.markdown}"
           + (f", trend plot {outcome.plot}" if outcome.plot else ""))
-    return outcome.exit_code
+    print(f"nightly: exit code {int(outcome.exit_code)} ({outcome.exit_code.name.lower()})")
+    return int(outcome.exit_code)
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
-        "nightly", help="run the nightly matrix, store it, compare with the previous nightly",
-        description="Runs `pytest benchmarks/ --benchmark-only`, ingests the results into "
-                    "the history (tag nightly), compares them with the previous nightly of "
-                    "the same machine, writes nightly.md and trend.png into the sweep "
-                    "directory. Exit codes: 0 no regression, 1 regression, 2 usage error, "
-                    "3 benchmarks failed to run (nothing comparable regressed).")
+        "nightly", help="run the nightly matrix, store it, compare with the last nightlies",
+        description="Runs `pytest benchmarks/ --benchmark-only` with every configuration "
+                    "in --runs separate processes, ingests the results into the history "
+                    "(tag nightly), compares them with the last --baseline-nightlies "
+                    "nightlies of the same hardware (machine_id: a TensorFlow or driver "
+                    "upgrade keeps the baseline; every software difference is listed "
+                    "first), and writes nightly.md and trend.png into the sweep directory.",
+        epilog=EXIT_CODES)
     p.add_argument("--out", type=Path, help="sweep directory (default results/nightly-<time>)")
     p.add_argument("--report-only", action="store_true",
                    help="do not run the matrix; ingest and report an existing --out")
+    p.add_argument("--runs", type=int, default=DEFAULT_RUNS,
+                   help="separate processes per configuration (default %(default)s; the "
+                        "run-to-run noise is measured on them)")
     p.add_argument("--pytest-args", default="",
                    help="extra pytest arguments, e.g. \"--stratbench-matrix tiny\"")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
                    help="hard limit for the whole matrix, seconds (default %(default)g)")
-    p.add_argument("--baseline-runs", type=int, default=1,
-                   help="pool this many previous nightlies as the baseline (default 1)")
+    p.add_argument("--baseline-nightlies", "--baseline-runs", type=int,
+                   default=DEFAULT_BASELINE_NIGHTLIES, dest="baseline_nightlies",
+                   help="pool the last K nightlies of this hardware as the baseline "
+                        "(default %(default)s)")
     add_compare_args(p)
     p.set_defaults(func=cmd_nightly)

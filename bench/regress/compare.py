@@ -1,68 +1,86 @@
-"""Noise-aware comparison of two sets of results (a baseline and a current run).
+"""Noise-aware comparison of two sets of results (a baseline and a current side).
+
+The run (one process) is the unit of replication. Windows of one process share its
+conditions (load, memory layout, thread placement), so runs differ from each other
+by more than their windows do; windows only say how precisely their own run was
+measured. Each run gives one figure per measure (the median of its windows), and
+``bench.results.stats.compare_runs`` compares the two groups of run figures with
+the run-to-run noise measured on them (nightlies: night-to-night too).
 
 For every configuration present on both sides (matched by ``RunSpec.key()``,
-recomputed from the stored spec so that results written before a RunSpec field
-was added still match), each metric in ``METRICS`` is compared on its
-per-window samples. A metric *regressed* when both hold:
+recomputed from the stored spec so that results written before a RunSpec field was
+added still match), each family of figures gets ONE decision:
 
-- the change is statistically significant (``TESTS[method]`` on the windows), and
-- the relative change of the medians is worse than the metric's threshold.
+- ``time``: seconds per example of each window, the reciprocal of its throughput.
+  Throughput and step time are this one measurement seen both ways up, so they
+  can never get different verdicts;
+- ``memory``: device peak and host peak RSS, each judged; the family takes the worst.
 
-Either alone cries wolf: a significant 0.5% change is real but irrelevant, and a
-7% change within a noisy configuration is not evidence. A configuration that was
-``ok`` in the baseline and failed, ran out of memory or timed out now is a
-regression too. Differences in the environment fingerprint are listed, loudly.
+Verdicts (of a measure and of a family), at ``alpha`` with 90% power:
+
+- ``regressed``: the change is significant and worse than the threshold;
+- ``improved``: significant and better than the threshold;
+- ``cannot tell``: otherwise, when the minimum detectable change (what this
+  comparison would catch with 90% power at its measured noise) exceeds the
+  threshold: the gate could not have seen a regression of the threshold's size;
+- ``ok``: otherwise (a regression of the threshold's size would have been caught).
+
+A configuration that was ``ok`` in the baseline and failed, ran out of memory or
+timed out now is ``broken``, a regression too. Every difference between the
+sides' fingerprints is listed: software first (TensorFlow, CUDA, driver, Python,
+``TF_*``/``NCCL_*`` variables), since that is usually the cause.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
+from bench.env import hardware_identity, software_stack, stored_machine_id
 from bench.errors import BenchError
+from bench.exits import Exit
 from bench.registry import Registry
-from bench.regress.significance import TESTS, bootstrap_ratio_interval
 from bench.results.schema import Figures, RunResult
-from bench.results.stats import coefficient_of_variation
+from bench.results.stats import DEFAULT_POWER, RunComparison, compare_runs
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.05
-DEFAULT_METHOD = "mannwhitney"
-CONFIDENCE = 0.95  # of the reported bootstrap interval, whatever the method
-# With 2+ baseline runs of a configuration, its run-to-run spread is known: windows of
-# one process share that process's conditions (load, memory layout, thread placement),
-# so a new run can differ from the old ones by more than their windows do. A change
-# smaller than this many run-to-run CVs is what re-running the same code can show.
-RUN_NOISE_K = 2.0
 
 COMPARISON_DEFINITION = (
-    "change = median(current windows) / median(baseline windows) - 1. A metric regressed "
-    "when the change is significant (the chosen test on per-window values, two-sided) AND "
-    "worse than the metric's threshold. noise floor = coefficient of variation (std/mean) of "
-    "the per-window throughputs of one side. Several runs of one configuration on a side "
-    f"are pooled (their windows together); with 2+ baseline runs the threshold is raised "
-    f"to {RUN_NOISE_K:g} x the run-to-run CV of their medians when that is larger.")
+    "The run (one process) is the unit: each run's figure is the median of its windows; "
+    "windows only give a run's own precision (a floor to its noise). change = ratio of the "
+    "geometric means of the run figures, current / baseline - 1 (time: + = slower; "
+    "throughput change = 1 / (1 + change) - 1). The interval and p come from Student's t "
+    "on the log run figures, with the run-to-run noise pooled over both sides (and the "
+    "nightly-to-nightly noise when the baseline pools several nightlies and it is "
+    "larger). detectable = the change found with 90% power at alpha on that noise. "
+    "regressed/improved: significant and beyond the threshold; cannot tell: otherwise, "
+    "when detectable > threshold; ok: otherwise.")
 
 
 class CompareError(BenchError):
     """Inputs that cannot be compared (usage error at the CLI: exit code 2)."""
 
 
-# -- metrics ------------------------------------------------------------------------
+# -- measures and their families ----------------------------------------------------------
 @dataclass(frozen=True)
-class Metric:
-    """A figure compared window by window."""
+class Measure:
+    """A figure measured in every window, as a cost: higher is worse."""
 
     name: str
+    family: str
     unit: str
-    higher_is_better: bool
     description: str
-    samples: Callable[[Figures], list[float]]
+    windows: Callable[[Figures], list[float]]
+
+
+def _seconds_per_example(f: Figures) -> list[float]:
+    return [1.0 / w.global_throughput for w in f.windows if w.global_throughput > 0]
 
 
 def _device_peaks(f: Figures) -> list[float]:
@@ -73,20 +91,24 @@ def _host_peaks(f: Figures) -> list[float]:
     return [float(w.host_peak_rss_bytes) for w in f.windows if w.host_peak_rss_bytes]
 
 
-METRICS: Registry[Metric] = Registry("metric")
+MEASURES: Registry[Measure] = Registry("measure")
 for _m in (
-    Metric("throughput", "examples/s", True, "global throughput of each window",
-           lambda f: [w.global_throughput for w in f.windows]),
-    Metric("step_time", "s", False, "median step time of each window",
-           lambda f: [w.step_time.median_s for w in f.windows]),
-    Metric("device_memory", "bytes", False,
-           "device peak of each window (max over devices; process-wide on CPU)", _device_peaks),
-    Metric("host_memory", "bytes", False, "host peak RSS of each window", _host_peaks),
+    Measure("time", "time", "s/example",
+            "seconds per example of each window (1 / throughput; step time = global batch x "
+            "it)", _seconds_per_example),
+    Measure("device_memory", "memory", "bytes",
+            "device peak of each window (max over devices; process-wide on CPU)",
+            _device_peaks),
+    Measure("host_memory", "memory", "bytes", "host peak RSS of each window", _host_peaks),
 ):
-    METRICS.register(_m.name, _m)
+    MEASURES.register(_m.name, _m)
+FAMILIES = ("time", "memory")
+# Names accepted by --threshold besides the families (the metrics of earlier versions).
+_ALIASES = {"throughput": "time", "step_time": "time", "device_memory": "memory",
+            "host_memory": "memory"}
 
 
-# -- thresholds ---------------------------------------------------------------------
+# -- thresholds ---------------------------------------------------------------------------
 def parse_fraction(text: str, what: str) -> float:
     """``5%`` or ``0.05`` -> 0.05; the error names ``what`` and the received text."""
     raw = text.strip()
@@ -101,54 +123,71 @@ def parse_fraction(text: str, what: str) -> float:
 
 @dataclass(frozen=True)
 class Thresholds:
-    """Smallest relative change that counts, per metric (``default`` for the rest)."""
+    """Smallest relative change that counts, per family (``default`` for the rest)."""
 
     default: float = DEFAULT_THRESHOLD
-    per_metric: dict[str, float] = field(default_factory=dict)
+    per_family: dict[str, float] = field(default_factory=dict)
 
-    def of(self, metric: str) -> float:
-        return self.per_metric.get(metric, self.default)
+    def of(self, family: str) -> float:
+        return self.per_family.get(family, self.default)
 
     @classmethod
     def parse(cls, items: Iterable[str]) -> Thresholds:
-        """From ``["5%", "memory=10%", "throughput=0.03"]`` (``memory`` = both memories)."""
+        """From ``["5%", "memory=10%", "time=0.03"]`` (``throughput``/``step_time`` mean
+        ``time``; ``device_memory``/``host_memory`` mean ``memory``)."""
         default, per = DEFAULT_THRESHOLD, {}
         for item in items:
             name, sep, value = item.rpartition("=")
             if not sep:
                 default = parse_fraction(value, "--threshold")
                 continue
-            names = ["device_memory", "host_memory"] if name == "memory" else [name]
-            for n in names:
-                METRICS.get(n)  # unknown metric names are refused with the valid ones
-                per[n] = parse_fraction(value, f"--threshold {name}")
+            family = _ALIASES.get(name, name)
+            if family not in FAMILIES:
+                raise CompareError(f"unknown family {name!r} in --threshold; valid: "
+                                   f"{', '.join(FAMILIES)}. Received: {item!r}")
+            per[family] = parse_fraction(value, f"--threshold {name}")
         return cls(default, per)
 
 
-# -- results of a comparison --------------------------------------------------------
-VERDICTS = ("regressed", "improved", "unchanged", "inconclusive")  # of a metric
-# Of a configuration: the metrics' verdicts, plus status changes between the sides.
+# -- results of a comparison --------------------------------------------------------------
+OK, REGRESSED, IMPROVED, CANNOT_TELL = "ok", "regressed", "improved", "cannot tell"
+VERDICTS = (REGRESSED, CANNOT_TELL, IMPROVED, OK)  # worst first: a family takes the first
+# Of a configuration: the families' verdicts, plus status changes between the sides.
 CONFIG_VERDICTS = (*VERDICTS, "broken", "fixed", "not comparable")
 
 
 @dataclass
-class MetricComparison:
-    metric: str
+class MeasureComparison:
+    """One measure of one configuration; ``change`` and ``interval`` are relative
+    (+ = worse: slower, more memory)."""
+
+    measure: str
+    family: str
     unit: str
-    baseline_median: float
-    current_median: float
-    change: float  # relative: current / baseline - 1
-    interval: tuple[float, float]  # bootstrap interval of the relative change
+    baseline: float  # geometric mean of the run figures, in ``unit``
+    current: float
+    change: float
+    interval: tuple[float, float]
     p_value: float | None
     significant: bool
+    detectable: float  # minimum detectable change at alpha with 90% power
     threshold: float
+    baseline_runs: int
+    current_runs: int
     baseline_windows: int
     current_windows: int
-    baseline_cv: float
-    current_cv: float
+    noise_cv: float | None  # run-level (or nightly-level) noise that decided, as a CV
+    noise_unit: str  # "run" or "nightly"
+    run_cv: float | None  # run-to-run CV within nightlies, both sides pooled
+    window_cv: tuple[float, float]  # within-run window CV, baseline and current
     verdict: str
     note: str = ""
-    run_to_run_cv: float | None = None  # of the baseline runs' medians (2+ runs)
+    # Time only: the same decision as throughput (examples/s) and step time (s).
+    baseline_throughput: float | None = None
+    current_throughput: float | None = None
+    throughput_change: float | None = None
+    baseline_step_s: float | None = None
+    current_step_s: float | None = None
 
 
 @dataclass
@@ -159,34 +198,34 @@ class ConfigComparison:
     current_status: str
     baseline_runs: int
     current_runs: int
-    metrics: list[MetricComparison] = field(default_factory=list)
-    verdict: str = "unchanged"
+    measures: list[MeasureComparison] = field(default_factory=list)
+    families: dict[str, str] = field(default_factory=dict)  # family -> verdict
+    verdict: str = OK
     note: str = ""
 
-    @property
-    def noise_floor(self) -> tuple[float | None, float | None]:
-        """Throughput CV across windows (baseline, current), the measured noise floor."""
-        for m in self.metrics:
-            if m.metric == "throughput":
-                return m.baseline_cv, m.current_cv
-        return None, None
+    def measure(self, name: str) -> MeasureComparison | None:
+        return next((m for m in self.measures if m.measure == name), None)
 
 
 @dataclass
 class FingerprintDiff:
     field: str
+    kind: str  # "software", "hardware" (both may explain a change) or "info" (expected)
     baseline: list[str]
     current: list[str]
-    severity: str  # "warning": may explain a change; "info": expected (code, host)
     configurations: int  # how many matched configurations differ in it
+
+    @property
+    def severity(self) -> str:
+        return "info" if self.kind == "info" else "warning"
 
 
 @dataclass
 class Report:
     baseline: str
     current: str
-    method: str
     alpha: float
+    power: float
     thresholds: Thresholds
     configs: list[ConfigComparison]
     only_baseline: list[str]
@@ -196,25 +235,47 @@ class Report:
 
     @property
     def regressed(self) -> list[ConfigComparison]:
-        return [c for c in self.configs if c.verdict in ("regressed", "broken")]
+        return [c for c in self.configs if c.verdict in (REGRESSED, "broken")]
+
+    @property
+    def cannot_tell(self) -> list[ConfigComparison]:
+        return [c for c in self.configs if c.verdict == CANNOT_TELL]
 
     @property
     def warnings(self) -> list[FingerprintDiff]:
-        return [d for d in self.fingerprint if d.severity == "warning"]
+        """Software and hardware differences (either may explain a change)."""
+        return [d for d in self.fingerprint if d.kind != "info"]
+
+    @property
+    def exit_code(self) -> Exit:
+        """REGRESSION over CANNOT_TELL over OK (see bench.exits)."""
+        if self.regressed:
+            return Exit.REGRESSION
+        return Exit.CANNOT_TELL if self.cannot_tell else Exit.OK
+
+    def detectable(self, family: str = "time") -> list[float]:
+        """Minimum detectable changes of ``family``'s measures, one per configuration."""
+        return [m.detectable for c in self.configs for m in c.measures
+                if m.family == family and m.measure in ("time", "device_memory")]
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["regressed"] = [c.key for c in self.regressed]
-        d["units"] = {"baseline_median": "the metric's unit (metrics[].unit)",
-                      "current_median": "the metric's unit (metrics[].unit)",
-                      "change": "ratio (current / baseline - 1)",
-                      "interval": "ratio (95% bootstrap interval of change)",
-                      "threshold": "ratio", "baseline_cv": "ratio (std/mean of windows)",
-                      "current_cv": "ratio (std/mean of windows)",
-                      "run_to_run_cv": "ratio (std/mean of baseline run medians)",
-                      "alpha": "probability", "p_value": "probability (two-sided)"}
-        for c, cd in zip(self.configs, d["configs"], strict=True):
-            cd["noise_floor_cv"] = dict(zip(("baseline", "current"), c.noise_floor, strict=True))
+        d["cannot_tell"] = [c.key for c in self.cannot_tell]
+        d["exit_code"] = int(self.exit_code)
+        d["units"] = {
+            "baseline": "the measure's unit (measures[].unit), geometric mean of run figures",
+            "current": "the measure's unit (measures[].unit)",
+            "change": "ratio (current / baseline - 1; + = worse)",
+            "interval": f"ratio ({1 - self.alpha:.0%} interval of change)",
+            "detectable": f"ratio (change found with {self.power:.0%} power at alpha)",
+            "threshold": "ratio", "noise_cv": "ratio (std/mean of run or nightly figures)",
+            "run_cv": "ratio (std/mean of run figures)",
+            "window_cv": "ratio (std/mean of the windows of one run)",
+            "baseline_throughput": "examples/s", "current_throughput": "examples/s",
+            "throughput_change": "ratio", "baseline_step_s": "s", "current_step_s": "s",
+            "alpha": "probability", "power": "probability",
+            "p_value": "probability (two-sided)"}
         return d
 
     def to_json(self) -> str:
@@ -232,70 +293,75 @@ def _finite(value: Any) -> Any:
     return value
 
 
-# -- comparing ----------------------------------------------------------------------
+# -- comparing ----------------------------------------------------------------------------
 def identity(result: RunResult) -> str:
     """The key two results are matched by (recomputed: see the module docstring)."""
     return result.spec.key()
 
 
-def group(results: Iterable[RunResult]) -> dict[str, list[RunResult]]:
-    out: dict[str, list[RunResult]] = {}
-    for r in results:
-        out.setdefault(identity(r), []).append(r)
+Grouped = list[tuple[RunResult, Hashable]]  # a run and the group it came from (its nightly)
+
+
+def group(results: Iterable[RunResult], labels: Sequence[Hashable] | None = None
+          ) -> dict[str, Grouped]:
+    """Results by configuration key, each with its group label (None without labels)."""
+    results = list(results)
+    if labels is not None and len(labels) != len(results):
+        raise CompareError(f"one group label per result is needed. Received: {len(labels)} "
+                           f"labels for {len(results)} results")
+    out: dict[str, Grouped] = {}
+    for i, r in enumerate(results):
+        out.setdefault(identity(r), []).append((r, None if labels is None else labels[i]))
     return out
 
 
-def compare_metric(metric: Metric, base: Sequence[float], cur: Sequence[float],
-                   threshold: float, method: str, alpha: float,
-                   run_to_run_cv: float | None = None) -> MetricComparison:
-    """Compare one metric's per-window samples; see the module docstring for the rule."""
-    asked = threshold
-    if run_to_run_cv is not None:
-        threshold = max(threshold, RUN_NOISE_K * run_to_run_cv)
-    b_med, c_med = float(np.median(base)), float(np.median(cur))
-    change = c_med / b_med - 1.0 if b_med else math.nan
-    lo, hi = bootstrap_ratio_interval(base, cur, CONFIDENCE)
-    outcome = TESTS.get(method).run(base, cur, alpha)
-    worse = -change if metric.higher_is_better else change
-    if not outcome.possible:
-        verdict = "inconclusive"
-    elif outcome.significant and worse > threshold:
-        verdict = "regressed"
-    elif outcome.significant and -worse > threshold:
-        verdict = "improved"
-    else:
-        verdict = "unchanged"
-    note = outcome.note
-    if verdict == "unchanged" and outcome.significant:
-        note = f"significant but within the {threshold:.0%} threshold"
-    elif verdict == "unchanged" and abs(worse) > threshold:
-        note = "beyond the threshold but not significant (noise)"
-    noisiest = max(coefficient_of_variation(base), coefficient_of_variation(cur))
-    if verdict in ("regressed", "improved") and noisiest > threshold:
-        # Seen when other processes share the machine: say so rather than stay silent.
-        note = (f"noisy: window CV up to {noisiest:.0%} exceeds the threshold; the machine "
-                f"may have been busy, confirm with a re-run")
-    if threshold > asked and run_to_run_cv is not None:
-        raised = (f"threshold {threshold:.0%}: {RUN_NOISE_K:g} x the baseline runs' "
-                  f"run-to-run CV {run_to_run_cv:.1%}")
-        note = f"{note}; {raised}" if note else raised
-    return MetricComparison(
-        metric=metric.name, unit=metric.unit, baseline_median=b_med, current_median=c_med,
-        change=change, interval=(lo - 1.0, hi - 1.0), p_value=outcome.p_value,
-        significant=outcome.significant, threshold=threshold, baseline_windows=len(base),
-        current_windows=len(cur), baseline_cv=coefficient_of_variation(base),
-        current_cv=coefficient_of_variation(cur), verdict=verdict, note=note,
-        run_to_run_cv=run_to_run_cv)
+def _verdict(stats: RunComparison, threshold: float) -> tuple[str, str]:
+    log_change, bound = math.log(stats.ratio), math.log1p(threshold)
+    if stats.significant and log_change > bound:
+        return REGRESSED, ""
+    if stats.significant and -log_change > bound:
+        return IMPROVED, ""
+    if stats.mde > threshold:
+        why = stats.note or (f"only changes of {stats.mde:.0%} or more would be caught, "
+                             f"threshold {threshold:.0%}: add runs or raise the threshold")
+        return CANNOT_TELL, why
+    if stats.significant:
+        return OK, f"significant but within the {threshold:.0%} threshold"
+    return OK, ""
 
 
-def _pooled(results: Sequence[RunResult], metric: Metric) -> list[float]:
-    return [v for r in results if r.figures is not None for v in metric.samples(r.figures)]
-
-
-def _run_to_run_cv(results: Sequence[RunResult], metric: Metric) -> float | None:
-    medians = [float(np.median(v)) for r in results if r.figures
-               and (v := metric.samples(r.figures))]
-    return coefficient_of_variation(medians) if len(medians) >= 2 else None
+def compare_measure(measure: Measure, base: Sequence[Sequence[float]],
+                    cur: Sequence[Sequence[float]], threshold: float, *,
+                    alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER,
+                    base_groups: Sequence[Hashable] | None = None,
+                    cur_groups: Sequence[Hashable] | None = None) -> MeasureComparison:
+    """Compare one measure's runs (each run a list of window values); see the docstring."""
+    sizes = {"baseline_runs": len(base), "current_runs": len(cur),
+             "baseline_windows": sum(map(len, base)), "current_windows": sum(map(len, cur))}
+    values = [v for run in (*base, *cur) for v in run]
+    if min(values) <= 0:  # no ratio of a zero: judged by equality alone
+        same = len(set(values)) == 1
+        return MeasureComparison(
+            measure=measure.name, family=measure.family, unit=measure.unit,
+            baseline=float(np.median([v for r in base for v in r])),
+            current=float(np.median([v for r in cur for v in r])), change=math.nan,
+            interval=(math.nan, math.nan), p_value=None, significant=False,
+            detectable=0.0 if same else math.inf, threshold=threshold, noise_cv=None,
+            noise_unit="run", run_cv=None, window_cv=(0.0, 0.0),
+            verdict=OK if same else CANNOT_TELL,
+            note="" if same else "zero values: no ratio can be formed", **sizes)
+    stats = compare_runs(base, cur, alpha=alpha, power=power, baseline_groups=base_groups,
+                         current_groups=cur_groups)
+    verdict, note = _verdict(stats, threshold)
+    return MeasureComparison(
+        measure=measure.name, family=measure.family, unit=measure.unit,
+        baseline=stats.baseline.center, current=stats.current.center,
+        change=stats.ratio - 1.0, interval=(stats.low - 1.0, stats.high - 1.0),
+        p_value=stats.p_value, significant=stats.significant, detectable=stats.mde,
+        threshold=threshold, noise_cv=stats.noise_cv,
+        noise_unit="nightly" if stats.unit == "group" else "run", run_cv=stats.run_cv,
+        window_cv=(stats.baseline.within_cv, stats.current.within_cv), verdict=verdict,
+        note=note, **sizes)
 
 
 def _status(results: Sequence[RunResult]) -> str:
@@ -303,102 +369,128 @@ def _status(results: Sequence[RunResult]) -> str:
     return "ok" if statuses == ["ok"] else "/".join(statuses)
 
 
-def compare_config(base: Sequence[RunResult], cur: Sequence[RunResult], *,
-                   thresholds: Thresholds, method: str, alpha: float) -> ConfigComparison:
-    """Compare the runs of one configuration on both sides."""
-    first = (cur or base)[0]
+def _with_throughput(m: MeasureComparison, global_batch: int) -> MeasureComparison:
+    m.baseline_throughput, m.current_throughput = 1.0 / m.baseline, 1.0 / m.current
+    m.throughput_change = 1.0 / (1.0 + m.change) - 1.0
+    m.baseline_step_s, m.current_step_s = m.baseline * global_batch, m.current * global_batch
+    return m
+
+
+def compare_config(base: Grouped, cur: Grouped, *, thresholds: Thresholds,
+                   alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER
+                   ) -> ConfigComparison:
+    """Compare the runs of one configuration on both sides (with their group labels)."""
+    b_all, c_all = [r for r, _ in base], [r for r, _ in cur]
+    first = (c_all or b_all)[0]
     out = ConfigComparison(key=identity(first), label=first.spec.label(),
-                           baseline_status=_status(base), current_status=_status(cur),
-                           baseline_runs=len(base), current_runs=len(cur))
-    base_ok = [r for r in base if r.status == "ok" and r.figures]
-    cur_ok = [r for r in cur if r.status == "ok" and r.figures]
-    if base_ok and not cur_ok:
-        reason = next((r.reason for r in cur if r.reason), "") or ""
+                           baseline_status=_status(b_all), current_status=_status(c_all),
+                           baseline_runs=len(b_all), current_runs=len(c_all))
+    b_ok = [(r, g) for r, g in base if r.status == "ok" and r.figures]
+    c_ok = [(r, g) for r, g in cur if r.status == "ok" and r.figures]
+    if b_ok and not c_ok:
+        reason = next((r.reason for r in c_all if r.reason), "") or ""
         out.verdict, out.note = "broken", (f"ok before, {out.current_status} now: "
                                            f"{reason.splitlines()[0] if reason else ''}")
         return out
-    if not base_ok:
-        out.verdict = "fixed" if cur_ok else "not comparable"
+    if not b_ok:
+        out.verdict = "fixed" if c_ok else "not comparable"
         out.note = f"baseline {out.baseline_status}"
         return out
-    for name, metric in METRICS.items():
-        b, c = _pooled(base_ok, metric), _pooled(cur_ok, metric)
-        if b and c:
-            out.metrics.append(compare_metric(metric, b, c, thresholds.of(name), method, alpha,
-                                              _run_to_run_cv(base_ok, metric)))
-    # Worst first: one regressed metric makes the configuration regressed.
-    verdicts = {m.verdict for m in out.metrics}
-    out.verdict = next((v for v in ("regressed", "improved", "inconclusive") if v in verdicts),
-                       "unchanged")
+    for name, measure in MEASURES.items():
+        b = [(w, g) for r, g in b_ok if r.figures and (w := measure.windows(r.figures))]
+        c = [(w, g) for r, g in c_ok if r.figures and (w := measure.windows(r.figures))]
+        if not b or not c:
+            continue
+        m = compare_measure(measure, [w for w, _ in b], [w for w, _ in c],
+                            thresholds.of(measure.family), alpha=alpha, power=power,
+                            base_groups=[g for _, g in b], cur_groups=[g for _, g in c])
+        out.measures.append(_with_throughput(m, first.global_batch) if name == "time" else m)
+    for family in FAMILIES:
+        verdicts = {m.verdict for m in out.measures if m.family == family}
+        if verdicts:
+            out.families[family] = next(v for v in VERDICTS if v in verdicts)
+    out.verdict = next((v for v in VERDICTS if v in out.families.values()), OK)
+    if out.current_status != "ok":  # some runs failed: said, though the others compared
+        out.note = f"current runs {out.current_status}"
     return out
 
 
 def compare(baseline: Sequence[RunResult], current: Sequence[RunResult], *,
             baseline_label: str = "baseline", current_label: str = "current",
-            thresholds: Thresholds | None = None, method: str = DEFAULT_METHOD,
-            alpha: float = DEFAULT_ALPHA) -> Report:
-    """Compare every configuration present on both sides."""
-    TESTS.get(method)  # refuse an unknown method before doing anything
+            thresholds: Thresholds | None = None, alpha: float = DEFAULT_ALPHA,
+            power: float = DEFAULT_POWER, baseline_groups: Sequence[Hashable] | None = None,
+            current_groups: Sequence[Hashable] | None = None) -> Report:
+    """Compare every configuration present on both sides.
+
+    ``*_groups`` label each result with the group it came from (e.g. the nightly's
+    sweep): runs of one group share its conditions, and with 2+ groups on a side the
+    group-to-group noise is measured too (see ``bench.results.stats.compare_runs``).
+    """
     if not 0 < alpha < 1:
         raise CompareError(f"alpha must be between 0 and 1. Received: alpha={alpha!r}")
+    if not 0 < power < 1:
+        raise CompareError(f"power must be between 0 and 1. Received: power={power!r}")
     if not baseline:
         raise CompareError(f"no results on the baseline side ({baseline_label})")
     if not current:
         raise CompareError(f"no results on the current side ({current_label})")
     thresholds = thresholds or Thresholds()
-    b, c = group(baseline), group(current)
+    b, c = group(baseline, baseline_groups), group(current, current_groups)
     common = [k for k in c if k in b]
-    configs = [compare_config(b[k], c[k], thresholds=thresholds, method=method, alpha=alpha)
-               for k in sorted(common, key=lambda k: c[k][0].spec.label())]
+    configs = [compare_config(b[k], c[k], thresholds=thresholds, alpha=alpha, power=power)
+               for k in sorted(common, key=lambda k: c[k][0][0].spec.label())]
     return Report(
-        baseline=baseline_label, current=current_label, method=method, alpha=alpha,
+        baseline=baseline_label, current=current_label, alpha=alpha, power=power,
         thresholds=thresholds, configs=configs,
-        only_baseline=sorted(b[k][0].spec.label() for k in b if k not in c),
-        only_current=sorted(c[k][0].spec.label() for k in c if k not in b),
-        fingerprint=fingerprint_diffs([(b[k], c[k]) for k in common]))
+        only_baseline=sorted(b[k][0][0].spec.label() for k in b if k not in c),
+        only_current=sorted(c[k][0][0].spec.label() for k in c if k not in b),
+        fingerprint=fingerprint_diffs([([r for r, _ in b[k]], [r for r, _ in c[k]])
+                                       for k in common]))
 
 
-# -- fingerprints -------------------------------------------------------------------
-# Differences that can move a figure: hardware, software stack, relevant variables.
-_WARN_FIELDS = ("machine_id", "cpu_model", "cpu_cores", "memory_bytes", "gpus", "tpu",
-                "tensorflow", "keras", "numpy", "python", "platform", "tf_build",
-                "physical_devices", "threads")
-# Expected to differ between a baseline and a current run; listed, not warned about.
-_INFO_FIELDS = ("git.commit", "git.dirty", "host")
+# -- fingerprints ---------------------------------------------------------------------------
+_KIND_ORDER = {"software": 0, "hardware": 1, "info": 2}
 
 
-def _fields(env: dict[str, Any]) -> dict[str, str]:
-    out = {k: json.dumps(env.get(k), sort_keys=True) for k in _WARN_FIELDS if k in env}
+def _fields(env: dict[str, Any]) -> dict[tuple[str, str], str]:
+    """(kind, field) -> JSON value of every fingerprint field that can differ."""
+    out: dict[tuple[str, str], str] = {}
+    if env.get("cpu_model") is not None:
+        for k, v in hardware_identity(env).items():
+            out[("hardware", k)] = json.dumps(v, sort_keys=True)
+    else:  # a fingerprint without hardware fields: its stored id is all there is
+        out[("hardware", "machine_id")] = json.dumps(stored_machine_id(env))
+    for k, v in software_stack(env).items():
+        if k == "env_vars":
+            for var, value in v.items():
+                out[("software", f"env_vars.{var}")] = json.dumps(value)
+        elif v not in (None, []):
+            out[("software", k)] = json.dumps(v, sort_keys=True)
     git = env.get("git") or {}
-    out["git.commit"] = json.dumps(git.get("commit"))
-    out["git.dirty"] = json.dumps(git.get("dirty"))
-    out["host"] = json.dumps(env.get("host"))
-    for var, value in (env.get("env_vars") or {}).items():
-        out[f"env_vars.{var}"] = json.dumps(value)
+    out[("info", "git.commit")] = json.dumps(git.get("commit"))
+    out[("info", "git.dirty")] = json.dumps(git.get("dirty"))
+    out[("info", "host")] = json.dumps(env.get("host"))
     return out
 
 
 def fingerprint_diffs(pairs: Sequence[tuple[Sequence[RunResult], Sequence[RunResult]]]
                       ) -> list[FingerprintDiff]:
-    """Fields whose values differ between the two sides of matched configurations."""
-    found: dict[str, tuple[set[str], set[str], int]] = {}
+    """Fields whose values differ between the two sides of matched configurations,
+    software first, then hardware, then the expected ones (commit, host)."""
+    found: dict[tuple[str, str], tuple[set[str], set[str], int]] = {}
     for base, cur in pairs:
-        b_env = [_fields(r.environment) for r in base]
-        c_env = [_fields(r.environment) for r in cur]
-        names = {n for e in b_env + c_env for n in e}
-        for name in names:
+        b_env = [_fields(r.environment or {}) for r in base]
+        c_env = [_fields(r.environment or {}) for r in cur]
+        for name in {n for e in b_env + c_env for n in e}:
             bv = {e.get(name, '"(unset)"') for e in b_env}
             cv = {e.get(name, '"(unset)"') for e in c_env}
             if bv != cv:
                 old = found.get(name, (set(), set(), 0))
                 found[name] = (old[0] | bv, old[1] | cv, old[2] + 1)
-    diffs = []
-    for name in sorted(found):
-        bv, cv, count = found[name]
-        severity = "info" if name in _INFO_FIELDS else "warning"
-        diffs.append(FingerprintDiff(name, sorted(_plain(v) for v in bv),
-                                     sorted(_plain(v) for v in cv), severity, count))
-    return sorted(diffs, key=lambda d: (d.severity != "warning", d.field))
+    diffs = [FingerprintDiff(name, kind, sorted(_plain(v) for v in bv),
+                             sorted(_plain(v) for v in cv), count)
+             for (kind, name), (bv, cv, count) in found.items()]
+    return sorted(diffs, key=lambda d: (_KIND_ORDER[d.kind], d.field))
 
 
 def _plain(encoded: str) -> str:

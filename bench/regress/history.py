@@ -1,14 +1,18 @@
 """The history store: every result ever ingested, in one SQLite file (no server).
 
 Results are ingested from sweep directories. Each stored result keeps its whole
-JSON document plus indexed columns (machine fingerprint, git commit, TensorFlow
-version, spec key, time) to select by. Ingest is idempotent: a result is
+JSON document plus indexed columns (hardware identity ``machine_id``, software
+stack ``software_id``, git commit, TensorFlow version, spec key, time) to select
+by. ``machine_id`` is recomputed from the stored fingerprint
+(``bench.env.stored_machine_id``), so results written before the hardware/software
+split share their machine's id with today's. Ingest is idempotent: a result is
 identified by the SHA-256 of its file's bytes (result files are never
 overwritten), so ingesting a directory again adds only what is new. A file that
 cannot be read or does not match the result schema is named and skipped.
 
-The store's own layout carries a version (``PRAGMA user_version``); a store of
-another version is refused with a message saying what to do.
+The store's own layout carries a version (``PRAGMA user_version``); a version-1
+store is migrated in place (software_id added, machine ids recomputed), any other
+version is refused with a message saying what to do.
 """
 
 from __future__ import annotations
@@ -22,13 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.env import now_iso
+from bench.env import now_iso, software_id, stored_machine_id
 from bench.errors import BenchError, SchemaError
 from bench.regress.compare import identity
 from bench.results.schema import RunResult
 from bench.results.store import parse
 
-STORE_VERSION = 1
+STORE_VERSION = 2
 DEFAULT_PATH = Path("results") / "history.sqlite"
 BUSY_TIMEOUT_S = 30.0  # another process ingesting: wait this long for its lock, then fail
 
@@ -51,7 +55,8 @@ CREATE TABLE results (
     devices           INTEGER NOT NULL,
     global_batch      INTEGER NOT NULL,
     status            TEXT NOT NULL,
-    machine_id        TEXT,
+    machine_id        TEXT,            -- hardware identity (bench.env.machine_id)
+    software_id       TEXT,            -- software stack (bench.env.software_id)
     git_commit        TEXT,
     tf_version        TEXT,
     host              TEXT,
@@ -62,6 +67,7 @@ CREATE TABLE results (
     document          TEXT NOT NULL    -- the result file as stored
 );
 CREATE INDEX results_machine ON results(machine_id);
+CREATE INDEX results_software ON results(software_id);
 CREATE INDEX results_commit ON results(git_commit);
 CREATE INDEX results_tf ON results(tf_version);
 CREATE INDEX results_key ON results(spec_key);
@@ -93,6 +99,7 @@ class Row:
     label: str
     status: str
     machine_id: str | None
+    software_id: str | None
     git_commit: str | None
     tf_version: str | None
     started_at: str
@@ -135,6 +142,8 @@ class History:
             with self.db:
                 self.db.executescript(_SCHEMA)
                 self.db.execute(f"PRAGMA user_version = {STORE_VERSION}")
+        elif version == 1:
+            self._migrate_from_1()
         elif version != STORE_VERSION:
             self.db.close()
             raise HistoryError(
@@ -142,6 +151,23 @@ class History:
                 f"stratbench (expects {STORE_VERSION}); use a matching stratbench or start a "
                 f"new store with --history NEW_PATH and re-ingest the sweep directories")
         self.db.execute("PRAGMA foreign_keys = ON")
+
+    def _migrate_from_1(self) -> None:
+        """Version 1 had no software_id and a machine_id that hashed the GPU driver."""
+        with self.db:  # the version is set last: an interrupted migration is redone
+            columns = {row[1] for row in self.db.execute("PRAGMA table_info(results)")}
+            if "software_id" not in columns:
+                self.db.execute("ALTER TABLE results ADD COLUMN software_id TEXT")
+            self.db.execute("CREATE INDEX IF NOT EXISTS results_software "
+                            "ON results(software_id)")
+            for rid, doc in self.db.execute("SELECT id, document FROM results").fetchall():
+                try:
+                    env = json.loads(doc).get("environment") or {}
+                except ValueError:
+                    continue
+                self.db.execute("UPDATE results SET machine_id = ?, software_id = ? WHERE id = ?",
+                                (stored_machine_id(env), software_id(env), rid))
+            self.db.execute(f"PRAGMA user_version = {STORE_VERSION}")
 
     def __enter__(self) -> History:
         return self
@@ -195,12 +221,13 @@ class History:
         env, f = r.environment or {}, r.figures
         self.db.execute(
             "INSERT INTO results (digest, sweep_id, file, spec_key, label, workload, strategy,"
-            " devices, global_batch, status, machine_id, git_commit, tf_version, host,"
-            " started_at, global_throughput, throughput_cv, step_median_s, document)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " devices, global_batch, status, machine_id, software_id, git_commit, tf_version,"
+            " host, started_at, global_throughput, throughput_cv, step_median_s, document)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (digest, sweep_id, path.name, identity(r), r.spec.label(), r.spec.workload,
-             r.spec.strategy, r.spec.devices, r.global_batch, r.status, env.get("machine_id"),
-             (env.get("git") or {}).get("commit"), env.get("tensorflow"), env.get("host"),
+             r.spec.strategy, r.spec.devices, r.global_batch, r.status,
+             stored_machine_id(env), software_id(env), (env.get("git") or {}).get("commit"),
+             env.get("tensorflow"), env.get("host"),
              r.started_at, f.global_throughput if f else None,
              f.throughput_cv if f else None, f.step_time.median_s if f else None, document))
 
@@ -210,23 +237,30 @@ class History:
         where, args = (selection or Selection()).sql(self)
         cur = self.db.execute(
             "SELECT r.id, r.sweep_id, s.path, s.tag, r.spec_key, r.label, r.status,"
-            " r.machine_id, r.git_commit, r.tf_version, r.started_at, r.global_throughput,"
-            " r.throughput_cv, r.step_median_s FROM results r JOIN sweeps s ON s.id = r.sweep_id"
+            " r.machine_id, r.software_id, r.git_commit, r.tf_version, r.started_at,"
+            " r.global_throughput, r.throughput_cv, r.step_median_s"
+            " FROM results r JOIN sweeps s ON s.id = r.sweep_id"
             f" WHERE {where} ORDER BY r.started_at, r.id", args)
         return [Row(*row) for row in cur.fetchall()]
 
     def results(self, selection: Selection | None = None) -> tuple[list[RunResult], list[str]]:
         """The full results matching ``selection`` and warnings for undecodable ones."""
-        out, warnings = [], []
-        ids = [r.id for r in self.rows(selection)]
-        for rid in ids:
+        results, _, warnings = self.results_by_sweep(selection)
+        return results, warnings
+
+    def results_by_sweep(self, selection: Selection | None = None
+                         ) -> tuple[list[RunResult], list[int], list[str]]:
+        """Like ``results``, with the sweep id of each result (the group it was run in)."""
+        out, sweeps, warnings = [], [], []
+        for row in self.rows(selection):
             (doc,) = self.db.execute("SELECT document FROM results WHERE id = ?",
-                                     (rid,)).fetchone()
+                                     (row.id,)).fetchone()
             try:
                 out.append(RunResult.from_dict(json.loads(doc)))
+                sweeps.append(row.sweep_id)
             except (SchemaError, ValueError) as exc:
-                warnings.append(f"history result {rid} skipped: {exc}")
-        return out, warnings
+                warnings.append(f"history result {row.id} skipped: {exc}")
+        return out, sweeps, warnings
 
     def sweeps(self, selection: Selection | None = None) -> list[Sweep]:
         """Sweeps with at least one result matching ``selection``, oldest first."""
@@ -248,6 +282,7 @@ class History:
 # -- selections -------------------------------------------------------------------------
 # KEY=VALUE filters; each maps to an SQL condition. `sweep` also takes latest/previous.
 _COLUMNS = {"tag": ("s.tag = ?", False), "machine": ("r.machine_id = ?", False),
+            "software": ("r.software_id = ?", False),
             "commit": ("r.git_commit LIKE ?", True), "tf": ("r.tf_version = ?", False),
             "key": ("r.spec_key LIKE ?", True), "workload": ("r.workload = ?", False),
             "strategy": ("r.strategy = ?", False), "status": ("r.status = ?", False),

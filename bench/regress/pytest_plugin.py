@@ -7,13 +7,17 @@ fixture and calls it with a RunSpec::
         result = stratbench_benchmark(RunSpec("mlp", "mirrored", devices=2, repeats=6))
 
 The configuration runs in a fresh child process exactly as in a sweep
-(``bench.launch.launcher.run_isolated``, hard timeout). pytest-benchmark cannot time a
-process that measures itself, so its timer is replaced (through the documented
-``@pytest.mark.benchmark(timer=...)`` option) by ``REPLAY_TIMER``, a clock that
-moves only when told: each ``pedantic`` round replays one measured window by
-advancing it by that window's step time. pytest-benchmark's statistics, storage,
-``--benchmark-compare`` and ``--benchmark-compare-fail`` then work on the real
-per-window step times. Throughput, memory, all-reduce time (when measured) and
+(``bench.launch.launcher.run_isolated``, hard timeout). ``--stratbench-runs N``
+measures every configuration in N processes (``benchmarks/`` parametrizes each
+test by its run number, in rounds), because the run, not the window, is the unit of
+replication: run r is saved as ``SweepStore.paths(spec, r)`` with ``replicate=r``.
+pytest-benchmark cannot time a process that measures itself, so its timer is
+replaced (through the documented ``@pytest.mark.benchmark(timer=...)`` option)
+by ``REPLAY_TIMER``, a clock that moves only when told: each ``pedantic`` round
+replays one measured window by advancing it by that window's step time.
+pytest-benchmark's statistics, storage, ``--benchmark-compare`` and
+``--benchmark-compare-fail`` then work on the real per-window step times.
+Throughput, memory, all-reduce time (when measured) and
 the fingerprint go to ``extra_info``.
 
 One round = one measured window; its time = window wall time / steps in it, so
@@ -102,19 +106,21 @@ def extra_info(result: RunResult, result_file: Path | None) -> dict[str, Any]:
 
 
 def run_benchmark(benchmark: Any, spec: RunSpec, out_dir: Path | None,
-                  timer: ReplayTimer = REPLAY_TIMER) -> RunResult:
-    """Run ``spec`` isolated, save its result, and replay its windows into ``benchmark``.
+                  timer: ReplayTimer = REPLAY_TIMER, replicate: int = 1) -> RunResult:
+    """Run ``spec`` isolated (as its run ``replicate``), save its result, and replay its
+    windows into ``benchmark``.
 
     A failed, OOM or timed-out run fails the test (after its result is saved);
     a configuration this machine cannot run is skipped with the reason.
     """
     with tempfile.TemporaryDirectory(prefix="stratbench-bench-") as tmp:
         sweep = out_dir or Path(tmp)
-        paths = SweepStore(sweep).paths(spec)
+        paths = SweepStore(sweep).paths(spec, replicate)
         if out_dir is not None and paths.result.exists():
             pytest.fail(f"{paths.result} already exists (results are never overwritten); "
                         f"give --stratbench-out a new directory")
         result = run_isolated(spec, paths.log)
+        result.replicate = replicate
         if out_dir is not None:
             save(result, paths.result)
         if result.status == "unsupported":
@@ -126,6 +132,7 @@ def run_benchmark(benchmark: Any, spec: RunSpec, out_dir: Path | None,
             pytest.fail(f"{spec.label()}: {result.status}: {result.reason}", pytrace=False)
         times = iter(window_step_times(result))
         benchmark.extra_info.update(extra_info(result, paths.result if out_dir else None))
+        benchmark.extra_info["replicate"] = replicate
         benchmark.pedantic(lambda: timer.advance(next(times)),
                            rounds=len(result.figures.windows), iterations=1, warmup_rounds=0)
         return result
@@ -139,6 +146,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "directory (for `python -m bench history ingest`)")
     group.addoption("--stratbench-matrix", default="nightly",
                     help="which configurations benchmarks/ runs (default: nightly)")
+    group.addoption("--stratbench-runs", type=int, default=1,
+                    help="measure every configuration in this many separate processes, in "
+                         "rounds (default 1; `bench nightly` uses 2 or more)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -164,11 +174,12 @@ def pytest_benchmark_update_machine_info(config: pytest.Config,
 
 @pytest.fixture
 def stratbench_benchmark(request: pytest.FixtureRequest, benchmark: Any) -> Any:
-    """Callable ``(spec) -> RunResult``: run the spec isolated and benchmark its windows."""
+    """Callable ``(spec, replicate=1) -> RunResult``: run the spec isolated (as its run
+    number ``replicate``) and benchmark its windows."""
     out: Path | None = request.config.getoption("stratbench_out")
 
-    def run(spec: RunSpec) -> RunResult:
-        return run_benchmark(benchmark, spec, out)
+    def run(spec: RunSpec, replicate: int = 1) -> RunResult:
+        return run_benchmark(benchmark, spec, out, replicate=replicate)
 
     return run
 

@@ -1,4 +1,8 @@
-"""Render a comparison (bench.regress.compare.Report) as a terminal table or Markdown."""
+"""Render a comparison (bench.regress.compare.Report) as a terminal table or Markdown.
+
+Differences between the sides' fingerprints come first and loudly: a changed
+TensorFlow, driver or ``TF_*`` variable is usually what a regression is made of.
+"""
 
 from __future__ import annotations
 
@@ -6,54 +10,75 @@ import math
 from collections.abc import Callable
 
 from bench.registry import Registry
-from bench.regress.compare import ConfigComparison, FingerprintDiff, MetricComparison, Report
+from bench.regress.compare import (
+    CANNOT_TELL,
+    ConfigComparison,
+    FingerprintDiff,
+    MeasureComparison,
+    Report,
+)
 
 MIB = 2**20
 
 _MARK = {"regressed": "REGRESSED", "broken": "BROKEN", "improved": "improved",
-         "fixed": "fixed", "unchanged": "ok", "inconclusive": "inconclusive",
+         "fixed": "fixed", "ok": "ok", CANNOT_TELL: "CANNOT TELL at this noise",
          "not comparable": "n/a"}
 
 
-def _value(v: float, unit: str) -> str:
-    if not math.isfinite(v):
-        return "-"
-    if unit == "s":
-        return f"{v * 1e3:.3f} ms"
-    if unit == "bytes":
-        return f"{v / MIB:,.1f} MiB"
-    return f"{v:,.1f} {unit}"
+def _pct(v: float | None) -> str:
+    return "-" if v is None or not math.isfinite(v) else f"{v * 100:+.1f}%"
 
 
-def _pct(v: float) -> str:
-    return "-" if not math.isfinite(v) else f"{v * 100:+.1f}%"
+def _value(m: MeasureComparison, side: str) -> str:
+    if m.measure == "time":
+        tput = m.baseline_throughput if side == "baseline" else m.current_throughput
+        step = m.baseline_step_s if side == "baseline" else m.current_step_s
+        if tput is None or step is None or not math.isfinite(tput):
+            return "-"
+        return f"{tput:,.1f} ex/s, {step * 1e3:.3f} ms/step"
+    v = m.baseline if side == "baseline" else m.current
+    return "-" if not math.isfinite(v) else f"{v / MIB:,.1f} MiB"
 
 
-def _p(m: MetricComparison) -> str:
-    return "-" if m.p_value is None else f"{m.p_value:.3g}"
+def _change(m: MeasureComparison) -> str:
+    if m.measure == "time":
+        return f"{_pct(m.change)} time ({_pct(m.throughput_change)} ex/s)"
+    return _pct(m.change)
 
 
-def _row(c: ConfigComparison, m: MetricComparison) -> list[str]:
+def _detectable(m: MeasureComparison) -> str:
+    return "-" if not math.isfinite(m.detectable) else f"{m.detectable * 100:.1f}%"
+
+
+def _noise(m: MeasureComparison) -> str:
+    if m.noise_cv is None:
+        return "unknown"
+    return f"{m.noise_cv * 100:.1f}% per {m.noise_unit}"
+
+
+def _row(c: ConfigComparison, m: MeasureComparison) -> list[str]:
     lo, hi = m.interval
-    return [c.label, m.metric, _value(m.baseline_median, m.unit),
-            _value(m.current_median, m.unit), _pct(m.change), f"[{_pct(lo)}, {_pct(hi)}]",
-            _p(m), f"{m.baseline_windows}/{m.current_windows}",
-            f"{m.baseline_cv * 100:.1f}%/{m.current_cv * 100:.1f}%",
+    p = "-" if m.p_value is None else f"{m.p_value:.3g}"
+    name = "time" if m.measure == "time" else m.measure.replace("_memory", " memory")
+    return [c.label, name, _value(m, "baseline"), _value(m, "current"), _change(m),
+            f"[{_pct(lo)}, {_pct(hi)}]", p, _detectable(m),
+            f"{m.baseline_runs}/{m.current_runs}", _noise(m),
             _MARK[m.verdict] + (f" ({m.note})" if m.note else "")]
 
 
-HEADER = ["configuration", "metric", "baseline", "current", "change", "95% interval", "p",
-          "windows b/c", "CV b/c", "verdict"]
+HEADER = ["configuration", "measure", "baseline", "current", "change", "interval", "p",
+          "detectable", "runs b/c", "noise", "verdict"]
 
 
 def rows(report: Report) -> list[list[str]]:
-    """One row per configuration and metric; status changes get one row."""
+    """One row per configuration and measure; status changes get one row."""
     out: list[list[str]] = []
     for c in report.configs:
-        if not c.metrics:
+        if not c.measures:
             out.append([c.label, "status", c.baseline_status, c.current_status, "", "", "",
-                        "", "", _MARK[c.verdict] + (f" ({c.note})" if c.note else "")])
-        out += [_row(c, m) for m in c.metrics]
+                        "", f"{c.baseline_runs}/{c.current_runs}", "",
+                        _MARK[c.verdict] + (f" ({c.note})" if c.note else "")])
+        out += [_row(c, m) for m in c.measures]
     return out
 
 
@@ -64,15 +89,37 @@ def fingerprint_lines(diffs: list[FingerprintDiff]) -> list[str]:
 
 
 def warning_banner(report: Report) -> str:
-    """The loud warning printed when fingerprints differ ("" when they do not)."""
-    if not report.warnings:
+    """The loud list of software/hardware differences ("" when there are none)."""
+    software = [d for d in report.warnings if d.kind == "software"]
+    hardware = [d for d in report.warnings if d.kind == "hardware"]
+    if not software and not hardware:
         return ""
-    lines = ["!" * 78,
-             "WARNING: baseline and current come from DIFFERENT ENVIRONMENTS. A change",
-             "below may come from these differences rather than from the code:",
-             *[f"  {line}" for line in fingerprint_lines(report.warnings)],
-             "!" * 78]
+    lines = ["!" * 78]
+    if software:
+        lines += ["SOFTWARE DIFFERS between baseline and current. A change below may come",
+                  "from these differences rather than from the code:",
+                  *[f"  {line}" for line in fingerprint_lines(software)]]
+    if hardware:
+        lines += ["HARDWARE DIFFERS between baseline and current: the figures are not",
+                  "comparable machine to machine:",
+                  *[f"  {line}" for line in fingerprint_lines(hardware)]]
+    lines.append("!" * 78)
     return "\n".join(lines)
+
+
+def power_line(report: Report) -> str:
+    """What the comparison could have caught, e.g. "time changes of 6.1%-14.0% ..."."""
+    found = [d for d in report.detectable("time") if math.isfinite(d)]
+    unknown = len(report.detectable("time")) - len(found)
+    if not found:
+        return ("detection power: unknown (no configuration has 2+ runs on a side; the "
+                "run-to-run noise cannot be measured)") if unknown else ""
+    span = (f"{min(found):.1%}" if len(found) == 1 or min(found) == max(found)
+            else f"{min(found):.1%} to {max(found):.1%}")
+    line = (f"detection power: on this noise, time changes of {span} or more (per "
+            f"configuration) are caught with {report.power:.0%} power at alpha "
+            f"{report.alpha:g}; threshold {report.thresholds.of('time'):.0%}")
+    return line + (f"; unknown for {unknown} configuration(s)" if unknown else "")
 
 
 def summary(report: Report) -> str:
@@ -81,37 +128,44 @@ def summary(report: Report) -> str:
     for c in report.configs:
         counts[c.verdict] = counts.get(c.verdict, 0) + 1
     parts = ", ".join(f"{v} {_MARK[k]}" for k, v in sorted(counts.items()))
-    head = (f"{len(report.regressed)} of {n} configuration(s) regressed" if report.regressed
-            else f"no regression in {n} configuration(s)")
+    if report.regressed:
+        head = f"{len(report.regressed)} of {n} configuration(s) regressed"
+    elif report.cannot_tell:
+        head = (f"cannot tell for {len(report.cannot_tell)} of {n} configuration(s): the "
+                f"noise hides changes of the threshold's size")
+    else:
+        head = f"no regression in {n} configuration(s)"
     return f"{head} ({parts})" if parts else head
 
 
 def _settings(report: Report) -> str:
-    per = ", ".join(f"{k} {v:.0%}" for k, v in sorted(report.thresholds.per_metric.items()))
-    return (f"test: {report.method}, alpha {report.alpha:g}; threshold "
+    per = ", ".join(f"{k} {v:.0%}" for k, v in sorted(report.thresholds.per_family.items()))
+    return (f"alpha {report.alpha:g}, power {report.power:.0%}; threshold "
             f"{report.thresholds.default:.0%}" + (f" ({per})" if per else ""))
 
 
 def as_table(report: Report) -> str:
-    """Plain-text table for the terminal."""
-    table = [HEADER, *rows(report)]
-    widths = [max(len(r[i]) for r in table) for i in range(len(HEADER) - 1)]
-    lines = [f"baseline: {report.baseline}", f"current:  {report.current}", _settings(report)]
+    """Plain-text table for the terminal (differences in the fingerprint first)."""
+    lines: list[str] = []
     banner = warning_banner(report)
     if banner:
-        lines += ["", banner]
-    lines.append("")
+        lines += [banner, ""]
+    lines += [f"baseline: {report.baseline}", f"current:  {report.current}",
+              _settings(report), ""]
+    table = [HEADER, *rows(report)]
+    widths = [max(len(r[i]) for r in table) for i in range(len(HEADER) - 1)]
     for r in table:
         lines.append("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=False))
                      + "  " + r[-1])
     lines += _tail(report, bullet="  ")
-    lines += ["", summary(report)]
+    power = power_line(report)
+    lines += ["", summary(report)] + ([power] if power else [])
     return "\n".join(lines)
 
 
 def _tail(report: Report, bullet: str) -> list[str]:
     out: list[str] = []
-    info = [d for d in report.fingerprint if d.severity == "info"]
+    info = [d for d in report.fingerprint if d.kind == "info"]
     if info:
         out += ["", "also differs (expected):", *[bullet + ln for ln in fingerprint_lines(info)]]
     if report.only_baseline:
@@ -125,20 +179,27 @@ def _tail(report: Report, bullet: str) -> list[str]:
 
 def as_markdown(report: Report) -> str:
     """Markdown for CI summaries (e.g. $GITHUB_STEP_SUMMARY)."""
-    verdict = "❌" if report.regressed else "✅"
-    lines = [f"## stratbench compare {verdict} {summary(report)}", "",
-             f"- baseline: `{report.baseline}`", f"- current: `{report.current}`",
-             f"- {_settings(report)}", ""]
-    if report.warnings:
+    verdict = "❌" if report.regressed else ("⚠️" if report.cannot_tell else "✅")
+    lines = [f"## stratbench compare {verdict} {summary(report)}", ""]
+    software = [d for d in report.warnings if d.kind == "software"]
+    hardware = [d for d in report.warnings if d.kind == "hardware"]
+    if software:
         lines += ["> [!WARNING]",
-                  "> **Baseline and current come from different environments**; a change "
-                  "may come from these differences rather than from the code:"]
-        lines += [f"> - `{ln}`" for ln in fingerprint_lines(report.warnings)]
+                  "> **The software differs between baseline and current**; a change may "
+                  "come from these differences rather than from the code:"]
+        lines += [f"> - `{ln}`" for ln in fingerprint_lines(software)]
         lines.append("")
+    if hardware:
+        lines += ["> [!CAUTION]", "> **The hardware differs**: figures are not comparable:"]
+        lines += [f"> - `{ln}`" for ln in fingerprint_lines(hardware)]
+        lines.append("")
+    power = power_line(report)
+    lines += [f"- baseline: `{report.baseline}`", f"- current: `{report.current}`",
+              f"- {_settings(report)}"] + ([f"- {power}"] if power else []) + [""]
     lines += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     for r in rows(report):
         cells = [x.replace("|", "\\|") for x in r]
-        if cells[-1].startswith(("REGRESSED", "BROKEN")):
+        if cells[-1].startswith(("REGRESSED", "BROKEN", "CANNOT TELL")):
             cells[-1] = f"**{cells[-1]}**"
         lines.append("| " + " | ".join(cells) + " |")
     lines += [ln if not ln.startswith("  ") else f"- {ln.strip()}"
