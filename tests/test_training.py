@@ -120,21 +120,48 @@ def test_measure_figures_are_consistent() -> None:
     assert f["memory"]["device_peak_bytes"]["CPU:0"] > 0
 
 
-def test_flops_of_mlp_are_exact() -> None:
+def test_flops_of_mlp_count_the_backward_pass_as_executed() -> None:
     s = run_case("stats", strategy="one_device", devices=1, params={"widths": [16, 8]})
-    macs = 32 * 16 + 16 * 8 + 8 * 4  # tiny MLP: 32 -> 16 -> 8 -> 4 classes
-    assert s["forward_flops_per_example"] == 2 * macs
-    assert s["train_flops_per_example"] == 6 * macs
-    assert s["params"] == macs + 16 + 8 + 4
+    # tiny MLP: 32 -> 16 -> 8 -> 4 classes. Per layer: forward, weight gradient, and
+    # input gradient except for the first layer (its input is data).
+    layers = [(32, 16), (16, 8), (8, 4)]
+    forward = sum(2 * a * b for a, b in layers)
+    weight_grads = forward
+    input_grads = sum(2 * a * b for a, b in layers[1:])
+    assert s["forward_flops_per_example"] == forward
+    assert s["train_flops_per_example"] == forward + weight_grads + input_grads
+    assert s["params"] == sum(a * b + b for a, b in layers)
     assert s["grad_bytes_per_step"] == 4 * s["params"]
 
 
 def test_flops_of_cnn_count_convolutions() -> None:
     s = run_case("stats", workload="cnn", strategy="one_device", devices=1)
     # tiny CNN: 8x8x3 -> conv 3x3x3x8 -> conv 3x3x8x8 (8x8 out) -> pool -> 4x4x8 -> 16 -> 4
-    convs = 8 * 8 * (3 * 3 * 3 * 8 + 3 * 3 * 8 * 8)
-    dense = 4 * 4 * 8 * 16 + 16 * 4
-    assert s["forward_flops_per_example"] == 2 * (convs + dense)
+    first_conv = 8 * 8 * 3 * 3 * 3 * 8
+    others = 8 * 8 * 3 * 3 * 8 * 8 + 4 * 4 * 8 * 16 + 16 * 4
+    assert s["forward_flops_per_example"] == 2 * (first_conv + others)
+    assert s["train_flops_per_example"] == 2 * (2 * first_conv + 3 * others)
+
+
+def test_flop_count_matches_the_ops_tensorflow_builds_for_a_step() -> None:
+    """The count equals the MatMul/Conv2D FLOPs of the traced training step's graph
+    (computed from each op's shapes), e.g. no input gradient for the first layer."""
+    default_mlp = {"input_dim": 784, "widths": [512, 512], "classes": 10}
+    models = [{"workload": "mlp", "params": {"widths": [16, 8]}}, {"workload": "cnn"},
+              {"workload": "mlp", "params": default_mlp}]
+    mlp, cnn, big = run_case("executed_flops", models=models, batch=8)
+    for r in (mlp, cnn, big):
+        assert r["executed_per_example"] == pytest.approx(r["train_flops_per_example"])
+        assert r["executed_per_example"] < 3 * r["forward_flops_per_example"]
+    assert set(cnn["by_type"]) == {"MatMul", "Conv2D", "Conv2DBackpropInput",
+                                   "Conv2DBackpropFilter"}
+    # Two convolutions, one input gradient (the second's): the first sees only data.
+    assert cnn["by_type"]["Conv2DBackpropInput"] == pytest.approx(
+        cnn["by_type"]["Conv2D"] - 2 * 8 * 8 * 3 * 3 * 3 * 8)
+    # The default MLP (784-512-512-10) executes 3,209,216 FLOPs per example, not
+    # 3 x forward = 4,012,032.
+    assert big["train_flops_per_example"] == 3_209_216
+    assert 3 * big["forward_flops_per_example"] == 4_012_032
 
 
 def test_shards_rebuild_every_global_batch() -> None:

@@ -77,8 +77,87 @@ def case_stats(setup: Any, **over: Any) -> dict[str, Any]:
     return asdict(_trainer(setup, **over).stats)
 
 
+def _matmul_flops(op: Any) -> float:
+    a, b = (t.shape for t in op.inputs[:2])
+    if op.type == "MatMul":
+        ta, tb = op.get_attr("transpose_a"), op.get_attr("transpose_b")
+        m, k = (a[1], a[0]) if ta else (a[0], a[1])
+        n = b[0] if tb else b[1]
+        return 2.0 * m * k * n
+    raise AssertionError(f"unexpected op {op.type}")
+
+
+def _conv_flops(op: Any) -> float:
+    """2 x output positions x filter size, from the shapes of the op as built by TF."""
+    if op.type == "Conv2D":
+        out, filt = op.outputs[0].shape, op.inputs[1].shape
+    elif op.type == "Conv2DBackpropInput":  # (input_sizes, filter, out_backprop)
+        out, filt = op.inputs[2].shape, op.inputs[1].shape
+    else:  # Conv2DBackpropFilter: (input, filter_sizes, out_backprop) -> filter
+        out, filt = op.inputs[2].shape, op.outputs[0].shape
+    return 2.0 * out[0] * out[1] * out[2] * filt[0] * filt[1] * filt[2] * filt[3]
+
+
+def case_executed_flops(setup: Any, models: list[dict[str, Any]],
+                        batch: int) -> list[dict[str, Any]]:
+    """FLOPs of the matmuls and convolutions one training step's graph executes, for
+    each ``{"workload": ..., "params": ...}`` (tiny variant plus ``params``).
+
+    The step is traced as TensorFlow builds it (forward, then the tape's gradients with
+    respect to the trainable variables); only ops the gradients depend on are counted,
+    each from its own shapes, so the count does not reuse the harness's formula.
+    """
+    import tensorflow as tf
+
+    from workloads import WORKLOADS
+    from workloads.flops import model_stats
+
+    out = []
+    for m in models:
+        w = WORKLOADS.get(m["workload"])
+        params = w.resolve("tiny", m.get("params", {}))
+        model = w.build(params)
+        x, y = w.make_pool(params, batch, 0)
+
+        @tf.function
+        def step(xb: Any, yb: Any, model: Any = model) -> Any:
+            with tf.GradientTape() as tape:
+                logits = model(xb, training=True)
+                loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
+                    yb, logits, from_logits=True))
+            return tape.gradient(loss, model.trainable_variables)
+
+        graph = step.get_concrete_function(tf.constant(x), tf.constant(y)).graph
+        needed: set[str] = set()
+        todo = [t.op for t in graph.outputs]
+        while todo:  # every op the gradients depend on
+            op = todo.pop()
+            if op.name in needed:
+                continue
+            needed.add(op.name)
+            todo.extend(t.op for t in op.inputs)
+            todo.extend(op.control_inputs)
+        counted: dict[str, float] = {}
+        for op in graph.get_operations():
+            if op.name not in needed:
+                continue
+            if op.type == "MatMul":
+                counted[op.type] = counted.get(op.type, 0.0) + _matmul_flops(op)
+            elif op.type.startswith("Conv2D"):
+                counted[op.type] = counted.get(op.type, 0.0) + _conv_flops(op)
+            elif "MatMul" in op.type or "Conv" in op.type:
+                raise AssertionError(f"op type the count does not know: {op.type}")
+        stats = model_stats(model)
+        out.append({"by_type": {k: v / batch for k, v in counted.items()},
+                    "executed_per_example": sum(counted.values()) / batch,
+                    "train_flops_per_example": stats.train_flops_per_example,
+                    "forward_flops_per_example": stats.forward_flops_per_example})
+    return out
+
+
 CASES: dict[str, Callable[..., Any]] = {
     "train": case_train, "curves": case_curves, "measure": case_measure, "stats": case_stats,
+    "executed_flops": case_executed_flops,
 }
 
 
