@@ -91,38 +91,204 @@ class FakeTF:
                 return 0
 
 
-def test_peak_flops_come_from_the_cache_without_measuring(
+def _fake_peak(flops: float) -> peak.DtypePeak:
+    return peak.DtypePeak(flops_per_s=flops, by_size={"512": flops}, chain={"512": 8},
+                          measured_at=0.0, load_avg_1m=None)
+
+
+def test_achievable_peak_comes_from_the_cache_without_measuring(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STRATBENCH_CACHE_DIR", str(tmp_path))
-    key = peak.cache_key(FakeTF, "/cpu:0")
-    peak.cache_path().write_text(json.dumps({key: {"flops_per_s": {"float32": 4.0e11}}}))
+    monkeypatch.setattr(peak, "measure_peak", lambda _tf, dtype, _dev: _fake_peak(4.0e11))
+    assert peak.achievable_peak(FakeTF, "/cpu:0", "float32").flops_per_s == 4.0e11
 
     def no_measuring(*_: Any, **__: Any) -> float:
         raise AssertionError("measured although the cache has the figure")
 
-    monkeypatch.setattr(peak, "measure_dtype", no_measuring)
-    assert peak.peak_flops(FakeTF, "/cpu:0") == {"float32": 4.0e11}
-    assert peak.cache_key(FakeTF, "/gpu:0") != key  # another device kind, another entry
-
-
-def test_a_refresh_keeps_the_higher_peak_per_dtype(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("STRATBENCH_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(peak, "measure_peak", no_measuring)
+    assert peak.achievable_peak(FakeTF, "/cpu:0", "float32").flops_per_s == 4.0e11
+    assert peak.cached_peak(FakeTF, "/cpu:0", "bfloat16") is None  # measured per dtype
     key = peak.cache_key(FakeTF, "/cpu:0")
-    peak.cache_path().write_text(json.dumps(
-        {key: {"flops_per_s": {"float32": 4.0e11, "bfloat16": 1.0e11}}}))
-    measured = {"float32": 1.0e11, "bfloat16": 8.0e11, "float16": 2.0e11}
-    monkeypatch.setattr(peak, "measure_dtype", lambda _tf, dtype, _dev: measured[dtype])
-    # A busy machine reads float32 low: the cached 4e11 stays; bfloat16 improves.
-    expected = {"float32": 4.0e11, "bfloat16": 8.0e11, "float16": 2.0e11}
-    assert peak.peak_flops(FakeTF, "/cpu:0", refresh=True) == expected
-    assert peak.peak_flops(FakeTF, "/cpu:0") == expected  # and it is what the cache holds
+    assert peak.cache_key(FakeTF, "/gpu:0") != key  # another device kind, another entry
+    assert key.endswith(peak.METHOD_VERSION)  # figures of another method are not reused
+    entry = json.loads(peak.cache_path().read_text())[key]
+    assert "chained square matmuls" in entry["method"]
+
+
+def test_a_refresh_keeps_the_higher_peak(tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STRATBENCH_CACHE_DIR", str(tmp_path))
+    for flops in (4.0e11, 1.0e11):  # a busy machine reads low: the cached 4e11 stays
+        monkeypatch.setattr(peak, "measure_peak", lambda *_, f=flops: _fake_peak(f))
+        got = peak.achievable_peak(FakeTF, "/cpu:0", "float32", refresh=True)
+    assert got.flops_per_s == 4.0e11 and got.remeasured == 1
+    monkeypatch.setattr(peak, "measure_peak", lambda *_: _fake_peak(5.0e11))
+    assert peak.achievable_peak(FakeTF, "/cpu:0", "float32", refresh=True).flops_per_s == 5e11
+
+
+def test_chains_are_long_enough_that_launch_latency_does_not_count() -> None:
+    # A GPU at 300 TFLOP/s, n = 8192: one matmul is 1.1 TFLOP, 3.7 ms; a call of k
+    # chained matmuls must last MIN_CALL_S, so a ~10 us launch is < 0.01% of it.
+    n, rate = 8192, 3e14
+    k = peak.chain_length(rate, n)
+    assert k * 2 * n**3 / rate >= peak.MIN_CALL_S
+    assert (k - 1) * 2 * n**3 / rate < peak.MIN_CALL_S
+    assert peak.chain_length(1e9, 4096) == 1  # already slow: one matmul per call
+    assert peak.chain_length(0.0, 512) == 1
+    assert peak.chain_length(1e18, 512) == peak.MAX_CHAIN
+    assert min(peak.SIZES["GPU"]) >= 2048 and len(peak.SIZES["CPU"]) > 1
+
+
+def _cpuinfo(vendor: str, family: int, model: int, name: str, flags: str, mhz: float,
+             cores: list[tuple[int, int]]) -> str:
+    """/proc/cpuinfo text: one block per (physical id, core id) logical processor."""
+    return "\n\n".join(
+        f"processor\t: {i}\nvendor_id\t: {vendor}\ncpu family\t: {family}\n"
+        f"model\t\t: {model}\nmodel name\t: {name}\ncpu MHz\t\t: {mhz}\n"
+        f"physical id\t: {pkg}\ncore id\t\t: {core}\nflags\t\t: {flags}"
+        for i, (pkg, core) in enumerate(cores)) + "\n"
+
+
+ZEN4 = _cpuinfo("AuthenticAMD", 25, 17, "AMD EPYC", "fpu sse2 avx fma avx2 avx512f "
+                "avx512_bf16 avx512_vnni", 2596.142, [(0, 0), (0, 1)])
+# Two sockets of 2 cores with 2 hyperthreads each: 8 processors, 4 physical cores.
+SAPPHIRE = _cpuinfo("GenuineIntel", 6, 143, "Intel(R) Xeon(R) Platinum 8480+ @ 2.00GHz",
+                    "sse2 avx fma avx2 avx512f avx512_bf16 avx512_fp16 amx_bf16 amx_tile",
+                    2000.0, [(p, c) for p in (0, 1) for c in (0, 1)] * 2)
+
+
+def test_theoretical_cpu_peak_is_cores_x_clock_x_flops_per_cycle() -> None:
+    info = peak.parse_cpuinfo(ZEN4)
+    assert info.physical_cores == 2 and "avx512_bf16" in info.flags
+    t = peak.cpu_theoretical(info)
+    # Zen 4 runs AVX-512 on 256-bit pipes: 2 FMA x 8 lanes x 2 = 32 float32 FLOPs per
+    # cycle; its bfloat16 dot products do twice that; float16 is converted.
+    assert t.flops_per_s["float32"] == pytest.approx(2 * 2596.142e6 * 32)
+    assert t.flops_per_s["bfloat16"] == pytest.approx(2 * 2596.142e6 * 64)
+    assert t.flops_per_s["float16"] == t.flops_per_s["float32"]
+    assert "cpu MHz" in t.inputs["clock_source"]
+    # With the kernel's boost clock (cpufreq, in kHz) that clock is used instead.
+    boosted = peak.cpu_theoretical(info, sysfs_khz=3.7e6)
+    assert boosted.flops_per_s["float32"] == pytest.approx(2 * 3.7e9 * 32)
+
+
+def test_theoretical_cpu_peak_counts_physical_cores_the_process_may_use() -> None:
+    info = peak.parse_cpuinfo(SAPPHIRE)
+    assert info.physical_cores == 4  # hyperthreads share their core's vector units
+    mine = peak.parse_cpuinfo(SAPPHIRE, usable=[0, 4])  # two threads of one core
+    assert mine.physical_cores == 1
+    t = peak.cpu_theoretical(mine)
+    assert t.flops_per_s["float32"] == pytest.approx(2.0e9 * 64)  # "@ 2.00GHz" x AVX-512
+    assert t.flops_per_s["bfloat16"] == pytest.approx(2.0e9 * 1024)  # AMX
+    assert t.flops_per_s["float16"] == pytest.approx(2.0e9 * 128)  # AVX512-FP16
+    assert "base clock" in t.inputs["clock_source"]
+
+
+def test_theoretical_cpu_peak_without_vector_units_or_clock_is_unknown() -> None:
+    avx2 = peak.parse_cpuinfo(_cpuinfo("GenuineIntel", 6, 85, "Xeon", "sse2 avx fma avx2",
+                                       3000.0, [(0, 0)]))
+    assert peak.cpu_flops_per_cycle(avx2)["float32"][0] == 32
+    assert peak.cpu_flops_per_cycle(avx2)["bfloat16"][0] == 32  # converted
+    bare = peak.parse_cpuinfo("processor\t: 0\nflags\t: fpu\ncpu MHz\t: 1000\n")
+    assert peak.cpu_theoretical(bare).flops_per_s == {}
+    no_clock = peak.parse_cpuinfo("processor\t: 0\nflags\t: sse2 avx\n")
+    assert peak.cpu_theoretical(no_clock).source.startswith("unknown")
+
+
+def test_theoretical_gpu_peak_comes_from_the_datasheet_table() -> None:
+    a100 = peak.gpu_theoretical("NVIDIA A100-SXM4-40GB")
+    assert a100.flops_per_s["bfloat16"] == 312e12 and "A100" in a100.source
+    assert peak.gpu_theoretical("NVIDIA H100 PCIe").flops_per_s["float32"] == 51.2e12
+    assert peak.gpu_theoretical("NVIDIA H100 80GB HBM3").flops_per_s["float32"] == 66.9e12
+    assert peak.gpu_theoretical("Some Future GPU").flops_per_s == {}
+
+
+class FakePeak:
+    """An achievable peak that reads ``first`` from the cache and ``again`` re-measured."""
+
+    def __init__(self, first: float | None, again: float | None = None) -> None:
+        self.first, self.again, self.refreshes = first, again, 0
+
+    def __call__(self, refresh: bool) -> float | None:
+        if refresh:
+            self.refreshes += 1
+            return self.again
+        return self.first
+
+
+def test_mfu_is_achieved_over_the_peaks_and_never_above_one() -> None:
+    # Below the cached peak: no re-measuring; MFU against both peaks.
+    fake = FakePeak(2e11)
+    m = peak.settle_mfu(1e11, 1, fake, theoretical_per_device=4e11)
+    assert (m.mfu, m.peak_flops_per_s, m.fault) == (pytest.approx(0.5), 2e11, None)
+    assert m.mfu_theoretical == pytest.approx(0.25) and fake.refreshes == 0
+    # Two GPUs: the per-device peaks add up.
+    assert peak.settle_mfu(1e11, 2, FakePeak(1e11), None).mfu == pytest.approx(0.5)
+
+
+def test_a_run_above_the_peak_has_it_re_measured() -> None:
+    fake = FakePeak(1e11, again=2.5e11)  # the cached figure read low
+    m = peak.settle_mfu(2e11, 1, fake, theoretical_per_device=None)
+    assert fake.refreshes == 1 and m.remeasured
+    assert m.mfu == pytest.approx(0.8) and m.peak_flops_per_s == 2.5e11 and m.fault is None
+
+
+def test_a_run_still_above_the_re_measured_peak_blames_the_peak() -> None:
+    m = peak.settle_mfu(3e11, 1, FakePeak(1e11, again=1.5e11), 2e11, method="chained")
+    assert m.mfu is None and m.mfu_theoretical is None
+    assert m.fault is not None and "peak probe reads low" in m.fault
+    assert "1.5e+11" in m.fault and "chained" in m.fault
+    assert m.peak_flops_per_s == 1.5e11  # the re-measured figure, for the reader
+
+
+def test_a_theoretical_peak_below_the_measured_one_is_not_used() -> None:
+    # A nominal clock (no boost) makes the theoretical peak read below what the
+    # device measurably does: its MFU would be meaningless.
+    m = peak.settle_mfu(1e11, 1, FakePeak(2e11), theoretical_per_device=1.6e11)
+    assert m.mfu == pytest.approx(0.5)
+    assert m.mfu_theoretical is None and m.theoretical_peak_flops_per_s is None
 
 
 def test_mfu_is_achieved_over_peak_times_physical_devices() -> None:
     # 1e9 FLOP/example x 100 examples/s = 1e11 FLOP/s; 2 GPUs of 2.5e11 -> 0.2.
     assert peak.mfu(1e9, 100.0, 2.5e11, 2) == (pytest.approx(0.2), 5e11)
     assert peak.mfu(1e9, 100.0, None, 1) == (None, None)
+
+
+def _proc(name: str, cores: tuple[int, ...], intra: int) -> Any:
+    from types import SimpleNamespace
+
+    from bench.tasks import Task
+
+    return SimpleNamespace(task=Task(name.rstrip("0123456789"), int(name[-1]), "train",
+                                     cores=cores, intra_threads=intra))
+
+
+def test_run_mfu_adds_the_peaks_of_disjoint_or_thread_split_hardware() -> None:
+    from bench.launch.launcher import _with_run_mfu
+    from tests.helpers import fake_figures
+
+    f = fake_figures()  # achieved = 600 FLOP/example x median throughput
+    achieved = f.achieved_flops_per_s
+    task = {"peak_flops_per_s": achieved, "theoretical_peak_flops_per_s": 2 * achieved}
+    payloads: dict[str, Any] = {"replica0": {"figures": task}, "replica1": {"figures": task}}
+    disjoint = [_proc("replica0", (0,), 1), _proc("replica1", (1,), 1)]
+    g = _with_run_mfu(f, disjoint, payloads)
+    assert g.mfu == pytest.approx(0.5) and g.peak_flops_per_s == pytest.approx(2 * achieved)
+    assert g.mfu_theoretical == pytest.approx(0.25) and g.peak_fault is None
+    split = [_proc("replica0", (0, 1), 1), _proc("replica1", (0, 1), 1)]
+    assert _with_run_mfu(f, split, payloads).mfu == pytest.approx(0.5)
+    # Sharing cores with all their threads each: the core set's peak counts once.
+    shared = [_proc("replica0", (0, 1), 2), _proc("replica1", (0, 1), 2)]
+    assert _with_run_mfu(f, shared, payloads).mfu == pytest.approx(1.0)
+    half = {"peak_flops_per_s": achieved / 4}
+    over = _with_run_mfu(f, shared, {"replica0": {"figures": half},
+                                     "replica1": {"figures": half}})
+    assert over.mfu is None and over.peak_fault is not None  # never above 100%
+    faulty = {**task, "peak_fault": "no MFU: the peak probe reads low"}
+    g = _with_run_mfu(f, disjoint, {"replica0": {"figures": faulty},
+                                    "replica1": {"figures": task}})
+    assert g.mfu is None and g.peak_fault == faulty["peak_fault"]
 
 
 def test_oom_result_names_the_largest_batch_that_fit() -> None:
@@ -152,14 +318,38 @@ def test_a_failing_profile_costs_its_figures_not_the_run(
     def broken_capture(*_: Any, **__: Any) -> Any:
         raise RuntimeError("another profiler session is active")
 
-    monkeypatch.setattr(hooks, "fingerprint_entry", lambda *_, **__: {"device": "/cpu:0"})
-    monkeypatch.setattr(hooks, "peak_flops", lambda *_: {"float32": 1e12})
+    monkeypatch.setattr(peak, "fingerprint_entry", lambda *_, **__: {"device": "/cpu:0"})
+    monkeypatch.setattr(peak, "achievable_peak", lambda *_, **__: _fake_peak(1e12))
+    monkeypatch.setattr(peak, "theoretical_for", lambda *_: peak.Theoretical())
     monkeypatch.setattr(hooks, "capture", broken_capture)
     trainer = SimpleNamespace(
         spec=spec(profile_steps=3), tf=None, optimizer=SimpleNamespace(name="adam"),
-        devices=SimpleNamespace(kind="CPU", names=["/cpu:0", "/cpu:1"]))
+        devices=SimpleNamespace(kind="CPU", names=["/cpu:0", "/cpu:1"]),
+        local_replicas=2, replicas=2)
     figures = fake_figures()
     out = hooks.after_windows(trainer, figures, tmp_path / "p")
     assert figures.communication is None
     assert figures.mfu == pytest.approx(600.0 * figures.global_throughput / 1e12)
+    assert figures.mfu_theoretical is None  # no theoretical peak known here
     assert out.reason is not None and "another profiler session is active" in out.reason
+
+
+def test_a_run_that_beats_its_peak_twice_stores_no_mfu_and_says_why(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.child.probes import hooks
+    from tests.helpers import fake_figures
+
+    calls: list[bool] = []
+
+    def low_peak(_tf: Any, _device: str, _dtype: str, refresh: bool = False) -> Any:
+        calls.append(refresh)
+        return _fake_peak(1.0)  # far below the 600 FLOP/example x ~1000 examples/s
+
+    monkeypatch.setattr(peak, "fingerprint_entry", lambda *_, **__: {})
+    monkeypatch.setattr(peak, "achievable_peak", low_peak)
+    monkeypatch.setattr(peak, "theoretical_for", lambda *_: peak.Theoretical())
+    figures = fake_figures()
+    out = hooks.settle_run_mfu(None, figures, "float32", "/cpu:0", 1)
+    assert calls == [False, True]  # cached, then measured again
+    assert figures.mfu is None and figures.peak_fault is not None
+    assert out.reason is not None and "peak probe reads low" in out.reason

@@ -143,14 +143,16 @@ def test_profiled_one_device_run_has_no_communication(
 def test_runs_carry_mfu_against_a_cached_measured_peak(
         profiled: tuple[list[dict[str, Any]], Path]) -> None:
     figures, tmp = profiled
-    cache = json.loads((tmp / "cache" / "peak_flops.json").read_text())
+    cache = json.loads((tmp / "cache" / "peak_flops_v2.json").read_text())
     (entry,) = cache.values()  # measured once, then read from the cache by the 2nd run
-    fp32 = entry["flops_per_s"]["float32"]
+    fp32 = entry["achievable"]["float32"]
+    assert len(fp32["by_size"]) > 1 and fp32["flops_per_s"] == max(fp32["by_size"].values())
     for f in figures:
-        assert f["peak_flops_per_s"] == pytest.approx(fp32)  # CPU: counted once
-        assert 0 < f["mfu"] < 1
+        assert f["peak_flops_per_s"] == pytest.approx(fp32["flops_per_s"])  # CPU: once
+        assert 0 < f["mfu"] <= 1
         assert f["mfu"] == pytest.approx(
-            f["model"]["train_flops_per_example"] * f["global_throughput"] / fp32)
+            f["model"]["train_flops_per_example"] * f["global_throughput"]
+            / fp32["flops_per_s"])
 
 
 def test_bench_run_keeps_the_profile_beside_the_result_and_prints_how_to_open_it(
@@ -165,7 +167,8 @@ def test_bench_run_keeps_the_profile_beside_the_result_and_prints_how_to_open_it
     proc = subprocess.run(
         [sys.executable, "-m", "bench", "run", "--workload", "mlp", "--size", "tiny",
          "--strategy", "mirrored", "--devices", "2", "--batch", "32", "--repeats", "1",
-         "--max-seconds", "0.3", "--profile-steps", "2", "--out", str(out)],
+         "--max-seconds", "0.3", "--profile-steps", "2", "--runs", "1", "--max-runs", "1",
+         "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=240,
         env={**os.environ, "STRATBENCH_CACHE_DIR": str(tmp_path / "cache")})
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -2,11 +2,20 @@
 
 Keras ``fit`` does not work with ParameterServerStrategy in TF 2.21, so this is
 the custom loop TensorFlow documents: ``create_per_worker_dataset``, then
-``schedule`` steps and ``join``. Steps are asynchronous across workers, so a
-window is timed by the coordinator: schedule a chunk of steps, ``join`` (all
-done), repeat until the window's step or time bound. The per-step time samples
-are chunk wall time x workers / steps in the chunk (each worker's mean step
-time); chunk boundaries idle the workers for a moment, which is counted.
+``schedule`` steps and ``join``. Steps are asynchronous across workers, so the
+coordinator times them: one call of the window loop (bench.child.windows, shared
+with the in-process trainer) schedules a chunk of steps and joins (all done). A
+step-time sample is the chunk's wall time x workers / steps in the chunk (each
+worker's mean step time); chunk boundaries idle the workers for a moment, which
+is counted.
+
+What it measures, and what it refuses (``ParameterServer.validate``): one step is
+one batch of ``batch`` examples on one worker, read from that worker's own
+``tf.data`` iterator. ``data=synthetic`` is a pool of pre-built batches in the
+worker's memory, handed out in turn (no batching work per step); ``data=tfdata``
+batches on the fly with prefetching, as the in-process pipeline does. Gradient
+accumulation and several steps per call are not implemented here and are refused
+by the spec.
 """
 
 from __future__ import annotations
@@ -18,10 +27,9 @@ from dataclasses import asdict
 from typing import Any
 
 from bench.child.build import build as build_strategy
-from bench.child.memory import host_peak_rss_bytes, reset_host_peak
-from bench.child.trainer import build_model, make_apply, summarize
-from bench.results.schema import Startup, Warmup, Window
-from bench.results.stats import step_time_stats
+from bench.child.trainer import build_model, make_apply, pool_batches
+from bench.child.windows import Loop, NoDeviceMemory, Rules, measure
+from bench.errors import Unsupported
 from bench.spec import RunSpec
 from workloads import WORKLOADS
 from workloads.flops import model_stats
@@ -29,9 +37,28 @@ from workloads.flops import model_stats
 STEPS_PER_CHUNK_PER_WORKER = 4
 
 
+def check_data_source(spec: RunSpec, gpus: int) -> None:
+    """Refuse what the per-worker iterator cannot do on this hardware (raises Unsupported).
+
+    ``data=synthetic`` promises batches already on the devices. On a CPU the cached
+    pool is in the memory the workers compute from; on GPUs every batch would still
+    be copied from the worker's host each step, which is not what the label says.
+    """
+    if spec.data == "synthetic" and gpus:
+        raise Unsupported(
+            "parameter_server workers read every batch through a per-worker tf.data "
+            "iterator on their host, so on GPUs each batch is copied to the device every "
+            "step; data=synthetic (a pool placed on the devices once) cannot be honoured. "
+            "Use data=tfdata. Received: data='synthetic'")
+
+
 def run_coordinator(spec: RunSpec, launch_ts: float, mark_ready: Callable[[], None],
                     log: Callable[[str], None]) -> dict[str, Any]:
     """Build the PS strategy from TF_CONFIG, train through the coordinator, measure."""
+    from bench.hardware import detect
+
+    machine_gpus = len(detect().gpus)
+    check_data_source(spec, machine_gpus)
     phases: dict[str, float] = {}
     t = time.perf_counter()
     import tensorflow as tf
@@ -48,10 +75,16 @@ def run_coordinator(spec: RunSpec, launch_ts: float, mark_ready: Callable[[], No
     apply = make_apply(spec, model, opt)
     stats = model_stats(model)
     workload = WORKLOADS.get(spec.workload)
-    x, y = workload.make_pool(spec.workload_params(), 8 * spec.global_batch, spec.seed)
+    params = spec.workload_params()
     b = spec.per_replica_batch
+    x1, _ = workload.make_pool(params, 1, spec.seed)
+    pool = pool_batches(x1.nbytes * b)
+    x, y = workload.make_pool(params, pool * b, spec.seed)
 
     def dataset_fn() -> Any:
+        if spec.data == "synthetic":  # pre-built batches, handed out in turn
+            batches = (x.reshape(pool, b, *x.shape[1:]), y.reshape(pool, b, *y.shape[1:]))
+            return tf.data.Dataset.from_tensor_slices(batches).repeat()
         return (tf.data.Dataset.from_tensor_slices((x, y)).repeat()
                 .batch(b, drop_remainder=True).prefetch(tf.data.AUTOTUNE))
 
@@ -71,72 +104,41 @@ def run_coordinator(spec: RunSpec, launch_ts: float, mark_ready: Callable[[], No
         last = None
         for _ in range(n):
             last = coordinator.schedule(step, args=(iterator,))
-        coordinator.join()
+        coordinator.join()  # every scheduled step done: the chunk is synchronised
         return float(last.fetch()) if last is not None else math.nan
 
-    t = time.perf_counter()
-    loss_start = run_chunk(1)
-    first_call_s = time.perf_counter() - t
-    startup = Startup(launch_to_first_step_s=time.time() - launch_ts, **phases)
-    log(f"first step {first_call_s:.2f}s, loss {loss_start:.4f}")
-    run_chunk(max(spec.warmup_steps, workers))
-    warmup = Warmup(first_call_s=first_call_s, steps=1 + max(spec.warmup_steps, workers),
-                    total_s=time.perf_counter() - t)
-
-    windows: list[Window] = []
-    all_times: list[float] = []
-    host_scope = "window" if reset_host_peak() else "lifetime"
-    for r in range(spec.repeats):
-        reset_host_peak()
-        t0 = time.perf_counter()
-        steps, times, first_loss, loss = 0, [], math.nan, math.nan
-        while True:
-            tc = time.perf_counter()
-            loss = run_chunk(chunk)
-            tn = time.perf_counter()
-            first_loss = loss if steps == 0 else first_loss
-            times.append((tn - tc) * workers / chunk)
-            steps += chunk
-            if steps >= spec.max_steps or (tn - t0 >= spec.max_seconds
-                                           and steps >= spec.min_steps):
-                break
-        wall = time.perf_counter() - t0
-        examples = steps * spec.global_batch
-        windows.append(Window(
-            index=r, steps=steps, examples=examples, wall_s=wall,
-            global_throughput=examples / wall,
-            per_replica_throughput=examples / wall / workers,
-            step_time=step_time_stats(times), loss_first=first_loss, loss_last=loss,
-            device_peak_bytes={}, host_peak_rss_bytes=host_peak_rss_bytes()))
-        all_times.extend(times)
-        log(f"window {r + 1}/{spec.repeats}: {examples / wall:,.1f} examples/s, loss {loss:.4f}")
+    loop = Loop(call=lambda: run_chunk(chunk), fetch=float, sync=lambda _: None,
+                steps_per_call=chunk, examples_per_step=spec.global_batch,
+                replicas=workers, sample_scale=workers,
+                first_call=lambda: run_chunk(1), first_call_steps=1)
     # The coordinator holds no model state on devices; the workers' and parameter
     # servers' memory is sampled by the launcher (per task). One copy of the
     # variables, on the parameter servers: no divergence between replicas.
-    figures = summarize(windows, all_times, warmup, startup, stats, loss_start,
-                        replicas=workers, device_scope="per_task (see tasks)",
-                        host_scope=host_scope, replica_divergence=0.0)
-    median = figures.global_throughput
+    figures = measure(loop, Rules.of(spec), stats=stats, launch_ts=launch_ts, phases=phases,
+                      memory=NoDeviceMemory("per_task (see tasks)"),
+                      replica_divergence=lambda: 0.0, progress=log,
+                      # Every worker has run a step before the windows open.
+                      warm_target=max(spec.warmup_steps, workers))
     # MFU against the machine's peak: the coordinator runs with TensorFlow's default
     # threads on every core, as the worker servers do, so its cached peak is theirs.
-    reason = None
-    try:
-        from bench.child.probes.peak import PRECISION_DTYPE, first_device, mfu, peak_flops
+    # On GPUs the workers train on cards the coordinator does not see: no peak here.
+    from bench.child.probes.hooks import AfterWindows, settle_run_mfu
+    from bench.child.probes.peak import first_device
 
-        device = first_device(tf)
-        table = peak_flops(tf, device)
-        physical = 1 if "cpu" in device else workers
-        figures.mfu, figures.peak_flops_per_s = mfu(
-            stats.train_flops_per_example, median, table.get(PRECISION_DTYPE[spec.precision]),
-            physical)
-    except OSError as exc:
-        reason = f"no MFU: peak FLOP/s probe failed ({exc})"
+    device = first_device(tf)
+    if machine_gpus and "cpu" in device:
+        settled = AfterWindows({}, ["no MFU: parameter_server workers train on GPUs the "
+                                    "coordinator cannot see, so it cannot measure their peak"])
+    else:
+        settled = settle_run_mfu(tf, figures, spec.precision, device,
+                                 1 if "cpu" in device else workers, progress=log)
+    problems = list(settled.problems)
     if spec.profile_steps:
-        reason = "; ".join(filter(None, [reason, (
-            "not profiled: parameter_server steps run on remote worker servers, which the "
-            "coordinator's profiler does not see")]))
+        problems.append("not profiled: parameter_server steps run on remote worker servers, "
+                        "which the coordinator's profiler does not see")
     env = child_fingerprint()
     env["threads"] = {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
                       "inter_op": tf.config.threading.get_inter_op_parallelism_threads()}
-    return {"status": "ok", "reason": reason, "figures": asdict(figures), "environment": env,
-            "local_replicas": 0}
+    env["peak_flops"] = settled.peak_entry
+    return {"status": "ok", "reason": "; ".join(problems) or None,
+            "figures": asdict(figures), "environment": env, "local_replicas": 0}

@@ -5,29 +5,25 @@ Custom loop: ``strategy.run`` inside one ``tf.function`` that performs
 placed on the devices once, so the input pipeline is not what is measured
 (``data=tfdata`` swaps in a prefetching tf.data pipeline instead).
 
-Timing protocol (see bench.results for the definitions stored with results):
-warm-up calls are timed apart; each window is opened and closed with a full
-device synchronisation; each call inside is synchronised by fetching its loss.
+Timing protocol: the window loop of bench.child.windows, shared with the
+ParameterServer coordinator (definitions stored with results: bench.results.schema).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from bench.child.devices import DeviceSetup
-from bench.child.memory import DeviceMemory, host_peak_rss_bytes, reset_host_peak
-from bench.env import INJECT_SLOWDOWN_VAR, injected_slowdown, stall_until
-from bench.results.schema import Figures, Memory, ModelInfo, Startup, Warmup, Window
-from bench.results.stats import coefficient_of_variation, step_time_stats
+from bench.child.memory import DeviceMemory
+from bench.child.windows import Loop, Rules, measure
+from bench.results.schema import Figures
 from bench.spec import RunSpec
 from workloads import WORKLOADS
-from workloads.flops import ModelStats, model_stats
+from workloads.flops import model_stats
 
 POOL_BYTES_BUDGET = 256 * 2**20  # host/device bytes for the synthetic pool
 MAX_POOL_BATCHES = 8
@@ -102,43 +98,6 @@ def make_apply(spec: RunSpec, model: Any, opt: Any) -> Callable[[list[tuple[Any,
         return total
 
     return apply
-
-
-def summarize(windows: list[Window], step_times: list[float], warmup: Warmup,
-              startup: Startup, stats: ModelStats, loss_start: float, *, replicas: int,
-              device_scope: str, host_scope: str, replica_divergence: float) -> Figures:
-    """The run's figures from its measured windows (headline = median window).
-
-    Raises FloatingPointError when the loss is no longer finite: a diverged run's
-    throughput is not a result.
-    """
-    if not math.isfinite(windows[-1].loss_last):
-        raise FloatingPointError(f"training diverged: loss is {windows[-1].loss_last}")
-    throughputs = [w.global_throughput for w in windows]
-    median = float(np.median(throughputs))
-    device_peak: dict[str, int] = {}
-    for w in windows:
-        for name, peak in w.device_peak_bytes.items():
-            device_peak[name] = max(device_peak.get(name, 0), peak)
-    host_peaks = [w.host_peak_rss_bytes for w in windows if w.host_peak_rss_bytes]
-    return Figures(
-        global_throughput=median,
-        per_replica_throughput=median / replicas,
-        step_time=step_time_stats(step_times),
-        windows=windows,
-        warmup=warmup,
-        startup=startup,
-        memory=Memory(device_peak_bytes=device_peak, device_scope=device_scope,
-                      host_peak_rss_bytes=max(host_peaks) if host_peaks else None,
-                      host_scope=host_scope),
-        model=ModelInfo(**dataclasses.asdict(stats)),
-        achieved_flops_per_s=stats.train_flops_per_example * median,
-        loss_start=loss_start,
-        loss_end=windows[-1].loss_last,
-        learned=windows[-1].loss_last < loss_start,
-        replica_divergence=replica_divergence,
-        throughput_cv=coefficient_of_variation(throughputs),
-    )
 
 
 class Trainer:
@@ -272,12 +231,11 @@ class Trainer:
         self._step += self.spec.steps_per_call
         return out
 
-    def sync(self, loss: Any) -> float:
-        """Block until every device has finished its queued work."""
-        value = float(loss.numpy())
+    def sync(self, loss: Any) -> None:
+        """Block until every device has finished its queued work (``loss``: a call's)."""
+        loss.numpy()
         for local in self.strategy.experimental_local_results(self._probe_var):
             local.numpy()
-        return value
 
     def agreed_window_steps(self, step_s: float) -> int:
         """Steps per window that every worker of a multi-worker run will take.
@@ -308,6 +266,12 @@ class Trainer:
                 worst = max(worst, float(np.max(np.abs(c - copies[0]))))
         return worst
 
+    def loop(self) -> Loop:
+        """This trainer as the window loop drives it (bench.child.windows)."""
+        return Loop(call=self.call, fetch=lambda out: float(out.numpy()), sync=self.sync,
+                    steps_per_call=self.spec.steps_per_call,
+                    examples_per_step=self.spec.examples_per_step, replicas=self.replicas)
+
     def measure(self, launch_ts: float, phases: dict[str, float],
                 progress: Callable[[str], None] = lambda _: None,
                 before_windows: Callable[[], None] = lambda: None) -> Figures:
@@ -320,78 +284,16 @@ class Trainer:
         start barrier shared by independent processes).
         """
         spec, k = self.spec, self.spec.steps_per_call
-        t = time.perf_counter()
-        out = self.call()
-        loss_start = self.sync(out)
-        first_call_s = time.perf_counter() - t
-        startup = Startup(import_tf_s=phases["import_tf_s"],
-                          device_setup_s=phases["device_setup_s"], build_s=phases["build_s"],
-                          launch_to_first_step_s=time.time() - launch_ts)
-        progress(f"first call {first_call_s:.2f}s, loss {loss_start:.4f}")
-        warm_steps = k
-        multi_worker = self.local_replicas < self.replicas
         # Several worker processes must stop their windows after the same step: a
         # worker that stops on its own clock leaves its peers' next all-reduce without
         # a partner ("Socket closed"). They time a few warm-up calls to size the
         # windows, then agree on one step count.
-        warm_target = max(spec.warmup_steps, 3 * k) if multi_worker else spec.warmup_steps
-        tw = time.perf_counter()
-        while warm_steps < warm_target:
-            out = self.call()
-            warm_steps += k
-        self.sync(out)
-        timed = warm_steps - k
-        fixed_steps = self.agreed_window_steps((time.perf_counter() - tw) / timed) \
-            if multi_worker and timed else None
-        warmup = Warmup(first_call_s=first_call_s, steps=warm_steps,
-                        total_s=time.perf_counter() - t)
-        before_windows()
-
-        mem = DeviceMemory(self.tf, self.devices.kind, len(self.devices.names))
-        windows: list[Window] = []
-        all_times: list[float] = []
-        host_scope = "window"
-        slowdown = injected_slowdown()  # testing hook, 0 unless set (see bench.env)
-        if slowdown:
-            progress(f"testing hook {INJECT_SLOWDOWN_VAR}={slowdown:g}: every timed call "
-                     f"is made {slowdown:.0%} longer")
-        for r in range(spec.repeats):
-            mem.reset()
-            if not reset_host_peak():
-                host_scope = "lifetime"
-            self.sync(out)
-            t0 = time.perf_counter()
-            times: list[float] = []
-            steps, first_loss, loss = 0, math.nan, math.nan
-            while True:
-                tc = time.perf_counter()
-                out = self.call()
-                loss = float(out.numpy())
-                tn = time.perf_counter()
-                if slowdown:  # proportional to the call's own time, so any workload slows alike
-                    tn = stall_until(tn + (tn - tc) * slowdown)
-                times.append((tn - tc) / k)
-                if steps == 0:
-                    first_loss = loss
-                steps += k
-                if fixed_steps is not None:
-                    if steps >= fixed_steps:
-                        break
-                elif steps >= spec.max_steps or (tn - t0 >= spec.max_seconds
-                                                 and steps >= spec.min_steps):
-                    break
-            self.sync(out)
-            wall = time.perf_counter() - t0
-            examples = steps * spec.examples_per_step
-            windows.append(Window(
-                index=r, steps=steps, examples=examples, wall_s=wall,
-                global_throughput=examples / wall,
-                per_replica_throughput=examples / wall / self.replicas,
-                step_time=step_time_stats(times), loss_first=first_loss, loss_last=loss,
-                device_peak_bytes=mem.peaks(), host_peak_rss_bytes=host_peak_rss_bytes()))
-            all_times.extend(times)
-            progress(f"window {r + 1}/{spec.repeats}: {examples / wall:,.1f} examples/s, "
-                     f"loss {loss:.4f}")
-        return summarize(windows, all_times, warmup, startup, self.stats, loss_start,
-                         replicas=self.replicas, device_scope=mem.scope, host_scope=host_scope,
-                         replica_divergence=self.replica_divergence())
+        multi_worker = self.local_replicas < self.replicas
+        return measure(
+            self.loop(), Rules.of(spec), stats=self.stats, launch_ts=launch_ts,
+            phases=phases,
+            memory=DeviceMemory(self.tf, self.devices.kind, len(self.devices.names)),
+            replica_divergence=self.replica_divergence, progress=progress,
+            before_windows=before_windows,
+            warm_target=max(spec.warmup_steps, 3 * k) if multi_worker else None,
+            agree=self.agreed_window_steps if multi_worker else None)

@@ -348,27 +348,54 @@ def _combine(spec: RunSpec, main_payload: dict[str, Any], procs: list[_Proc],
             threads=((payload.get("environment") or {}).get("threads") or
                      {"intra_op": p.task.intra_threads, "inter_op": p.task.inter_threads}),
             loss_end=f.loss_end if f else None,
-            weights_checksum=payload.get("weights_checksum")))
+            weights_checksum=payload.get("weights_checksum"),
+            windows=f.windows if f else []))
     combined = factory.combine(spec, figures, tasks)
     return _with_run_mfu(combined, procs, payloads)
 
 
 def _with_run_mfu(figures: Figures, procs: list[_Proc],
                   payloads: dict[str, dict[str, Any] | None]) -> Figures:
-    """MFU of the whole run: achieved FLOP/s over the peak of the hardware it used.
+    """MFU of the whole run: achieved FLOP/s over the peaks of the hardware it used.
 
-    Each training task measured the peak of what it could use (its cores or GPU);
-    tasks that share a core set or GPU count it once, disjoint ones add up.
+    Each training task stored the achievable and theoretical peaks of what it could use
+    (its cores or GPU). Tasks on disjoint hardware add up. Tasks sharing a GPU, or a
+    core set whose threads they do not split, count its peaks once; tasks splitting a
+    core set's threads each measured the peak of their share, and those add up. The
+    theoretical peak is the hardware's: once per core set or GPU. MFU above 100% is
+    never stored: a task whose own peak failed, or a run above the sum of its tasks'
+    peaks, leaves ``mfu`` empty and says why in ``peak_fault``.
     """
-    groups: dict[tuple[Any, ...], float] = {}
+    groups: dict[tuple[Any, ...], list[tuple[_Proc, dict[str, Any]]]] = {}
     for p in procs:
         f = (payloads.get(p.task.name) or {}).get("figures") or {}
-        peak = f.get("peak_flops_per_s")
-        if peak:
-            groups[(p.task.cores, p.task.gpus)] = max(peak, groups.get(
-                (p.task.cores, p.task.gpus), 0.0))
-    if not groups:
+        if f:
+            groups.setdefault((p.task.cores, p.task.gpus), []).append((p, f))
+    peaks, theoretical, faults = [], [], []
+    for (cores, gpus), members in groups.items():
+        achievable = [f["peak_flops_per_s"] for _, f in members if f.get("peak_flops_per_s")]
+        threads = [p.task.intra_threads for p, _ in members]
+        split = not gpus and all(threads) and sum(threads) <= len(cores)
+        if achievable:
+            peaks.append(sum(achievable) if split else max(achievable))
+        theo = [float(f.get("theoretical_peak_flops_per_s") or 0.0) for _, f in members]
+        theoretical.append(max(theo) if all(theo) else None)
+        faults += [f["peak_fault"] for _, f in members if f.get("peak_fault")]
+    if not peaks:
         return figures
-    machine_peak = sum(groups.values())
-    return replace(figures, peak_flops_per_s=machine_peak,
-                   mfu=figures.achieved_flops_per_s / machine_peak)
+    achieved = figures.achieved_flops_per_s
+    machine_peak = sum(peaks)
+    theo_total = sum(t for t in theoretical if t) if all(theoretical) else None
+    mfu: float | None = achieved / machine_peak
+    if not faults and mfu is not None and mfu > 1.0:
+        faults.append(f"no MFU: the run achieved {achieved:.4g} FLOP/s, above the sum of "
+                      f"its tasks' achievable peaks ({machine_peak:.4g} FLOP/s): those "
+                      f"peaks read low for the hardware the tasks shared")
+    if faults:
+        mfu = None
+    usable_theo = theo_total if theo_total and theo_total >= machine_peak and \
+        achieved <= theo_total else None
+    return replace(figures, peak_flops_per_s=machine_peak, mfu=mfu,
+                   theoretical_peak_flops_per_s=usable_theo,
+                   mfu_theoretical=achieved / usable_theo if usable_theo else None,
+                   peak_fault="; ".join(faults) or None)

@@ -55,9 +55,17 @@ ALLREDUCE_DEFINITION = (
     "replicas (the per-link traffic of an optimal ring, comparable across n)."
 )
 MFU_DEFINITION = (
-    "mfu = train FLOPs per example x global throughput / peak_flops_per_s, where the peak "
-    "is a measured matmul rate for the run's compute dtype times the number of physical "
-    "devices used (logical CPU devices share one CPU: it counts once)."
+    "mfu = train FLOPs per example (as executed: forward, weight gradients, input "
+    "gradients except where the input is data) x global throughput / peak_flops_per_s, the "
+    "achievable peak: the best rate of chained square matmuls of several sizes in the "
+    "run's compute dtype inside one compiled function, synchronised once per call, times "
+    "the number of physical devices used (logical CPU devices share one CPU: it counts "
+    "once). A run whose achieved FLOP/s exceed it has the peak re-measured; if it still "
+    "reads low, mfu is left empty and the result's reason names the fault of the peak. "
+    "mfu_theoretical = the same achieved rate / theoretical_peak_flops_per_s (CPU: cores x "
+    "clock x FLOPs per cycle of the vector units for the dtype, from /proc/cpuinfo; GPU: "
+    "datasheet figure by model and dtype); empty where that peak cannot be known or reads "
+    "below the measured one."
 )
 
 
@@ -117,6 +125,11 @@ class Window:
     loss_last: float = unit("nats (mean cross-entropy)")
     device_peak_bytes: dict[str, int] = unit("bytes")
     host_peak_rss_bytes: int | None = unit("bytes")
+    # Wall-clock edges of the window (after the synchronisations that open and close
+    # it): windows of separate processes can then be matched in time. None in results
+    # written before they were stored.
+    start_ts: float | None = unit("s since the Unix epoch", None)
+    end_ts: float | None = unit("s since the Unix epoch", None)
 
 
 @dataclass
@@ -218,6 +231,9 @@ class TaskFigures:
     loss_end: float | None = unit("nats (mean cross-entropy)", None)
     # Sum of every trainable weight after training: synchronous workers must agree.
     weights_checksum: float | None = unit("sum of weights", None)
+    # This task's own measured windows, as it measured them (empty for tasks that do
+    # not measure, e.g. servers).
+    windows: list[Window] = field(default_factory=list)
 
 
 @dataclass
@@ -247,9 +263,18 @@ class Figures:
                                                     "of one run (within-run noise)")
     # Probe figures: optional, absent from results of runs made without the probes.
     communication: Communication | None = unit("", None)
-    mfu: float | None = unit("ratio (achieved / peak FLOP/s)", None, label="MFU",
+    mfu: float | None = unit("ratio (achieved / achievable peak FLOP/s)", None, label="MFU",
                              define="model FLOPs utilisation (see mfu)")
-    peak_flops_per_s: float | None = unit("FLOP/s", None)
+    peak_flops_per_s: float | None = unit("FLOP/s", None)  # achievable (measured) peak
+    # Against the hardware's theoretical peak (None where it cannot be known, or where
+    # it reads below the measured achievable peak: then its inputs are wrong).
+    mfu_theoretical: float | None = unit(
+        "ratio (achieved / theoretical peak FLOP/s)", None, label="MFU theoretical",
+        detail=True, define="achieved FLOP/s over the hardware's theoretical peak (see mfu)")
+    theoretical_peak_flops_per_s: float | None = unit("FLOP/s", None)
+    # Why mfu is empty although the run was measured: it beat the achievable peak even
+    # after the peak was measured again (a fault of the peak, not a fast run).
+    peak_fault: str | None = None
     # Per-process figures of multi-process runs, and how the global ones
     # were combined from them (None for single-process runs).
     tasks: list[TaskFigures] | None = unit("", None)

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.child.probes.peak import PRECISION_DTYPE, fingerprint_entry, mfu, peak_flops
+from bench.child.probes import peak
+from bench.child.probes.peak import PRECISION_DTYPE
 from bench.child.probes.profile import capture
 from bench.child.probes.trace import Classifier
 from bench.results.schema import Figures
@@ -42,25 +43,61 @@ class AfterWindows:
         return "; ".join(self.problems) or None
 
 
+def settle_run_mfu(tf: Any, figures: Figures, precision: str, device: str,
+                   physical_devices: int, share: float = 1.0,
+                   progress: Callable[[str], None] = lambda _: None) -> AfterWindows:
+    """Fill ``figures``' MFU fields in place against both peaks (see peak.settle_mfu).
+
+    ``share`` is the fraction of the global achieved FLOP/s done by this process's
+    devices (a worker of a synchronous multi-process run does its replicas' share).
+    The achievable peak of the run's dtype is measured here if the cache lacks it (after
+    the windows: never inside them), and again if the run beats it.
+    """
+    dtype = PRECISION_DTYPE[precision]
+    out = AfterWindows({})
+    own = figures.achieved_flops_per_s * share
+
+    def achievable(refresh: bool) -> float | None:
+        if refresh:
+            progress(f"achieved {own:.4g} FLOP/s beat the cached {dtype} peak: "
+                     f"measuring the peak again")
+        try:
+            return peak.achievable_peak(tf, device, dtype, refresh=refresh).flops_per_s
+        except OSError as exc:  # e.g. an unwritable cache directory
+            out.problems.append(f"no MFU: peak FLOP/s probe failed ({exc})")
+        except Exception as exc:  # no matmul kernel for this dtype here: no peak
+            out.problems.append(f"no MFU: no {dtype} matmul peak on {device} "
+                                f"({type(exc).__name__}: {str(exc).strip()[:200]})")
+        return None
+
+    kind = peak.device_kind(device)
+    theo = peak.theoretical_for(device, peak.gpu_name() if kind == "GPU" else None)
+    settled = peak.settle_mfu(own, physical_devices, achievable,
+                              theo.flops_per_s.get(dtype),
+                              peak.method_text(device, peak.SIZES[kind]))
+    figures.mfu, figures.peak_flops_per_s = settled.mfu, settled.peak_flops_per_s
+    figures.mfu_theoretical = settled.mfu_theoretical
+    figures.theoretical_peak_flops_per_s = settled.theoretical_peak_flops_per_s
+    if settled.fault:
+        figures.peak_fault = settled.fault
+        out.problems.append(settled.fault)
+        progress(settled.fault)
+    out.peak_entry = peak.fingerprint_entry(tf, device)
+    return out
+
+
 def after_windows(trainer: Any, figures: Figures, profile_dir: Path | None,
                   progress: Callable[[str], None] = lambda _: None) -> AfterWindows:
-    """Fill ``figures.mfu``, ``peak_flops_per_s`` and ``communication`` in place.
+    """Fill ``figures``' MFU fields and ``communication`` in place.
 
     The peak is measured here, after the strategy exists, if the cache lacks it (see
     peak.fingerprint_entry). A failing profile costs the communication figures, not
     the throughput already measured: it is reported in ``problems``.
     """
     spec, devices = trainer.spec, trainer.devices
-    out = AfterWindows(fingerprint_entry(trainer.tf, measure=True))
-    try:
-        table = peak_flops(trainer.tf, devices.names[0])
-    except OSError as exc:  # e.g. an unwritable cache directory
-        table = {}
-        out.problems.append(f"no MFU: peak FLOP/s probe failed ({exc})")
     physical = 1 if devices.kind == "CPU" else len(devices.names)
-    figures.mfu, figures.peak_flops_per_s = mfu(
-        figures.model.train_flops_per_example, figures.global_throughput,
-        table.get(PRECISION_DTYPE[spec.precision]), physical)
+    out = settle_run_mfu(trainer.tf, figures, spec.precision, devices.names[0], physical,
+                         share=trainer.local_replicas / trainer.replicas, progress=progress)
     if not spec.profile_steps:
         return out
     if profile_dir is None:

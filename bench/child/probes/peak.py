@@ -1,21 +1,43 @@
-"""Peak FLOP/s of one device per dtype, from a short matmul probe, cached per machine.
+"""Peak FLOP/s of one device per dtype: the theoretical one and the achievable one.
 
-MFU needs "the hardware limit"; vendor sheets do not apply to a shared or throttled
-machine, so the limit is measured: the best rate of a few large square matmuls
-(2 n^3 FLOPs each) on the first device. The figures are cached in a JSON file keyed by
-machine, TensorFlow version, device kind and intra-op threads, so a sweep measures
-them once, not once per configuration ($STRATBENCH_CACHE_DIR, else
-~/.cache/stratbench). The probe runs on one device; logical CPU devices share the
-same cores, so a CPU's peak counts once however many logical devices a run uses.
+MFU needs "the hardware limit". Two are recorded, and results say which MFU uses which:
+
+- **theoretical**: what the hardware could do at best. CPU: physical cores this
+  process may use x clock x FLOPs per cycle of the core's vector units for the dtype
+  (``cpu_flops_per_cycle``: from the /proc/cpuinfo flags and vendor); GPU: the
+  datasheet figure of the model and dtype (``GPU_DATASHEET``). Unknown where the
+  inputs are (an unlisted GPU, a CPU without a recognised vector unit). A clock read
+  from /proc/cpuinfo is often the nominal one, below the boost clock: a theoretical
+  peak below the measured one is recorded as such and not used for MFU.
+- **achievable**: measured with work that saturates the device, so that no run can
+  beat it honestly: chained square matmuls inside one compiled function (a loop of
+  ``k`` dependent matmuls, synchronised once per call by fetching one element),
+  ``k`` sized so that a call lasts ``MIN_CALL_S`` and the launch and fetch latency
+  do not count, at several sizes; the best rate wins. (A per-call probe of single
+  matmuls, synchronised every call, read half of what training reached here.)
+
+Achievable figures are cached per machine, TensorFlow version, device kind, intra-op
+threads, usable cores and method in a JSON file ($STRATBENCH_CACHE_DIR, else
+~/.cache/stratbench), per dtype, measured the first time a dtype is needed. The probe
+runs on one device; logical CPU devices share the same cores, so a CPU's peak counts
+once however many logical devices a run uses.
+
+A run whose achieved FLOP/s exceed the achievable peak has it re-measured
+(``settle_mfu``); if it still reads low, the run stores no MFU and says why in its
+reason. MFU above 100% is therefore never stored.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
+import re
 import tempfile
 import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,79 +45,347 @@ from typing import Any
 PRECISION_DTYPE = {"float32": "float32", "mixed_bfloat16": "bfloat16",
                    "mixed_float16": "float16"}
 DTYPES = ("float32", "bfloat16", "float16")
-MATMUL_N = 2048
-PROBE_SECONDS = 0.6  # per dtype, after one warm-up call
+# Square matmul sizes per device kind. GPUs get large ones: a 2048^2 matmul takes
+# ~0.1 ms on a large GPU, where the launch would still show.
+SIZES = {"CPU": (512, 1024, 2048), "GPU": (2048, 4096, 8192)}
+MIN_CALL_S = 0.2  # a timed call lasts at least this long: fixed latencies vanish
+CALLS_PER_SIZE = 3  # best of
+MAX_CHAIN = 4096
+SLOW_SINGLE_S = 1.0  # a single matmul slower than this: larger sizes are not tried
+METHOD_VERSION = "chained-matmul-1"
+CACHE_FILE = "peak_flops_v2.json"  # v1 held single-call figures of another method
 
 
+def method_text(device: str, sizes: Iterable[int]) -> str:
+    return (f"achievable: chained square matmuls (n = {', '.join(str(n) for n in sizes)}) "
+            f"on {device}, each call one tf.function looping k dependent n x n matmuls "
+            f"(k sized for >= {MIN_CALL_S:g} s per call) synchronised once by fetching one "
+            f"element; best of {CALLS_PER_SIZE} calls per size, best size wins; "
+            f"2 n^3 FLOPs per matmul")
+
+
+# -- theoretical peak (pure: no TensorFlow) ---------------------------------------------
+@dataclass(frozen=True)
+class CpuInfo:
+    """What the theoretical CPU peak needs from /proc/cpuinfo (and the affinity)."""
+
+    vendor: str
+    family: int | None
+    model: int | None
+    model_name: str
+    flags: frozenset[str]
+    physical_cores: int  # distinct (package, core) among the usable processors
+    mhz: float | None  # "cpu MHz" of the first usable processor (often nominal)
+
+
+def parse_cpuinfo(text: str, usable: Iterable[int] | None = None) -> CpuInfo:
+    """Parse /proc/cpuinfo text; ``usable`` limits it to those processor numbers."""
+    blocks = [b for b in re.split(r"\n\s*\n", text.strip()) if b.strip()]
+    procs: list[dict[str, str]] = []
+    for block in blocks:
+        entry: dict[str, str] = {}
+        for line in block.splitlines():
+            key, sep, value = line.partition(":")
+            if sep:
+                entry[key.strip()] = value.strip()
+        if entry:
+            procs.append(entry)
+    wanted = set(usable) if usable is not None else None
+    chosen = [p for p in procs if wanted is None
+              or _int(p.get("processor")) in wanted] or procs
+    first = chosen[0] if chosen else {}
+    cores = {(p.get("physical id", "0"), p.get("core id", p.get("processor", str(i))))
+             for i, p in enumerate(chosen)}
+    flags = first.get("flags", first.get("Features", ""))
+    return CpuInfo(vendor=first.get("vendor_id", ""), family=_int(first.get("cpu family")),
+                   model=_int(first.get("model")), model_name=first.get("model name", ""),
+                   flags=frozenset(flags.split()), physical_cores=max(1, len(cores)),
+                   mhz=_float(first.get("cpu MHz")))
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text, 0) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def cpu_flops_per_cycle(info: CpuInfo) -> dict[str, tuple[float, str]]:
+    """FLOPs per cycle per core for each dtype, with the reason, from vendor and flags.
+
+    Two FMA pipes are assumed (an FMA = 2 FLOPs per lane), the widest configuration of
+    these cores: the theoretical peak is an upper bound. AMD Zen 4 executes 512-bit
+    instructions on 256-bit pipes, so AVX-512 does not double its rate there. A dtype
+    without its own instructions is converted to float32 by the math library and is
+    bounded by the float32 rate.
+    """
+    f = info.flags
+    amd = info.vendor == "AuthenticAMD"
+    out: dict[str, tuple[float, str]] = {}
+    if "avx512f" in f and not (amd and (info.family or 0) < 0x1A):
+        out["float32"] = (64.0, "AVX-512: 2 FMA pipes x 16 float32 lanes x 2")
+    elif "avx512f" in f:
+        out["float32"] = (32.0, "AVX-512 on 256-bit pipes (AMD Zen 4): 2 FMA pipes x 8 "
+                                "float32 lanes x 2")
+    elif "avx2" in f and "fma" in f:
+        if amd and info.family == 0x17 and (info.model or 0) < 0x30:
+            out["float32"] = (16.0, "AVX2 on 128-bit pipes (AMD Zen 1): 2 FMA pipes x 4 "
+                                    "float32 lanes x 2")
+        else:
+            out["float32"] = (32.0, "AVX2+FMA: 2 FMA pipes x 8 float32 lanes x 2")
+    elif "avx" in f:
+        out["float32"] = (16.0, "AVX without FMA: 8-lane add + 8-lane multiply per cycle")
+    elif "sse2" in f:
+        out["float32"] = (8.0, "SSE2: 4-lane add + 4-lane multiply per cycle")
+    elif "asimd" in f:
+        out["float32"] = (16.0, "NEON: 2 FMA pipes x 4 float32 lanes x 2")
+    else:
+        return out
+    fp32, _ = out["float32"]
+    if "amx_bf16" in f:
+        out["bfloat16"] = (1024.0, "AMX-BF16 tile unit: 1024 FLOPs per cycle")
+    elif "avx512_bf16" in f:
+        out["bfloat16"] = (2 * fp32, "AVX512_BF16 dot products: 2 bfloat16 products per "
+                                     "float32 lane, twice the float32 rate")
+    else:
+        out["bfloat16"] = (fp32, "no bfloat16 instructions: converted, float32 rate")
+    if "amx_fp16" in f:
+        out["float16"] = (1024.0, "AMX-FP16 tile unit: 1024 FLOPs per cycle")
+    elif "avx512_fp16" in f:
+        out["float16"] = (2 * fp32, "AVX512-FP16: 32 float16 lanes, twice the float32 rate")
+    else:
+        out["float16"] = (fp32, "no float16 arithmetic: converted, float32 rate")
+    return out
+
+
+def cpu_max_clock_hz(info: CpuInfo, sysfs_khz: float | None) -> tuple[float | None, str]:
+    """The clock the theoretical peak uses, and where it came from.
+
+    The kernel's cpufreq maximum is the boost clock; the "@ x GHz" of a model name is
+    a base clock, and "cpu MHz" (all a virtual machine may show) the current or nominal
+    one: both can sit below what the cores reach under load.
+    """
+    if sysfs_khz:
+        return sysfs_khz * 1e3, "cpufreq cpuinfo_max_freq (boost clock)"
+    m = re.search(r"@\s*([\d.]+)\s*GHz", info.model_name)
+    if m:
+        return float(m.group(1)) * 1e9, "model name '@ GHz' (base clock; boost may be higher)"
+    if info.mhz:
+        return info.mhz * 1e6, "/proc/cpuinfo 'cpu MHz' (current or nominal clock; boost " \
+                               "may be higher)"
+    return None, "no clock found"
+
+
+@dataclass
+class Theoretical:
+    """A theoretical peak per dtype of the hardware one process may use, with its inputs."""
+
+    flops_per_s: dict[str, float] = field(default_factory=dict)
+    source: str = ""
+    inputs: dict[str, Any] = field(default_factory=dict)
+
+
+def cpu_theoretical(info: CpuInfo, sysfs_khz: float | None = None) -> Theoretical:
+    """cores x clock x FLOPs per cycle per dtype (empty when an input is unknown)."""
+    clock, clock_source = cpu_max_clock_hz(info, sysfs_khz)
+    per_cycle = cpu_flops_per_cycle(info)
+    inputs: dict[str, Any] = {
+        "cpu": info.model_name, "vendor": info.vendor, "family": info.family,
+        "model": info.model, "physical_cores": info.physical_cores, "clock_hz": clock,
+        "clock_source": clock_source,
+        "flops_per_cycle": {d: {"value": v, "why": why} for d, (v, why) in per_cycle.items()}}
+    if clock is None or not per_cycle:
+        return Theoretical({}, "unknown: " + ("no clock" if clock is None else
+                                              "no recognised vector unit"), inputs)
+    table = {d: info.physical_cores * clock * v for d, (v, _) in per_cycle.items()}
+    return Theoretical(table, "cores x clock x FLOPs per cycle (/proc/cpuinfo)", inputs)
+
+
+# Dense (no sparsity) datasheet peaks, FLOP/s per GPU, by a substring of the model name
+# (first match wins: more specific names first). float32 is the plain CUDA-core rate
+# (TF32 tensor cores are not used by TensorFlow's float32 unless allowed).
+GPU_DATASHEET: dict[str, dict[str, float]] = {
+    "H100 PCIe": {"float32": 51.2e12, "bfloat16": 756e12, "float16": 756e12},
+    "H100": {"float32": 66.9e12, "bfloat16": 989e12, "float16": 989e12},
+    "A100": {"float32": 19.5e12, "bfloat16": 312e12, "float16": 312e12},
+    "A10G": {"float32": 31.2e12, "bfloat16": 70e12, "float16": 70e12},
+    "A10": {"float32": 31.2e12, "bfloat16": 125e12, "float16": 125e12},
+    "L40S": {"float32": 91.6e12, "bfloat16": 362e12, "float16": 362e12},
+    "L4": {"float32": 30.3e12, "bfloat16": 121e12, "float16": 121e12},
+    "V100": {"float32": 15.7e12, "float16": 125e12},
+    "T4": {"float32": 8.1e12, "float16": 65e12},
+}
+
+
+def gpu_theoretical(name: str) -> Theoretical:
+    """The datasheet peaks of a GPU model (empty for a model not in the table)."""
+    for model, table in GPU_DATASHEET.items():
+        if model.lower() in name.lower():
+            return Theoretical(dict(table), f"datasheet of {model} (dense)", {"gpu": name})
+    return Theoretical({}, f"unknown: {name!r} is not in the datasheet table", {"gpu": name})
+
+
+def _sysfs_max_khz(cpus: Iterable[int]) -> float | None:
+    best = None
+    for c in cpus:
+        with contextlib.suppress(OSError, ValueError):
+            text = Path(f"/sys/devices/system/cpu/cpu{c}/cpufreq/cpuinfo_max_freq").read_text()
+            best = max(best or 0.0, float(text))
+    return best
+
+
+def _usable_cpus() -> list[int]:
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return list(range(os.cpu_count() or 1))
+
+
+def theoretical_for(device: str, gpu_name: str | None = None) -> Theoretical:
+    """The theoretical peak of this process's first device (CPU: its usable cores)."""
+    if "gpu" in device.lower():
+        return gpu_theoretical(gpu_name or "")
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        return Theoretical({}, f"unknown: /proc/cpuinfo unreadable ({exc})")
+    cpus = _usable_cpus()
+    return cpu_theoretical(parse_cpuinfo(text, cpus), _sysfs_max_khz(cpus))
+
+
+# -- achievable peak (measured with TensorFlow, cached) ----------------------------------
 def cache_path() -> Path:
     root = os.environ.get("STRATBENCH_CACHE_DIR") or Path.home() / ".cache" / "stratbench"
-    return Path(root) / "peak_flops.json"
+    return Path(root) / CACHE_FILE
+
+
+def device_kind(device: str) -> str:
+    return "GPU" if "gpu" in device.lower() else "CPU"
 
 
 def cache_key(tf: Any, device: str) -> str:
     from bench.env import fingerprint
 
-    kind = "GPU" if "gpu" in device.lower() else "CPU"
     threads = tf.config.threading.get_intra_op_parallelism_threads()
-    return (f"{fingerprint()['machine_id']}|tf{tf.__version__}|{kind}"
-            f"|intra{threads}")
+    return (f"{fingerprint()['machine_id']}|tf{tf.__version__}|{device_kind(device)}"
+            f"|intra{threads}|cores{len(_usable_cpus())}|{METHOD_VERSION}")
 
 
-def measure_dtype(tf: Any, dtype: str, device: str, n: int = MATMUL_N,
-                  seconds: float = PROBE_SECONDS) -> float:
-    """Best observed FLOP/s of an n x n matmul in ``dtype`` on ``device``."""
+def chain_length(rate_estimate: float, n: int, min_call_s: float = MIN_CALL_S,
+                 cap: int = MAX_CHAIN) -> int:
+    """Matmuls per call so that one call lasts ``min_call_s`` at ``rate_estimate``."""
+    if rate_estimate <= 0 or not math.isfinite(rate_estimate):
+        return 1
+    return max(1, min(cap, math.ceil(min_call_s * rate_estimate / (2.0 * n**3))))
+
+
+def measure_size(tf: Any, dtype: str, device: str, n: int) -> tuple[float, int, float]:
+    """(best FLOP/s, matmuls per call, seconds of one matmul) of chained n x n matmuls."""
     with tf.device(device):
-        a = tf.random.uniform((n, n), dtype=tf.float32)
-        a, b = tf.cast(a, dtype), tf.cast(tf.transpose(a), dtype)
+        # Entries of variance 1/n keep the chain's values of unit scale (no overflow
+        # to inf in float16, no denormals), whatever its length.
+        bound = math.sqrt(3.0 / n)
+        x = tf.cast(tf.random.uniform((n, n), -1.0, 1.0), dtype)
+        w = tf.cast(tf.random.uniform((n, n), -bound, bound), dtype)
 
         @tf.function
-        def mm(x: Any, y: Any) -> Any:
-            # One element of the product is returned: fetching it waits for the whole
-            # matmul without copying n^2 values to the host.
-            return tf.linalg.matmul(x, y)[0, 0]
+        def chain(x: Any, w: Any, k: Any) -> Any:
+            for _ in tf.range(k):
+                x = tf.linalg.matmul(x, w)
+            # One element: fetching it waits for the whole chain without copying n^2
+            # values to the host.
+            return x[0, 0]
 
-        mm(a, b).numpy()  # trace + warm-up
-        best = 0.0
-        deadline = time.perf_counter() + seconds
-        while True:
+        def timed(k: int) -> float:
             t0 = time.perf_counter()
-            mm(a, b).numpy()
-            dt = time.perf_counter() - t0
-            best = max(best, 2.0 * n**3 / dt)
-            if time.perf_counter() >= deadline:
-                return best
+            chain(x, w, tf.constant(k)).numpy()
+            return time.perf_counter() - t0
+
+        timed(1)  # trace + warm-up
+        single = timed(2) / 2
+        k = chain_length(2.0 * n**3 / single, n)
+        best = max(k * 2.0 * n**3 / timed(k) for _ in range(CALLS_PER_SIZE))
+        return best, k, single
 
 
-def peak_flops(tf: Any, device: str = "/cpu:0", refresh: bool = False) -> dict[str, float]:
-    """FLOP/s per dtype for ``device`` (from the cache unless ``refresh``).
+@dataclass
+class DtypePeak:
+    """The achievable peak of one dtype on one device, as cached."""
 
-    A refresh keeps, per dtype, the higher of the new and the cached figure: a peak is
-    the best the hardware showed, and a measurement on a busy machine only reads low.
-    A dtype without a matmul kernel on this device is left out.
-    """
-    path, key = cache_path(), cache_key(tf, device)
-    cache: dict[str, Any] = {}
+    flops_per_s: float
+    by_size: dict[str, float]
+    chain: dict[str, int]
+    measured_at: float
+    load_avg_1m: float | None  # a busy machine measures a low peak: how busy it was
+    remeasured: int = 0  # times a run beat it and it was measured again
+
+
+def measure_dtype(tf: Any, dtype: str, device: str) -> float:
+    """The achievable FLOP/s of ``dtype`` on ``device``, measured now (not cached)."""
+    return measure_peak(tf, dtype, device).flops_per_s
+
+
+def measure_peak(tf: Any, dtype: str, device: str) -> DtypePeak:
+    """Measure the achievable peak of ``dtype`` on ``device`` (raises without a kernel)."""
+    by_size: dict[str, float] = {}
+    chain: dict[str, int] = {}
+    for n in SIZES[device_kind(device)]:
+        rate, k, single = measure_size(tf, dtype, device, n)
+        by_size[str(n)], chain[str(n)] = rate, k
+        if single > SLOW_SINGLE_S:  # e.g. float16 emulated on a CPU: stop growing
+            break
+    return DtypePeak(max(by_size.values()), by_size, chain, time.time(),
+                     os.getloadavg()[0] if hasattr(os, "getloadavg") else None)
+
+
+def _read_cache() -> dict[str, Any]:
     with contextlib.suppress(OSError, json.JSONDecodeError):
-        cache = json.loads(path.read_text(encoding="utf-8"))
-    entry = cache.get(key) if isinstance(cache, dict) else None
-    if entry and not refresh:
-        return {k: float(v) for k, v in entry["flops_per_s"].items()}
-    table: dict[str, float] = {}
-    for dtype in DTYPES:
-        try:
-            table[dtype] = measure_dtype(tf, dtype, device)
-        except Exception:  # no kernel for this dtype here: no peak, hence no MFU
-            continue
-    if entry:
-        for dtype, old in entry.get("flops_per_s", {}).items():
-            table[dtype] = max(float(old), table.get(dtype, 0.0))
-    cache[key] = {"flops_per_s": table, "measured_at": time.time(),
-                  # A busy machine measures a low peak: the load says how busy it was.
-                  "load_avg_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
-                  "method": f"best of repeated {MATMUL_N}x{MATMUL_N} matmuls "
-                            f"over {PROBE_SECONDS} s on {device}"}
-    _write_atomic(path, json.dumps(cache, indent=1))
-    return table
+        data = json.loads(cache_path().read_text(encoding="utf-8"))
+        if isinstance(data, dict):
+            return data
+    return {}
+
+
+def cached_peak(tf: Any, device: str, dtype: str) -> DtypePeak | None:
+    """The cached achievable peak of ``dtype``, or None (never measures)."""
+    entry = _read_cache().get(cache_key(tf, device)) or {}
+    raw = (entry.get("achievable") or {}).get(dtype)
+    try:
+        return DtypePeak(**raw) if raw else None
+    except TypeError:
+        return None
+
+
+def achievable_peak(tf: Any, device: str, dtype: str, refresh: bool = False) -> DtypePeak:
+    """The achievable peak of ``dtype`` on ``device``: cached, else measured and cached.
+
+    A refresh keeps the higher of the new and the cached figure: a peak is the best
+    the hardware showed, and a measurement on a busy machine only reads low.
+    """
+    old = cached_peak(tf, device, dtype)
+    if old is not None and not refresh:
+        return old
+    new = measure_peak(tf, dtype, device)
+    if old is not None:
+        new.remeasured = old.remeasured + 1
+        if old.flops_per_s > new.flops_per_s:
+            new.flops_per_s = old.flops_per_s
+            new.by_size = {n: max(v, old.by_size.get(n, 0.0)) for n, v in new.by_size.items()}
+    key = cache_key(tf, device)
+    cache = _read_cache()  # re-read: another process may have added a dtype meanwhile
+    entry = cache.setdefault(key, {})
+    entry["device"] = device
+    entry["method"] = method_text(device, SIZES[device_kind(device)])
+    entry.setdefault("achievable", {})[dtype] = asdict(new)
+    _write_atomic(cache_path(), json.dumps(cache, indent=1))
+    return new
 
 
 def first_device(tf: Any) -> str:
@@ -104,32 +394,45 @@ def first_device(tf: Any) -> str:
     return "/gpu:0" if tf.config.list_physical_devices("GPU") else "/cpu:0"
 
 
-def fingerprint_entry(tf: Any, measure: bool = False) -> dict[str, Any]:
-    """Peak FLOP/s per dtype of the first device, for the environment fingerprint.
+def gpu_name() -> str | None:
+    """The first visible GPU's model name (nvidia-smi; None without GPUs)."""
+    from bench.hardware import detect
 
-    Without ``measure`` only the cache is read, so no op runs: the fingerprint is taken
-    before strategies are built, and an op run then would break MultiWorkerMirrored
-    ("Collective ops must be configured at program startup"). Training runs measure
-    after their windows (bench.child.probes.hooks) and put the entry in their fingerprint.
+    gpus = detect().gpus
+    return gpus[0].name if gpus else None
+
+
+def fingerprint_entry(tf: Any, device: str | None = None,
+                      dtypes: Iterable[str] = DTYPES) -> dict[str, Any]:
+    """Both peaks of the first device, their methods and figures, for the fingerprint.
+
+    Only the cache is read for the achievable peak, so no op runs: the fingerprint may
+    be taken before strategies are built, and an op run then would break
+    MultiWorkerMirrored ("Collective ops must be configured at program startup").
+    Training runs measure after their windows (bench.child.probes.hooks).
     """
-    device = first_device(tf)
+    device = device or first_device(tf)
     try:
-        if measure:
-            table = peak_flops(tf, device)
-        else:
-            cached = json.loads(cache_path().read_text(encoding="utf-8"))
-            table = cached[cache_key(tf, device)]["flops_per_s"]
-    except (OSError, json.JSONDecodeError, KeyError, TypeError):
-        return {"device": device, "flops_per_s": None,
-                "note": "not measured yet (a training run measures it after its windows)"}
+        achievable = {d: asdict(found) for d in dtypes
+                      if (found := cached_peak(tf, device, d)) is not None}
+        theo = theoretical_for(device, gpu_name() if device_kind(device) == "GPU" else None)
     except Exception as exc:  # the fingerprint must never fail a run
         return {"device": device, "error": f"{type(exc).__name__}: {exc}"}
-    entry: dict[str, Any] = {}
-    with contextlib.suppress(OSError, json.JSONDecodeError, AttributeError, KeyError):
-        entry = json.loads(cache_path().read_text(encoding="utf-8"))[cache_key(tf, device)]
-    return {"device": device, "flops_per_s": table, "unit": "FLOP/s",
-            "method": entry.get("method"), "measured_at": entry.get("measured_at"),
-            "load_avg_1m": entry.get("load_avg_1m"), "cache": str(cache_path())}
+    notes = {}
+    for d, entry in achievable.items():
+        t = theo.flops_per_s.get(d)
+        if t is not None and t < entry["flops_per_s"]:
+            clock = theo.inputs.get("clock_source")
+            notes[d] = (f"theoretical {t:.4g} FLOP/s reads below the measured "
+                        f"{entry['flops_per_s']:.4g}: its clock ({clock}) is below what the "
+                        f"cores reach; not used for MFU")
+    return {"device": device, "unit": "FLOP/s", "cache": str(cache_path()),
+            "achievable": {"flops_per_s": {d: e["flops_per_s"] for d, e in achievable.items()},
+                           "method": method_text(device, SIZES[device_kind(device)]),
+                           "detail": achievable},
+            "theoretical": {"flops_per_s": theo.flops_per_s, "method": theo.source,
+                            "inputs": theo.inputs, "not_used": notes},
+            "mfu_uses": "mfu: achievable; mfu_theoretical: theoretical"}
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -141,6 +444,7 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+# -- MFU --------------------------------------------------------------------------------
 def mfu(train_flops_per_example: float, global_throughput: float,
         peak_per_device: float | None, physical_devices: int) -> tuple[float | None,
                                                                         float | None]:
@@ -151,20 +455,71 @@ def mfu(train_flops_per_example: float, global_throughput: float,
     return train_flops_per_example * global_throughput / peak, peak
 
 
+@dataclass
+class MfuOutcome:
+    """What a run stores about its MFU; ``fault`` (for its reason) when the peak failed."""
+
+    mfu: float | None = None
+    peak_flops_per_s: float | None = None
+    mfu_theoretical: float | None = None
+    theoretical_peak_flops_per_s: float | None = None
+    fault: str | None = None
+    remeasured: bool = False
+
+
+def settle_mfu(achieved_flops_per_s: float, physical_devices: int,
+               achievable: Callable[[bool], float | None],
+               theoretical_per_device: float | None, method: str = "") -> MfuOutcome:
+    """MFU against both peaks, never above 100%.
+
+    ``achieved_flops_per_s`` is what this process's devices did; ``achievable(refresh)``
+    returns the per-device achievable peak (cached, or measured again with
+    ``refresh=True``). A run that beats the achievable peak has it re-measured; if the
+    run still beats it, the peak is at fault: no MFU is stored and ``fault`` says so.
+    The theoretical MFU is left empty where that peak is unknown or reads below the
+    achievable one (its inputs are then wrong, e.g. a nominal clock).
+    """
+    out = MfuOutcome()
+    n = max(1, physical_devices)
+    peak = achievable(False)
+    if peak and achieved_flops_per_s > peak * n:
+        first = peak
+        peak = achievable(True)
+        out.remeasured = True
+        if peak and achieved_flops_per_s > peak * n:
+            out.peak_flops_per_s = peak * n
+            how = method or "see the fingerprint"
+            out.fault = (
+                f"no MFU: the run achieved {achieved_flops_per_s:.4g} FLOP/s, above the "
+                f"achievable peak of its hardware ({first * n:.4g} FLOP/s, re-measured "
+                f"{peak * n:.4g}): the peak probe reads low here ({how}), not the run fast")
+            peak = None
+    if peak:
+        out.mfu, out.peak_flops_per_s = achieved_flops_per_s / (peak * n), peak * n
+    theo = theoretical_per_device
+    if theo and (peak is None or theo >= peak) and achieved_flops_per_s <= theo * n:
+        out.theoretical_peak_flops_per_s = theo * n
+        out.mfu_theoretical = achieved_flops_per_s / (theo * n)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m bench.child.probes.peak [--refresh]``: print (or re-measure) the peaks."""
+    """``python -m bench.child.probes.peak [--refresh] [--dtype D]``: print both peaks."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m bench.child.probes.peak")
     parser.add_argument("--refresh", action="store_true",
                         help="measure again (keeps the higher figure per dtype)")
+    parser.add_argument("--dtype", action="append", choices=DTYPES,
+                        help="dtype(s) to measure (default: float32 and bfloat16)")
     args = parser.parse_args(argv)
     import tensorflow as tf
 
     device = first_device(tf)
-    table = peak_flops(tf, device, refresh=args.refresh)
-    print(json.dumps({"device": device, "flops_per_s": table, "cache": str(cache_path())},
-                     indent=1))
+    dtypes = args.dtype or ["float32", "bfloat16"]
+    for d in dtypes:
+        achievable_peak(tf, device, d, refresh=args.refresh)
+    print(json.dumps(fingerprint_entry(tf, device, dtypes), indent=1))
     return 0
 
 

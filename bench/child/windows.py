@@ -1,0 +1,243 @@
+"""The measured-window loop: warm-up, repeated synchronised windows, the figures.
+
+Every training loop of the child measures through ``measure``: the in-process
+``Trainer`` (a compiled call of ``steps_per_call`` steps) and the ParameterServer
+coordinator (a chunk of scheduled steps, then ``join``). Each supplies a ``Loop``:
+how to start one call, how to wait for that call's loss, how to wait for every
+device. The timing protocol is then one piece of code (definitions in
+bench.results.schema):
+
+- the first call (tracing, graph optimisation) and the warm-up calls are timed
+  apart and never inside a window;
+- a window opens and closes with a full synchronisation; every call inside it is
+  waited for by fetching its loss, which gives one step-time sample per call;
+- a window ends after ``max_steps`` steps, or once ``max_seconds`` have passed and
+  ``min_steps`` were taken (or after the step count a multi-worker run agreed on);
+- the headline throughput is the median window.
+
+Nothing here imports TensorFlow: the loop only calls what it is given, so it
+costs a few Python calls per training call (``scripts/overhead.py`` compares it
+with a hand-written loop).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from bench.child.memory import host_peak_rss_bytes, reset_host_peak
+from bench.env import INJECT_SLOWDOWN_VAR, injected_slowdown, stall_until
+from bench.results.schema import Figures, Memory, ModelInfo, Startup, Warmup, Window
+from bench.results.stats import coefficient_of_variation, step_time_stats
+from bench.spec import RunSpec
+from workloads.flops import ModelStats
+
+
+@dataclass(frozen=True)
+class Loop:
+    """What the window loop drives; each training loop supplies its own.
+
+    ``call`` starts ``steps_per_call`` optimizer steps and returns a handle;
+    ``fetch`` waits for that call and returns its loss (the per-call synchronisation);
+    ``sync`` waits until every device has finished its queued work (window edges).
+    A step-time sample is a call's seconds x ``sample_scale`` / ``steps_per_call``
+    (1 in-process; the worker count for asynchronous workers, whose steps overlap).
+    ``first_call``, when given, is the very first call (``first_call_steps`` steps),
+    e.g. a single step before chunks of many.
+    """
+
+    call: Callable[[], Any]
+    fetch: Callable[[Any], float]
+    sync: Callable[[Any], None]
+    steps_per_call: int
+    examples_per_step: int
+    replicas: int
+    sample_scale: float = 1.0
+    first_call: Callable[[], Any] | None = None
+    first_call_steps: int = 0
+
+
+@dataclass(frozen=True)
+class Rules:
+    """When warm-up and windows end (the spec's fields, gathered in one place)."""
+
+    repeats: int
+    warmup_steps: int
+    min_steps: int
+    max_steps: int
+    max_seconds: float
+
+    @classmethod
+    def of(cls, spec: RunSpec) -> Rules:
+        return cls(spec.repeats, spec.warmup_steps, spec.min_steps, spec.max_steps,
+                   spec.max_seconds)
+
+    def window_done(self, steps: int, elapsed_s: float, fixed_steps: int | None) -> bool:
+        """Whether a window that took ``steps`` steps in ``elapsed_s`` seconds ends now."""
+        if fixed_steps is not None:
+            return steps >= fixed_steps
+        return steps >= self.max_steps or (elapsed_s >= self.max_seconds
+                                           and steps >= self.min_steps)
+
+
+class DeviceMemoryProbe(Protocol):
+    scope: str
+
+    def reset(self) -> None: ...
+
+    def peaks(self) -> dict[str, int]: ...
+
+
+@dataclass
+class NoDeviceMemory:
+    """For loops that hold no model state on their own devices (the PS coordinator)."""
+
+    scope: str
+
+    def reset(self) -> None:
+        return None
+
+    def peaks(self) -> dict[str, int]:
+        return {}
+
+
+def _epoch_offset() -> float:
+    # Window edges in wall-clock time for matching processes, at perf_counter precision.
+    return time.time() - time.perf_counter()
+
+
+def measure(loop: Loop, rules: Rules, *, stats: ModelStats, launch_ts: float,
+            phases: dict[str, float], memory: DeviceMemoryProbe,
+            replica_divergence: Callable[[], float],
+            progress: Callable[[str], None] = lambda _: None,
+            before_windows: Callable[[], None] = lambda: None,
+            warm_target: int | None = None,
+            agree: Callable[[float], int] | None = None) -> Figures:
+    """Warm up, then measure ``rules.repeats`` windows; returns the run's figures.
+
+    ``launch_ts`` is the wall-clock time the parent launched this process; ``phases``
+    holds the seconds spent importing TensorFlow, setting up devices and building
+    (``import_tf_s``, ``device_setup_s``, ``build_s``). ``before_windows`` runs between
+    warm-up and the first window (e.g. a start barrier shared by independent copies).
+    ``warm_target`` raises the warm-up step count; ``agree``, given the warm-up's
+    seconds per step, returns the step count every window must take (workers of one
+    synchronous run must stop on the same step).
+    """
+    k = loop.steps_per_call
+    t = time.perf_counter()
+    if loop.first_call is not None:
+        out = loop.first_call()
+        warm_steps = loop.first_call_steps
+    else:
+        out = loop.call()
+        warm_steps = k
+    loss_start = loop.fetch(out)
+    loop.sync(out)
+    first_call_s = time.perf_counter() - t
+    startup = Startup(import_tf_s=phases["import_tf_s"],
+                      device_setup_s=phases["device_setup_s"], build_s=phases["build_s"],
+                      launch_to_first_step_s=time.time() - launch_ts)
+    progress(f"first call {first_call_s:.2f}s, loss {loss_start:.4f}")
+    first_steps = warm_steps
+    target = max(rules.warmup_steps, warm_target or 0)
+    tw = time.perf_counter()
+    while warm_steps < target:
+        out = loop.call()
+        warm_steps += k
+    loop.sync(out)
+    timed = warm_steps - first_steps
+    fixed_steps = agree((time.perf_counter() - tw) / timed) if agree and timed else None
+    warmup = Warmup(first_call_s=first_call_s, steps=warm_steps,
+                    total_s=time.perf_counter() - t)
+    before_windows()
+
+    windows: list[Window] = []
+    all_times: list[float] = []
+    host_scope = "window"
+    epoch = _epoch_offset()
+    slowdown = injected_slowdown()  # testing hook, 0 unless set (see bench.env)
+    if slowdown:
+        progress(f"testing hook {INJECT_SLOWDOWN_VAR}={slowdown:g}: every timed call "
+                 f"is made {slowdown:.0%} longer")
+    call, fetch, scale = loop.call, loop.fetch, loop.sample_scale / k
+    for r in range(rules.repeats):
+        memory.reset()
+        if not reset_host_peak():
+            host_scope = "lifetime"
+        loop.sync(out)
+        t0 = time.perf_counter()
+        times: list[float] = []
+        steps, first_loss, loss = 0, math.nan, math.nan
+        while True:
+            tc = time.perf_counter()
+            out = call()
+            loss = fetch(out)
+            tn = time.perf_counter()
+            if slowdown:  # proportional to the call's own time, so any workload slows alike
+                tn = stall_until(tn + (tn - tc) * slowdown)
+            times.append((tn - tc) * scale)
+            if steps == 0:
+                first_loss = loss
+            steps += k
+            if rules.window_done(steps, tn - t0, fixed_steps):
+                break
+        loop.sync(out)
+        t1 = time.perf_counter()
+        wall = t1 - t0
+        examples = steps * loop.examples_per_step
+        windows.append(Window(
+            index=r, steps=steps, examples=examples, wall_s=wall,
+            global_throughput=examples / wall,
+            per_replica_throughput=examples / wall / loop.replicas,
+            step_time=step_time_stats(times), loss_first=first_loss, loss_last=loss,
+            device_peak_bytes=memory.peaks(), host_peak_rss_bytes=host_peak_rss_bytes(),
+            start_ts=epoch + t0, end_ts=epoch + t1))
+        all_times.extend(times)
+        progress(f"window {r + 1}/{rules.repeats}: {examples / wall:,.1f} examples/s, "
+                 f"loss {loss:.4f}")
+    return summarize(windows, all_times, warmup, startup, stats, loss_start,
+                     replicas=loop.replicas, device_scope=memory.scope,
+                     host_scope=host_scope, replica_divergence=replica_divergence())
+
+
+def summarize(windows: list[Window], step_times: list[float], warmup: Warmup,
+              startup: Startup, stats: ModelStats, loss_start: float, *, replicas: int,
+              device_scope: str, host_scope: str, replica_divergence: float) -> Figures:
+    """The run's figures from its measured windows (headline = median window).
+
+    Raises FloatingPointError when the loss is no longer finite: a diverged run's
+    throughput is not a result.
+    """
+    if not math.isfinite(windows[-1].loss_last):
+        raise FloatingPointError(f"training diverged: loss is {windows[-1].loss_last}")
+    throughputs = [w.global_throughput for w in windows]
+    median = float(np.median(throughputs))
+    device_peak: dict[str, int] = {}
+    for w in windows:
+        for name, peak in w.device_peak_bytes.items():
+            device_peak[name] = max(device_peak.get(name, 0), peak)
+    host_peaks = [w.host_peak_rss_bytes for w in windows if w.host_peak_rss_bytes]
+    return Figures(
+        global_throughput=median,
+        per_replica_throughput=median / replicas,
+        step_time=step_time_stats(step_times),
+        windows=windows,
+        warmup=warmup,
+        startup=startup,
+        memory=Memory(device_peak_bytes=device_peak, device_scope=device_scope,
+                      host_peak_rss_bytes=max(host_peaks) if host_peaks else None,
+                      host_scope=host_scope),
+        model=ModelInfo(**dataclasses.asdict(stats)),
+        achieved_flops_per_s=stats.train_flops_per_example * median,
+        loss_start=loss_start,
+        loss_end=windows[-1].loss_last,
+        learned=windows[-1].loss_last < loss_start,
+        replica_divergence=replica_divergence,
+        throughput_cv=coefficient_of_variation(throughputs),
+    )
