@@ -251,10 +251,19 @@ class ParameterServer(StrategyFactory):
         return spec.batch
 
     def validate(self, spec: RunSpec) -> None:
+        """Besides the common checks, refuse the knobs its coordinator loop does not
+        implement: they would be labelled on its results while ignored."""
         super().validate(spec)
         if spec.workers and spec.workers != spec.devices:
             raise SpecError("RunSpec.workers must be 0 or equal devices for parameter_server "
                             f"(one worker per device). Received: workers={spec.workers}")
+        for name, why in (("grad_accum", "each scheduled step applies one batch's gradients"),
+                          ("steps_per_call", "the coordinator schedules one step per call")):
+            value = getattr(spec, name)
+            if value != 1:
+                raise SpecError(f"RunSpec.{name} must be 1 for parameter_server ({why}; "
+                                f"the knob is not implemented there). Received: "
+                                f"{name}={value!r}")
 
     def plan(self, spec: RunSpec, hw: Hardware) -> list[Task]:
         # Servers keep TensorFlow's default threads and every core: a server pinned to
@@ -286,9 +295,12 @@ class Independent(StrategyFactory):
     is_choice = False
     plainness = 40
     accepts = ("workers_per_device",)
-    combination = ("independent copies started together (barrier after warm-up): global "
-                   "throughput = sum of the copies' median window throughputs; step times "
-                   "and memory are the first copy's, every copy's own are in tasks")
+    combination = ("independent copies started together (barrier after every copy's "
+                   "warm-up): each combined window is a window of the first copy cut to the "
+                   "time every copy was measuring, its throughput the sum of the copies' "
+                   "rates inside it (examples of their windows pro-rated by overlap); the "
+                   "global throughput is the median combined window. Step times, loss and "
+                   "memory are the first copy's; every copy's own windows are in tasks")
 
     def replicas(self, spec: RunSpec) -> int:
         return spec.devices * spec.workers_per_device
@@ -302,11 +314,39 @@ class Independent(StrategyFactory):
         return 1.0  # each copy measures only itself
 
     def combine(self, spec: RunSpec, main: Figures, tasks: list[TaskFigures]) -> Figures:
-        total = sum(t.throughput or 0.0 for t in tasks)
+        """The copies' concurrent throughput, as windows every judge reads (compare,
+        pytest-benchmark, reports), never one copy's own."""
+        import statistics
+
+        from bench.results.concurrency import as_windows, concurrent_windows, spans
+        from bench.results.stats import coefficient_of_variation
+
+        replicas = self.replicas(spec)
+        copies = [spans(t.windows) for t in tasks]
+        timed = [c for c in copies if c is not None]
+        combined = concurrent_windows(timed) if len(timed) == len(tasks) else []
+        if not combined:
+            # Without concurrent windows there is no figure of the copies running
+            # together: the sum of their medians is kept, and the combination says so.
+            total = sum(t.throughput or 0.0 for t in tasks)
+            why = ("some copy stored no window times" if len(timed) < len(tasks) else
+                   "no window of the first copy overlapped every copy's windows")
+            return dataclasses.replace(
+                main, tasks=tasks, global_throughput=total,
+                per_replica_throughput=total / replicas,
+                achieved_flops_per_s=main.model.train_flops_per_example * total,
+                combination=f"NOT CONCURRENT ({why}): global throughput = sum of the "
+                            f"copies' median window throughputs")
+        windows = as_windows(combined, tasks[0].windows, spec.examples_per_step, replicas)
+        rates = [w.global_throughput for w in windows]
+        total = statistics.median(rates)
         return dataclasses.replace(
-            main, tasks=tasks, combination=self.combination, global_throughput=total,
-            per_replica_throughput=total / self.replicas(spec),
-            achieved_flops_per_s=main.model.train_flops_per_example * total)
+            main, tasks=tasks, windows=windows, global_throughput=total,
+            per_replica_throughput=total / replicas,
+            achieved_flops_per_s=main.model.train_flops_per_example * total,
+            throughput_cv=coefficient_of_variation(rates),
+            combination=f"{self.combination} ({len(windows)} of {len(tasks[0].windows)} "
+                        f"windows of the first copy ran while every copy measured)")
 
     def local_spec(self, spec: RunSpec, task: Task) -> RunSpec:
         # Each copy is a one-device run of a replica's share, with its own seed.

@@ -6,9 +6,10 @@ The process does its task's job (``Task.runner``: train, serve as a cluster
 server, or coordinate a parameter-server run) and leaves files in ``DIR``:
 ``ready.<task>`` once its strategy or server is up (the launcher's start-up
 deadline watches for it) and ``payload.<task>.json`` (status, reason, figures,
-environment) when it finishes, whatever happened. Tasks with ``barrier`` wait
-for ``DIR/go`` (written by the launcher once every task is ready) before their
-measured windows, so independent copies measure at the same time.
+environment) when it finishes, whatever happened. Tasks with ``barrier``
+(independent copies) mark themselves ready only after their warm-up, then wait for
+``DIR/go`` (written by the launcher once every task is ready) before their measured
+windows: the copies' windows start together, after every copy has warmed up.
 
 Testing hook: STRATBENCH_FAULT="<task>:<fault>" (e.g. "worker1:hang_at_start")
 makes that task misbehave: ``hang_at_start`` (never starts TensorFlow),
@@ -138,7 +139,8 @@ def run_train(ctx: Context) -> dict[str, Any]:
     env = _environment(tf, devices, threads, ctx.task)
     t = time.perf_counter()
     strategy = build_strategy(spec, devices.names)
-    ctx.mark_ready()
+    if not ctx.task.barrier:
+        ctx.mark_ready()  # barrier tasks are ready once warmed up (_before_windows)
     if spec.mode == "allreduce":  # the all-reduce probe instead of training
         from bench.child.probes.allreduce import plan, run_points
 
@@ -167,6 +169,9 @@ def _before_windows(ctx: Context) -> Callable[[], None]:
     def hook() -> None:
         _fault(ctx.task, "kill_after_warmup")
         if ctx.task.barrier:
+            # Ready only now, warmed up: the launcher says "go" once every copy is, so
+            # no copy's windows run beside another's tracing or first steps.
+            ctx.mark_ready()
             ctx.wait_for_go()
     return hook
 
