@@ -1,60 +1,62 @@
-"""Measure the noise floor and the false-positive rate of `bench compare` on this machine.
+"""The nightly gate on this machine: its false-alarm rate and its detection power.
 
-    .venv/bin/python scripts/noise_floor.py [--runs 3] [--repeats 6] [--max-seconds 0.5]
+    flock /tmp/stratbench-tf.lock .venv/bin/python scripts/noise_floor.py \\
+        [--nightlies 10] [--slowed 5] [--runs 2] [--matrix small] [--baseline-nightlies 5]
 
-Runs every configuration (MLP b256, CNN b64, ResNet50 32x32/10 classes b16, each under
-mirrored on 1 and 2 devices) ``--runs`` times, in rounds (every configuration once,
-then again), each run a fresh process with ``--repeats`` windows. Prints, per
-configuration:
+1. ``--nightlies`` nightlies of unchanged code. Each measures every configuration of
+   the matrix (``benchmarks/test_nightly.py``; ``small`` = two MLP configurations,
+   one and two devices) in ``--runs`` separate processes, in rounds, as
+   ``bench nightly`` does. Each nightly is then compared, exactly as the nightly
+   compares (``bench.regress.compare.compare``, runs labelled with their nightly),
+   with a baseline of ``--baseline-nightlies`` other unchanged nightlies (the ones
+   before it; the first ones borrow from after). Any ``regressed`` or ``improved``
+   time verdict is a false alarm. The minimum detectable change each comparison
+   states is recorded; its median per configuration is "the stated MDE".
+2. ``--slowed`` nightlies for each size k = 1, 2, 3: every configuration slowed by k
+   times its stated MDE (``STRATBENCH_INJECT_SLOWDOWN``: every timed call that much
+   longer), each compared with the last ``--baseline-nightlies`` unchanged ones. A
+   ``regressed`` time verdict is a detection.
 
-- within-run CV: std/mean of the window throughputs of one run (median over runs);
-  this is the noise floor `compare` reports;
-- between-run CV: std/mean of the runs' median throughputs;
-- same-code comparisons: every pair of runs compared with the defaults of
-  `bench compare` (Mann-Whitney U, alpha 0.05, 5% threshold); any throughput verdict
-  other than unchanged is a false positive (the code did not change);
-- pooled: each run against all the others pooled as the baseline (what
-  `bench nightly --baseline-runs N` does), where compare also knows the run-to-run spread.
-
-Figures are printed, never asserted. The load average before and after is printed
-because other processes on the machine move every figure.
+Printed: per configuration, the verdicts of the unchanged comparisons (false alarms,
+ok, cannot tell), the run-to-run noise and the stated MDE; per size, the detection
+rate. Targets: false alarms at or below alpha; detection at least 90% at 3x.
+Figures are printed and written to ``OUT/noise_floor.json``, never asserted. The
+load average is printed because other processes on the machine move every figure.
+``--analyse DIR`` re-reads the runs of an earlier invocation instead of running.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.launch.sweep import run_sweep  # noqa: E402
-from bench.regress.compare import Report, Thresholds, compare  # noqa: E402
+from bench.env import INJECT_SLOWDOWN_VAR  # noqa: E402
+from bench.launch.launcher import run_isolated  # noqa: E402
+from bench.regress.compare import (  # noqa: E402
+    CANNOT_TELL,
+    DEFAULT_ALPHA,
+    IMPROVED,
+    REGRESSED,
+    Thresholds,
+    compare,
+)
 from bench.results.schema import RunResult  # noqa: E402
-from bench.results.store import load_sweep  # noqa: E402
+from bench.results.store import SweepStore, load, load_sweep, save  # noqa: E402
 from bench.spec import RunSpec  # noqa: E402
+from benchmarks.test_nightly import MATRICES, in_rounds  # noqa: E402
 
-WORKLOADS = (("mlp", 256, {}), ("cnn", 64, {}),
-             ("resnet50", 16, {"image_size": 32, "classes": 10}))
-
-
-def specs(repeats: int, max_seconds: float, devices: list[int]) -> list[RunSpec]:
-    return [RunSpec(workload=w, strategy="mirrored", devices=n, batch=b, params=p,
-                    repeats=repeats, max_seconds=max_seconds, min_steps=3,
-                    max_steps=100_000, warmup_steps=3, timeout_s=600.0)
-            for w, b, p in WORKLOADS for n in devices]
-
-
-def throughput_verdict(report: Report) -> str:
-    (cfg,) = report.configs
-    return next(m.verdict for m in cfg.metrics if m.metric == "throughput")
+SIZES = (1, 2, 3)
 
 
 def load_avg() -> str:
@@ -62,86 +64,167 @@ def load_avg() -> str:
     return f"{one:.2f} {five:.2f} {fifteen:.2f} (1/5/15 min, {os.cpu_count()} CPUs)"
 
 
+def run_nightly(specs: list[RunSpec], runs: int, out: Path,
+                slowdown: Callable[[RunSpec], float] | None = None) -> list[RunResult]:
+    """One nightly: every configuration in ``runs`` processes, in rounds, saved in ``out``."""
+    store, results = SweepStore(out), []
+    for spec, r in in_rounds(specs, runs):
+        paths = store.paths(spec, r)
+        if paths.result.exists():  # an interrupted invocation, run again: resume
+            results.append(load(paths.result))
+            continue
+        f = slowdown(spec) if slowdown else 0.0
+        if f:
+            os.environ[INJECT_SLOWDOWN_VAR] = f"{f:.4f}"
+        else:
+            os.environ.pop(INJECT_SLOWDOWN_VAR, None)
+        try:
+            result = run_isolated(spec, paths.log)
+        finally:
+            os.environ.pop(INJECT_SLOWDOWN_VAR, None)
+        result.replicate = r
+        save(result, paths.result)
+        tput = f"{result.figures.global_throughput:,.0f} ex/s" if result.figures else \
+            f"{result.status}: {(result.reason or '').splitlines()[0]}"
+        print(f"  {out.name} {spec.label()} run {r}"
+              + (f" (slowed {f:.1%})" if f else "") + f": {tput}", flush=True)
+        results.append(result)
+    return results
+
+
+def time_verdicts(baseline: list[list[RunResult]], current: list[RunResult],
+                  thresholds: Thresholds, alpha: float) -> dict[str, dict[str, Any]]:
+    """Per configuration key: the time verdict, stated MDE, noise of one comparison."""
+    base = [r for night in baseline for r in night]
+    labels = [k for k, night in enumerate(baseline) for _ in night]
+    report = compare(base, current, thresholds=thresholds, alpha=alpha,
+                     baseline_groups=labels, current_groups=["tonight"] * len(current))
+    out = {}
+    for c in report.configs:
+        m = c.measure("time")
+        if m is not None:
+            out[c.key] = {"label": c.label, "verdict": m.verdict, "mde": m.detectable,
+                          "change": m.change, "noise_cv": m.noise_cv,
+                          "noise_unit": m.noise_unit, "run_cv": m.run_cv}
+        else:
+            out[c.key] = {"label": c.label, "verdict": c.verdict, "mde": float("nan"),
+                          "change": float("nan"), "noise_cv": None, "noise_unit": "",
+                          "run_cv": None}
+    return out
+
+
+def baseline_for(i: int, nights: int, k: int) -> list[int]:
+    """The ``k`` unchanged nightlies before ``i`` (the first ones borrow from after)."""
+    before = list(range(max(0, i - k), i))
+    after = [j for j in range(i + 1, nights)][: k - len(before)]
+    return before + after
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--runs", type=int, default=3, help="processes per configuration")
-    ap.add_argument("--repeats", type=int, default=6, help="windows per run")
-    ap.add_argument("--max-seconds", type=float, default=0.5, help="window length, s")
-    ap.add_argument("--devices", default="1,2")
-    ap.add_argument("--threshold", default="5%",
-                    help="compare's threshold for the false-positive count (default 5%%)")
+    ap.add_argument("--nightlies", type=int, default=10, help="unchanged nightlies (N)")
+    ap.add_argument("--slowed", type=int, default=5,
+                    help="slowed nightlies per size (1x, 2x, 3x the stated MDE)")
+    ap.add_argument("--runs", type=int, default=2, help="processes per configuration")
+    ap.add_argument("--matrix", default="small", choices=MATRICES.names())
+    ap.add_argument("--baseline-nightlies", type=int, default=5,
+                    help="unchanged nightlies pooled as the baseline (K)")
+    ap.add_argument("--threshold", default="5%", help="compare's threshold (default 5%%)")
+    ap.add_argument("--alpha", type=float, default=DEFAULT_ALPHA)
     ap.add_argument("--analyse", type=Path, metavar="DIR",
-                    help="only analyse the runs already in DIR (run1, run2, ...)")
+                    help="only analyse the nightlies already in DIR")
     ap.add_argument("--out", type=Path,
                     default=ROOT / "results" / f"noise-{time.strftime('%Y%m%d-%H%M%S')}")
     args = ap.parse_args()
-    matrix = specs(args.repeats, args.max_seconds,
-                   [int(d) for d in args.devices.split(",")])
-    if args.analyse:
-        args.out = args.analyse
-        args.runs = len(list(args.out.glob("run*")))
-    else:
-        print(f"load average before: {load_avg()}", flush=True)
-        t0 = time.monotonic()
-        for i in range(args.runs):
-            out = run_sweep(matrix, args.out / f"run{i + 1}",
-                            echo=lambda m: print(m, flush=True))
-            if out.interrupted:
-                return 130
-        print(f"load average after:  {load_avg()}  ({time.monotonic() - t0:.0f} s)")
-
-    by_key: dict[str, list[RunResult]] = {}
-    for i in range(args.runs):
-        for r in load_sweep(args.out / f"run{i + 1}").results:
-            if r.status == "ok" and r.figures is not None:
-                by_key.setdefault(r.spec.key(), []).append(r)
-    rows, comparisons, false_pos, pooled_n, pooled_fp = [], 0, 0, 0, 0
+    for flag in ("nightlies", "runs", "baseline_nightlies"):
+        if getattr(args, flag) < 1:
+            ap.error(f"--{flag.replace('_', '-')} must be >= 1. Received: "
+                     f"{getattr(args, flag)}")
+    if args.nightlies < 2:
+        ap.error(f"--nightlies must be >= 2 (one compared with others). "
+                 f"Received: {args.nightlies}")
     thresholds = Thresholds.parse([args.threshold])
-    print(f"\n{'configuration':34s} {'runs':>4s} {'within-run CV':>14s} "
-          f"{'between-run CV':>15s} {'median ex/s':>12s} {'pairwise flags':>15s} "
-          f"{'pooled flags':>13s}")
-    for spec in matrix:
-        runs = by_key.get(spec.key(), [])
-        if not runs:
-            print(f"{spec.label():34s} no successful run")
+    k = min(args.baseline_nightlies, args.nightlies - 1)
+    specs: list[RunSpec] = MATRICES.get(args.matrix)()
+    out: Path = args.analyse or args.out
+    t0 = time.monotonic()
+    print(f"load average before: {load_avg()}", flush=True)
+
+    def nightly(name: str, slowdown: Callable[[RunSpec], float] | None = None
+                ) -> list[RunResult]:
+        if args.analyse:
+            return load_sweep(out / name).results
+        return run_nightly(specs, args.runs, out / name, slowdown)
+
+    unchanged = [nightly(f"unchanged-{i + 1:02d}") for i in range(args.nightlies)]
+    per_config: dict[str, list[dict[str, Any]]] = {}
+    for i, night in enumerate(unchanged):
+        base = [unchanged[j] for j in baseline_for(i, len(unchanged), k)]
+        for key, v in time_verdicts(base, night, thresholds, args.alpha).items():
+            per_config.setdefault(key, []).append(v)
+    stated = {key: float(np.nanmedian([v["mde"] for v in vs])) for key, vs in per_config.items()}
+
+    detected: dict[int, list[dict[str, Any]]] = {size: [] for size in SIZES}
+    if args.slowed:
+        last = unchanged[-k:]
+        for size in SIZES:
+            def slowed(spec: RunSpec, size: int = size) -> float:
+                return size * stated.get(spec.key(), 0.0)
+
+            for j in range(args.slowed):
+                night = nightly(f"slowed{size}x-{j + 1:02d}", slowed)
+                for key, v in time_verdicts(last, night, thresholds, args.alpha).items():
+                    detected[size].append({**v, "key": key, "injected": size * stated[key]})
+    print(f"load average after:  {load_avg()}  ({time.monotonic() - t0:.0f} s)")
+
+    print(f"\nmatrix {args.matrix}, {args.runs} runs per configuration per nightly, baseline "
+          f"{k} nightlies, threshold {thresholds.default:.0%}, alpha {args.alpha:g}\n")
+    print(f"{'configuration':34s} {'compared':>8s} {'false alarms':>13s} {'ok':>4s} "
+          f"{'cannot tell':>11s} {'run CV':>7s} {'stated MDE':>10s}")
+    alarms_total = compared_total = 0
+    rows = []
+    for key, vs in per_config.items():
+        alarms = sum(v["verdict"] in (REGRESSED, IMPROVED) for v in vs)
+        ok = sum(v["verdict"] == "ok" for v in vs)
+        unsure = sum(v["verdict"] == CANNOT_TELL for v in vs)
+        run_cv = float(np.median([v["run_cv"] for v in vs if v["run_cv"] is not None]))
+        alarms_total += alarms
+        compared_total += len(vs)
+        rows.append({"key": key, "configuration": vs[0]["label"], "compared": len(vs),
+                     "false_alarms": alarms, "ok": ok, "cannot_tell": unsure,
+                     "run_cv": run_cv, "stated_mde": stated[key], "verdicts": vs})
+        print(f"{vs[0]['label']:34s} {len(vs):8d} {alarms:6d} ({alarms / len(vs):4.0%}) "
+              f"{ok:4d} {unsure:11d} {run_cv:7.1%} {stated[key]:10.1%}")
+    rate = alarms_total / compared_total if compared_total else float("nan")
+    print(f"\nfalse alarms (regressed or improved on unchanged code): {alarms_total} of "
+          f"{compared_total} = {rate:.1%} (target <= {args.alpha:.0%})")
+    rates = {}
+    for size in SIZES:
+        found = detected[size]
+        if not found:
             continue
-        within = float(np.median([r.figures.throughput_cv for r in runs if r.figures]))
-        medians = [r.figures.global_throughput for r in runs if r.figures]
-        between = float(np.std(medians, ddof=1) / np.mean(medians)) if len(runs) > 1 else 0.0
-        flags = []
-        for a, b in itertools.combinations(runs, 2):
-            flags.append(throughput_verdict(compare([a], [b], thresholds=thresholds)))
-        n_false = sum(v in ("regressed", "improved") for v in flags)
-        comparisons += len(flags)
-        false_pos += n_false
-        pooled = [throughput_verdict(compare([o for o in runs if o is not r], [r],
-                                             thresholds=thresholds))
-                  for r in runs] if len(runs) > 2 else []
-        p_false = sum(v in ("regressed", "improved") for v in pooled)
-        pooled_n += len(pooled)
-        pooled_fp += p_false
-        rows.append({"configuration": spec.label(), "key": spec.key(), "runs": len(runs),
-                     "within_run_cv": within, "between_run_cv": between,
-                     "median_throughput": float(np.median(medians)),
-                     "run_medians": medians, "same_code_verdicts": flags,
-                     "pooled_verdicts": pooled})
-        print(f"{spec.label():34s} {len(runs):4d} {within * 100:13.1f}% "
-              f"{between * 100:14.1f}% {np.median(medians):12,.1f} "
-              f"{n_false:>7d} of {len(flags):<3d}   {p_false:>5d} of {len(pooled):<3d}")
-    rate = false_pos / comparisons if comparisons else float("nan")
-    pooled_rate = pooled_fp / pooled_n if pooled_n else float("nan")
-    print(f"\nfalse positives (throughput flagged regressed or improved, same code; "
-          f"threshold {thresholds.default:.0%}):\n"
-          f"  one run vs one run:        {false_pos} of {comparisons} = {rate:.0%}\n"
-          f"  one run vs the others pooled: {pooled_fp} of {pooled_n} = {pooled_rate:.0%}")
-    (args.out / f"noise_floor-{thresholds.default:.0%}.json").write_text(json.dumps(
-        {"rows": rows, "comparisons": comparisons, "false_positives": false_pos,
-         "rate": rate, "pooled_comparisons": pooled_n, "pooled_false_positives": pooled_fp,
-         "pooled_rate": pooled_rate, "repeats": args.repeats,
-         "max_seconds": args.max_seconds, "threshold": thresholds.default,
-         "units": {"within_run_cv": "ratio", "between_run_cv": "ratio",
-                   "median_throughput": "examples/s (global)"}}, indent=2) + "\n")
-    print(f"written: {args.out / f'noise_floor-{thresholds.default:.0%}.json'}")
+        hits = sum(v["verdict"] == REGRESSED for v in found)
+        rates[size] = hits / len(found)
+        by_cfg = ", ".join(f"{per_config[key][0]['label']}: injected "
+                           f"{size * stated[key]:.0%}, caught "
+                           f"{sum(v['verdict'] == REGRESSED for v in found if v['key'] == key)}"
+                           f"/{sum(v['key'] == key for v in found)}" for key in per_config)
+        print(f"detection at {size}x the stated MDE: {hits} of {len(found)} = "
+              f"{rates[size]:.0%} ({by_cfg})")
+    if rates:
+        print("(target: >= 90% at 3x)")
+    doc = {"matrix": args.matrix, "runs": args.runs, "nightlies": args.nightlies,
+           "slowed_per_size": args.slowed, "baseline_nightlies": k,
+           "threshold": thresholds.default, "alpha": args.alpha, "configurations": rows,
+           "false_alarms": alarms_total, "compared": compared_total, "false_alarm_rate": rate,
+           "detection_rate": {f"{s}x": r for s, r in rates.items()},
+           "detections": {f"{s}x": v for s, v in detected.items()},
+           "units": {"run_cv": "ratio", "stated_mde": "ratio (time per example, + = slower)",
+                     "false_alarm_rate": "fraction of comparisons",
+                     "detection_rate": "fraction of comparisons"}}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "noise_floor.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    print(f"written: {out / 'noise_floor.json'}")
     return 0
 
 
