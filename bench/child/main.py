@@ -33,6 +33,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from bench.child.gather import gather_hosts
 from bench.errors import Unsupported
 from bench.hardware import detect
 from bench.results.store import write_new
@@ -255,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
     payload["task"] = task.to_dict()
     payload["pid"] = os.getpid()
+    payload = gather_hosts(task, spec, args.run_dir, payload)  # multi-host: every host's figures
     write_new(args.run_dir / f"payload.{task.name}.json", json.dumps(payload) + "\n")
     _log(f"payload written: {payload['status']}")
     sys.stdout.flush()

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from bench.cli import (
     allreduce,
+    cluster_demo,
     compare,
     env,
     history,
@@ -30,7 +31,7 @@ from bench.errors import BenchError, SpecError
 from bench.exits import EPILOG, Exit
 
 COMMANDS = (run, listing, env, show, report, tensorboard_export, history, compare, nightly,
-            allreduce, worker)
+            allreduce, worker, cluster_demo)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -14,15 +14,27 @@ result, and the command exits with code 3.
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import Any
 
 from bench.cli.common import UsageError, add_matrix_args, specs_from_args
 from bench.launch import worker
+from bench.spec import RunSpec
+
+
+def spec_from_file(path: Path) -> RunSpec:
+    """The RunSpec in ``path``: a spec as JSON, or a stored result (its ``spec``)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return RunSpec.from_dict(data.get("spec", data) if isinstance(data, dict) else data)
+    except (OSError, ValueError, TypeError, AttributeError) as exc:
+        raise UsageError(f"--spec must name a readable RunSpec JSON file: {exc}. "
+                         f"Received: --spec={path}") from None
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    specs = specs_from_args(args)
+    specs = [spec_from_file(args.spec)] if args.spec else specs_from_args(args)
     if len(specs) != 1:
         raise UsageError(f"worker runs exactly one configuration; the options give "
                          f"{len(specs)}")
@@ -38,6 +50,9 @@ def add_parser(sub: Any) -> None:
     add_matrix_args(p)
     p.add_argument("--out", type=Path, required=True,
                    help="sweep directory where the chief writes the result")
+    p.add_argument("--spec", type=Path,
+                   help="the configuration as a RunSpec JSON file (or a stored result) "
+                        "instead of the matrix options: every host runs the same file")
     p.add_argument("--cluster", choices=["auto", "tf_config", "slurm"], default="auto",
                    help="where the cluster comes from (auto: TF_CONFIG if set, else Slurm)")
     p.set_defaults(func=cmd_worker)

@@ -1,13 +1,22 @@
 """One task of a multi-host run (``stratbench worker``), supervised like a local run.
 
 Every host runs the same command with the same configuration; the cluster comes
-from TF_CONFIG (set by the user or by Kubernetes tooling) or, under Slurm, from
-Slurm's variables through TensorFlow's SlurmClusterResolver (resolved in a short
-child process: this side never imports TensorFlow). The chief (the
-MultiWorkerMirrored worker 0, or the ParameterServer coordinator) writes the
-run's result like a sweep; the other tasks print a line and exit. The task runs
-in a supervised child process; past the spec's timeout it dumps its stacks into
-its log and is killed, and the chief records a ``timeout`` result.
+from TF_CONFIG (set by the user, Kubernetes tooling or ``bench cluster-demo``)
+or, under Slurm, from Slurm's variables through TensorFlow's SlurmClusterResolver
+(resolved in a short child process: this side never imports TensorFlow). The
+task runs in a supervised child process; past the spec's timeout it dumps its
+stacks into its log and is killed.
+
+The chief (the MultiWorkerMirrored worker 0, or the ParameterServer coordinator)
+writes the run's result like a sweep, holding every host's own figures: the
+child gathers them through the cluster itself (``bench.child.gather``: an
+all-gather over the collectives, or the coordinator's reads of its servers), so
+no shared filesystem is assumed. A host that failed or never reported makes the
+run ``failed`` with that host named; when the chief's own task fails or times
+out, the hosts whose TensorFlow port no longer answers are named (a dead or
+never-started peer is the usual cause). Other tasks print a line and exit;
+parameter-server and worker servers serve until the coordinator's port closes
+(the run is over), then exit 0.
 """
 
 from __future__ import annotations
@@ -16,11 +25,14 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import replace
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +41,29 @@ from bench.errors import BenchError
 from bench.exits import Exit
 from bench.hardware import detect
 from bench.launch.launcher import STACK_DUMP_WAIT_S, child_env, kill_group, log_tail, make_result
-from bench.results.schema import figures_from_dict
+from bench.results.schema import (
+    Figures,
+    StepTimes,
+    TaskFigures,
+    Window,
+    allreduce_from_dict,
+    figures_from_dict,
+)
 from bench.results.store import SweepStore, save
 from bench.spec import RunSpec
 from bench.strategies import STRATEGIES
 from bench.tasks import Task
 
 SLURM_RESOLVE_TIMEOUT_S = 120.0
+# Task.extra flag that makes the child gather every host's figures (bench.child.gather).
+GATHER_FLAG = "gather"
+POLL_S = 0.2
+PROBE_TIMEOUT_S = 2.0
+# A server task checks the coordinator's port this often; after this many misses in a
+# row (once it had answered) the run is over and the server ends.
+WATCH_INTERVAL_S = 1.0
+WATCH_MISSES = 3
+MAX_REPLICATES = 1000
 
 
 class UsageError(BenchError):
@@ -56,6 +84,25 @@ def tf_config_from_slurm(strategy: str, ps_tasks: int) -> dict[str, Any]:
         raise BenchError(f"resolving the Slurm cluster failed: {exc.stderr.strip()[-500:]}"
                          ) from exc
     return dict(json.loads(out.stdout))
+
+
+@dataclass(frozen=True)
+class Member:
+    """One task of the cluster as TF_CONFIG lists it."""
+
+    name: str  # e.g. "worker1": TF_CONFIG job + index, as Task.name
+    address: str  # host:port
+
+    def endpoint(self) -> tuple[str, int]:
+        host, _, port = self.address.rpartition(":")
+        return host.strip("[]"), int(port)
+
+
+def members(tf_config: dict[str, Any]) -> list[Member]:
+    """Every task of TF_CONFIG's cluster, chief job first (TensorFlow's ranking)."""
+    cluster = tf_config.get("cluster") or {}
+    jobs = sorted(cluster, key=lambda j: (j != "chief", j))
+    return [Member(f"{job}{i}", addr) for job in jobs for i, addr in enumerate(cluster[job])]
 
 
 def run_worker(spec: RunSpec, cluster: str, out: Path) -> int:
@@ -87,43 +134,200 @@ def run_worker(spec: RunSpec, cluster: str, out: Path) -> int:
                          f"{spec.devices} devices; its tasks: "
                          f"{', '.join(f'{t.cluster_job}:{t.index}' for t in tasks)}")
     # Other hosts have their own cores: no pinning computed for this machine's cores.
-    task = replace(task, cores=(), intra_threads=0, inter_threads=0)
+    intra, inter = host_threads(task)
+    task = replace(task, cores=(), intra_threads=intra, inter_threads=inter,
+                   extra={**task.extra, GATHER_FLAG: True})
     started = now_iso()
     t0 = time.monotonic()
-    paths = SweepStore(out).paths(spec)
+    store = SweepStore(out)
+    replicate = next(r for r in range(1, MAX_REPLICATES) if not store.has_result(spec, r))
+    paths = store.paths(spec, replicate)
     log = paths.log.with_name(f"{paths.log.stem}.{task.name}.log")
-    status, payload = _run_supervised(spec, task, tf_config, log, paths.profile)
+    everyone = members(tf_config)
+    watch = None
+    chief = next((m for m in everyone if m.name.startswith("chief")), None)
+    if task.runner == "server" and chief is not None:
+        watch = PortWatch(chief)
+    status, payload = _run_supervised(spec, task, tf_config, log, paths.profile, watch)
     if status == "timeout":
         payload = {"status": "timeout", "reason": (
             f"task {job}:{index} exceeded the {spec.timeout_s:g} s timeout (a peer that "
             f"never started, or a blocked collective)\n--- log tail ---\n{log_tail(log)}")}
+    elif status == "peer_left":
+        payload = {"status": "ok", "reason": f"served until the coordinator ({chief}) left"}
     elif payload is None:
         payload = {"status": "failed", "reason": f"task {job}:{index} {status}"
                                                  f"\n--- log tail ---\n{log_tail(log)}"}
     if not task.main:
         print(f"task {job}:{index} finished: {payload.get('status')}; log: {log}")
         return 0 if payload.get("status") in ("ok", "unsupported") else Exit.RUNS_FAILED
-    figures = figures_from_dict(payload["figures"]) if payload.get("figures") else None
-    if figures is not None:
-        figures = replace(figures, combination="multi-host: the chief's own figures (other "
-                                               "hosts' tasks are not gathered)")
-    result = make_result(spec, payload["status"], payload.get("reason"), figures=figures,
+    peers = [m for m in everyone if m.name != task.name]
+    outcome = chief_outcome(spec, task.name, payload, peers, unreachable)
+    info = {"tf_config": tf_config, "hosts": [
+        {"task": m.name, "address": m.address,
+         "peak_flops_per_s": outcome.peaks.get(m.name)} for m in everyone],
+        "gather_s": payload.get("gather_s")}
+    result = make_result(spec, outcome.status, outcome.reason, figures=outcome.figures,
                          environment=payload.get("environment"), started_at=started,
-                         wall_s=time.monotonic() - t0, launcher={"tf_config": tf_config})
+                         wall_s=time.monotonic() - t0, launcher=info,
+                         allreduce=(allreduce_from_dict(payload["allreduce"])
+                                    if payload.get("allreduce") else None))
+    result = replace(result, replicate=replicate)
     save(result, paths.result)
     print(f"chief result: {paths.result} ({result.status}); log: {log}")
     return 0 if result.status in ("ok", "unsupported") else Exit.RUNS_FAILED
 
 
+def host_threads(task: Task) -> tuple[int, int]:
+    """Threads of a training task on a host whose cores it was pinned to (taskset,
+    a cpuset): ``(intra, inter)`` = as many intra-op threads as its cores and one
+    inter-op thread, the local plan's choice for CPU workers. It also keys the peak
+    FLOP/s cache by the thread count, so a one-core host never reads the peak an
+    unpinned process measured. Elsewhere TensorFlow's defaults, ``(0, 0)``."""
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return 0, 0
+    pinned = usable < (os.cpu_count() or usable)
+    if task.runner == "train" and pinned and not task.gpus and not detect().gpus:
+        return usable, 1
+    return 0, 0
+
+
+@dataclass
+class ChiefOutcome:
+    """What the chief stores: status, reason, figures and each host's peak."""
+
+    status: str
+    reason: str | None
+    figures: Figures | None
+    peaks: dict[str, float]
+
+
+def chief_outcome(spec: RunSpec, own: str, payload: dict[str, Any], peers: list[Member],
+                  probe: Callable[[list[Member]], list[Member]]) -> ChiefOutcome:
+    """The run's outcome from the chief's payload and every host's gathered report.
+
+    The chief's own failure or timeout comes first, with the peers ``probe`` finds
+    unreachable named; then a host whose report is missing or not ok fails the run,
+    named. Otherwise the figures combine every host's as for local multi-process
+    runs, with MFU over the sum of every training host's peak.
+    """
+    status = str(payload.get("status", "failed"))
+    reason: str | None = payload.get("reason")
+    if status not in ("ok", "unsupported"):
+        gone = probe(peers)
+        if gone:
+            names = ", ".join(f"{m.name} ({m.address})" for m in gone)
+            reason = (f"host(s) not reachable: {names}: the task is gone or never started; "
+                      f"this task ({own}) ended with {status}: {reason}")
+        return ChiefOutcome(status, reason, None, {})
+    if status == "unsupported":
+        return ChiefOutcome(status, reason, None, {})
+    reports = payload.get("hosts")
+    if not isinstance(reports, list):
+        why = payload.get("hosts_error") or "the chief's task returned no host reports"
+        gone = probe(peers)
+        named = (f"; not reachable: {', '.join(f'{m.name} ({m.address})' for m in gone)}"
+                 if gone else "")
+        return ChiefOutcome("failed", f"could not gather every host's figures: {why}{named}",
+                            None, {})
+    by_name = {r["task_figures"]["task"]: r for r in reports}
+    expected = [own, *(m.name for m in peers)]
+    problems = [f"host of task {name} never reported its figures"
+                for name in expected if name not in by_name]
+    problems += [f"host of task {name} failed: {r.get('status')}: {r.get('reason')}"
+                 for name, r in by_name.items() if r.get("status") != "ok"]
+    if problems:
+        return ChiefOutcome("failed", "; ".join(problems), None, {})
+    peaks = {name: float(r["peak_flops_per_s"]) for name, r in by_name.items()
+             if r.get("peak_flops_per_s")}
+    if not payload.get("figures"):  # e.g. the all-reduce probe: no training figures
+        return ChiefOutcome(status, reason, None, peaks)
+    tasks = [task_figures_from_dict(by_name[name]["task_figures"]) for name in expected]
+    factory = STRATEGIES.get(spec.strategy)
+    figures = factory.combine(spec, figures_from_dict(payload["figures"]), tasks)
+    figures = replace(figures, combination=(
+        f"{figures.combination}; multi-host: every task's own figures were gathered "
+        f"from its host through the cluster"))
+    return ChiefOutcome(status, reason, with_hosts_mfu(figures, spec, by_name), peaks)
+
+
+def with_hosts_mfu(figures: Figures, spec: RunSpec,
+                   reports: dict[str, dict[str, Any]]) -> Figures:
+    """MFU over the sum of every training host's own peak (each host is its own
+    hardware). Training hosts: every MultiWorkerMirrored worker; the worker servers
+    of a parameter-server run. Without every one of their peaks, no MFU."""
+    training = [r for r in reports.values()
+                if r["task_figures"]["role"] == "worker"]
+    peaks = [r.get("peak_flops_per_s") for r in training]
+    if not training or not all(peaks):
+        return replace(figures, mfu=None, peak_flops_per_s=None)
+    total = float(sum(p for p in peaks if p))
+    return replace(figures, peak_flops_per_s=total, mfu=figures.achieved_flops_per_s / total)
+
+
+def task_figures_from_dict(data: dict[str, Any]) -> TaskFigures:
+    """TaskFigures from a host's report (fields this version lacks are ignored)."""
+    known = {f.name for f in fields(TaskFigures)}
+    kwargs: dict[str, Any] = {k: v for k, v in data.items() if k in known}
+    if kwargs.get("windows"):
+        kwargs["windows"] = [Window(**{**w, "step_time": StepTimes(**w["step_time"])})
+                             for w in kwargs["windows"]]
+    return TaskFigures(**kwargs)
+
+
+def reachable(member: Member, timeout: float = PROBE_TIMEOUT_S) -> bool:
+    """Whether ``member``'s TensorFlow port accepts a TCP connection."""
+    try:
+        with socket.create_connection(member.endpoint(), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def unreachable(peers: list[Member]) -> list[Member]:
+    """The peers whose port does not answer (probed in parallel, bounded)."""
+    if not peers:
+        return []
+    with ThreadPoolExecutor(max_workers=min(16, len(peers))) as pool:
+        answers = list(pool.map(reachable, peers))
+    return [m for m, ok in zip(peers, answers, strict=True) if not ok]
+
+
+class PortWatch:
+    """Says when ``member``'s port, once seen open, has stayed closed: the process
+    behind it has ended (a server uses it to learn that the coordinator left)."""
+
+    def __init__(self, member: Member, interval_s: float = WATCH_INTERVAL_S,
+                 misses: int = WATCH_MISSES) -> None:
+        self.member, self.interval_s, self.misses = member, interval_s, misses
+        self.seen, self.missed, self.next_at = False, 0, 0.0
+
+    def left(self) -> bool:
+        now = time.monotonic()
+        if now < self.next_at:
+            return False
+        self.next_at = now + self.interval_s
+        if reachable(self.member, timeout=min(PROBE_TIMEOUT_S, self.interval_s)):
+            self.seen, self.missed = True, 0
+            return False
+        self.missed += 1
+        return self.seen and self.missed >= self.misses
+
+
 def _run_supervised(spec: RunSpec, task: Task, tf_config: dict[str, Any], log: Path,
-                    profile_dir: Path) -> tuple[str, dict[str, Any] | None]:
+                    profile_dir: Path, watch: PortWatch | None = None
+                    ) -> tuple[str, dict[str, Any] | None]:
     """Run the task in a child process (``bench.child``) under the run's timeout.
 
     The watch has to come from outside: a MultiWorkerMirrored constructor waiting for
     a peer that never starts blocks inside TensorFlow without releasing the GIL, so
     no thread of that process could end it. On timeout the child is asked for its
-    stacks (into the log), then its process group is SIGKILLed.
-    Returns (``"done"``, ``"timeout"`` or a description of the exit, payload or None).
+    stacks (into the log), then its process group is SIGKILLed; so is a server's
+    once ``watch`` says the coordinator left.
+    Returns (``"done"``, ``"timeout"``, ``"peer_left"`` or a description of the exit,
+    payload or None).
     """
     log.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="stratbench-worker-") as tmp:
@@ -139,13 +343,23 @@ def _run_supervised(spec: RunSpec, task: Task, tf_config: dict[str, Any], log: P
                                     env=child_env(task, tf_config, detect()),
                                     start_new_session=True)
         status = "done"
+        deadline = time.monotonic() + spec.timeout_s
         try:
-            proc.wait(timeout=spec.timeout_s)
-        except subprocess.TimeoutExpired:
-            status = "timeout"
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGUSR1)
-            time.sleep(STACK_DUMP_WAIT_S)
+            while True:
+                try:
+                    proc.wait(timeout=POLL_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                if watch is not None and watch.left():
+                    status = "peer_left"
+                    break
+                if time.monotonic() > deadline:
+                    status = "timeout"
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(proc.pid, signal.SIGUSR1)
+                    time.sleep(STACK_DUMP_WAIT_S)
+                    break
         finally:
             kill_group(proc)  # also on Ctrl-C: nothing of the task outlives it
         payload_file = run_dir / f"payload.{task.name}.json"

@@ -1,0 +1,217 @@
+"""Every host's own figures, gathered through the cluster itself (child side).
+
+A multi-host run has no shared filesystem: the chief can only learn what the
+other hosts measured over the network the run already uses. ``bench worker``
+marks its task with ``extra["gather"]``; once the task's runner returned, the
+child calls ``gather_hosts`` and the chief's payload gains ``hosts``: one report
+per cluster task, in cluster order, each ``{"task_figures": <TaskFigures as a
+dict>, "status", "reason", "peak_flops_per_s"}``.
+
+- MultiWorkerMirrored (runner ``train``): every worker serialises its own report
+  (JSON) and all workers all-gather them with two collective ops (lengths, then
+  the padded bytes) on their first CPU device, under a group key the strategy
+  never uses. The ops go through the collective executor the strategy configured
+  at start-up, so no strategy object is needed here, and ``timeout_seconds``
+  bounds the wait for a worker that never arrives. A worker that failed still
+  takes part (when its collectives are up) so the chief learns why it failed.
+- ParameterServer (runner ``ps_chief``): the servers measure nothing, and their
+  Python never gets control back (``server.join()``); the coordinator reaches
+  them through its cluster connection instead: it reads each server process's
+  ``/proc/self/status`` with a dataset op placed on that task (pid, peak RSS,
+  cores) and times matmuls placed on each worker task (its peak FLOP/s, for the
+  run's MFU). A task that cannot be reached is reported ``failed``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from bench.registry import Registry
+from bench.results.schema import TaskFigures
+from bench.spec import RunSpec
+from bench.strategies import STRATEGIES
+from bench.tasks import Task
+
+GATHER_FLAG = "gather"
+# Far above the keys tf.distribute's CollectiveKeys hands out (they start at 1).
+GROUP_KEY = 0x5B_0001
+INSTANCE_KEYS = (0x5B_0001, 0x5B_0002)
+GATHER_TIMEOUT_S = 60.0
+REASON_CHARS = 1500
+
+Gatherer = Callable[[Task, RunSpec, dict[str, Any]], list[dict[str, Any]]]
+GATHERERS: Registry[Gatherer] = Registry("host gatherer")
+
+
+def gather_hosts(task: Task, spec: RunSpec, run_dir: Path,
+                 payload: dict[str, Any]) -> dict[str, Any]:
+    """``payload`` plus ``hosts`` (every task's report) for tasks marked to gather.
+
+    Skipped when the task never brought its strategy up (no ``ready`` file: there
+    is no cluster connection to gather over). A failed gather costs the reports,
+    not the task's own result: ``hosts_error`` says what happened.
+    """
+    if not task.extra.get(GATHER_FLAG) or task.runner not in GATHERERS:
+        return payload
+    if not (run_dir / f"ready.{task.name}").exists():
+        return payload
+    t0 = time.perf_counter()
+    try:
+        payload["hosts"] = GATHERERS.get(task.runner)(task, spec, payload)
+    except Exception as exc:
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        payload["hosts_error"] = f"{type(exc).__name__}: {(lines or [''])[0][:500]}"
+    payload["gather_s"] = time.perf_counter() - t0
+    return payload
+
+
+def own_report(task: Task, spec: RunSpec, payload: dict[str, Any]) -> dict[str, Any]:
+    """This task's report: its TaskFigures (its replicas' share), status and peak."""
+    f = payload.get("figures") or {}
+    local = payload.get("local_replicas")
+    share = STRATEGIES.get(spec.strategy).task_share(spec, local) if local else 1.0
+    windows = f.get("windows") or []
+    mem = f.get("memory") or {}
+    threads = (payload.get("environment") or {}).get("threads") or {}
+    tf_ = TaskFigures(
+        task=task.name, role=task.role, pid=os.getpid(), local_replicas=local,
+        examples=int(sum(w["examples"] for w in windows) * share) if windows else None,
+        throughput=f["global_throughput"] * share if f else None,
+        step_median_s=f["step_time"]["median_s"] if f else None,
+        launch_to_first_step_s=f["startup"]["launch_to_first_step_s"] if f else None,
+        host_peak_rss_bytes=mem.get("host_peak_rss_bytes") or _status_fields(
+            _read_lines("/proc/self/status")).get("host_peak_rss_bytes"),
+        device_peak_bytes=dict(mem.get("device_peak_bytes") or {}),
+        cores=sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [],
+        threads=dict(threads), loss_end=f.get("loss_end"),
+        weights_checksum=payload.get("weights_checksum"))
+    figures = asdict(tf_)
+    if "windows" in figures:  # this task's own windows, where the schema keeps them
+        figures["windows"] = windows
+    return {"task_figures": figures, "status": payload.get("status", "failed"),
+            "reason": (payload.get("reason") or "")[:REASON_CHARS] or None,
+            "peak_flops_per_s": f.get("peak_flops_per_s")}
+
+
+def _tf_config() -> tuple[dict[str, list[str]], str, int]:
+    conf = json.loads(os.environ["TF_CONFIG"])
+    return conf["cluster"], conf["task"]["type"], int(conf["task"]["index"])
+
+
+def _all_gather(task: Task, spec: RunSpec, payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """All-gather every worker's report over the collectives (MultiWorkerMirrored)."""
+    import numpy as np
+    import tensorflow as tf
+
+    cluster, job, index = _tf_config()
+    # Cluster order: the chief job (if any) first, then the workers, as TF ranks them.
+    members = [(j, i) for j in ("chief", "worker") for i in range(len(cluster.get(j, [])))]
+    n = len(members)
+    data = np.frombuffer(json.dumps(own_report(task, spec, payload)).encode(), np.uint8)
+    device = f"/job:{job}/replica:0/task:{index}/device:CPU:0"
+
+    def gather(values: Any, key: int) -> Any:
+        return tf.raw_ops.CollectiveGatherV2(
+            input=values, group_size=n, group_key=GROUP_KEY, instance_key=key,
+            ordering_token=[], communication_hint="auto", timeout_seconds=GATHER_TIMEOUT_S)
+
+    with tf.device(device):
+        lengths = gather(tf.constant([data.size], tf.int64), INSTANCE_KEYS[0]).numpy()
+        width = int(lengths.max())
+        padded = np.zeros(width, np.int32)  # collectives carry no uint8 on CPU
+        padded[:data.size] = data
+        rows = gather(tf.constant(padded), INSTANCE_KEYS[1]).numpy().reshape(n, width)
+    return [json.loads(bytes(row[:size].astype(np.uint8)).decode())
+            for row, size in zip(rows, lengths, strict=True)]
+
+
+def _through_coordinator(task: Task, spec: RunSpec,
+                         payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """The coordinator reads every server's figures through its cluster connection."""
+    import tensorflow as tf
+
+    from bench.child.probes.peak import PRECISION_DTYPE, measure_dtype
+
+    cluster, _, _ = _tf_config()
+    reports = [own_report(task, spec, payload)]
+    if payload.get("status") != "ok":
+        return reports
+    dtype = PRECISION_DTYPE[spec.precision]
+    for job in ("ps", "worker"):
+        for i in range(len(cluster.get(job, []))):
+            device = f"/job:{job}/replica:0/task:{i}/device:CPU:0"
+            fig = TaskFigures(task=f"{job}{i}", role=job)
+            report: dict[str, Any] = {"status": "ok", "reason": None, "peak_flops_per_s": None}
+            try:
+                fields = _status_fields(_remote_lines(tf, device, "/proc/self/status"))
+                fig.pid = fields.get("pid")
+                fig.host_peak_rss_bytes = fields.get("host_peak_rss_bytes")
+                fig.cores = fields.get("cores", [])
+                if job == "worker":  # where the steps run: its peak counts for MFU
+                    report["peak_flops_per_s"] = measure_dtype(tf, dtype, device)
+            except Exception as exc:
+                lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+                report.update(status="failed", reason=(
+                    f"not reachable through the cluster ({cluster[job][i]}): "
+                    f"{type(exc).__name__}: {(lines or [''])[0][:300]}"))
+            report["task_figures"] = asdict(fig)
+            reports.append(report)
+    return reports
+
+
+# Per runner: how the reports reach the chief.
+GATHERERS.register("train", _all_gather)
+GATHERERS.register("ps_chief", _through_coordinator)
+
+
+def _remote_lines(tf: Any, device: str, path: str) -> list[str]:
+    """Lines of ``path`` as read by the process serving ``device``.
+
+    A dataset reads to end of file (``tf.io.read_file`` trusts the file size,
+    which is 0 for files in /proc).
+    """
+    with tf.device(device):
+        @tf.function
+        def read() -> Any:
+            return tf.data.TextLineDataset(path).batch(100_000).get_single_element()
+
+        return [line.decode() for line in read().numpy()]
+
+
+def _read_lines(path: str) -> list[str]:
+    try:
+        with open(path, encoding="ascii", errors="replace") as fh:
+            return fh.read().splitlines()
+    except OSError:
+        return []
+
+
+def _status_fields(lines: list[str]) -> dict[str, Any]:
+    """pid, peak RSS (bytes) and allowed cores from ``/proc/<pid>/status`` lines."""
+    out: dict[str, Any] = {}
+    for line in lines:
+        key, _, value = line.partition(":")
+        value = value.strip()
+        if key == "Pid":
+            out["pid"] = int(value)
+        elif key == "VmHWM":
+            out["host_peak_rss_bytes"] = int(value.split()[0]) * 1024
+        elif key == "Cpus_allowed_list":
+            out["cores"] = _core_list(value)
+    return out
+
+
+def _core_list(text: str) -> list[int]:
+    """``"0-2,5"`` -> ``[0, 1, 2, 5]``."""
+    cores: list[int] = []
+    for part in filter(None, re.split(r"\s*,\s*", text)):
+        lo, _, hi = part.partition("-")
+        cores.extend(range(int(lo), int(hi or lo) + 1))
+    return cores
