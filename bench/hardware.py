@@ -8,19 +8,39 @@ configurations are `unsupported` before spawning anything.
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import os
 import platform
+import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
 class GpuInfo:
+    """One GPU as nvidia-smi reports it, or one MIG slice of a GPU.
+
+    ``index`` is nvidia-smi's (PCI bus order; a MIG slice carries its GPU's index).
+    ``uuid`` is what children get in CUDA_VISIBLE_DEVICES: it names the device
+    whatever CUDA_DEVICE_ORDER says, and a MIG slice has no other name.
+    """
+
     index: int
     name: str
     memory_mib: int | None
     driver: str | None
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+    mig: str | None = None  # a MIG slice: its profile, e.g. "3g.20gb"
+    mig_enabled: bool = False  # a physical GPU in MIG mode (its slices are the devices)
+
+    @property
+    def cuda_id(self) -> str:
+        """This device in CUDA_VISIBLE_DEVICES: its UUID, else its index."""
+        return self.uuid or str(self.index)
 
 
 @dataclass(frozen=True)
@@ -38,6 +58,11 @@ class Hardware:
     @property
     def accelerator(self) -> str:
         return "GPU" if self.gpus else "CPU"
+
+    @property
+    def mig(self) -> bool:
+        """The visible GPUs are MIG slices (a CUDA process can use only one of them)."""
+        return any(g.mig for g in self.gpus)
 
 
 def cpu_model() -> str:
@@ -69,37 +94,272 @@ def memory_bytes() -> int | None:
     return None
 
 
-def nvidia_gpus(timeout_s: float = 10.0) -> tuple[GpuInfo, ...]:
-    """Every GPU nvidia-smi reports (whatever CUDA_VISIBLE_DEVICES says); empty
-    when there is no driver."""
+_SMI_TIMEOUT_S = 10.0
+_MISSING = ("", "[N/A]", "N/A", "[Not Supported]", "Not Supported", "[Unknown Error]")
+
+
+def _smi(args: list[str], timeout_s: float = _SMI_TIMEOUT_S) -> str | None:
+    """nvidia-smi's output, or None (no driver, an error, a field it does not know)."""
     exe = shutil.which("nvidia-smi")
     if exe is None:
-        return ()
+        return None
     try:
-        out = subprocess.run(
-            [exe, "--query-gpu=index,name,memory.total,driver_version",
-             "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=timeout_s, check=True,
-        ).stdout
+        return subprocess.run([exe, *args], capture_output=True, text=True, timeout=timeout_s,
+                              check=True).stdout
     except (OSError, subprocess.SubprocessError):
-        return ()
-    gpus = []
-    for line in out.strip().splitlines():
+        return None
+
+
+def _query(fields: list[str], timeout_s: float = _SMI_TIMEOUT_S) -> list[dict[str, str | None]]:
+    """``nvidia-smi --query-gpu=FIELDS``: one dict per GPU ([N/A] and the like -> None)."""
+    out = _smi([f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
+               timeout_s)
+    rows = []
+    for line in (out or "").strip().splitlines():
         parts = [p.strip() for p in line.split(",")]
-        if len(parts) < 4:
+        if len(parts) != len(fields):
             continue
-        mem = int(parts[2]) if parts[2].isdigit() else None
-        gpus.append(GpuInfo(int(parts[0]), parts[1], mem, parts[3]))
+        rows.append({f: (None if v in _MISSING else v) for f, v in zip(fields, parts,
+                                                                         strict=True)})
+    return rows
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(float(text)) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+_GPU_FIELDS = ["index", "uuid", "name", "memory.total", "driver_version", "pci.bus_id",
+               "mig.mode.current"]
+
+
+def nvidia_gpus(timeout_s: float = _SMI_TIMEOUT_S) -> tuple[GpuInfo, ...]:
+    """Every physical GPU nvidia-smi reports (whatever CUDA_VISIBLE_DEVICES says); empty
+    when there is no driver."""
+    rows = _query(_GPU_FIELDS, timeout_s)
+    if not rows:  # an older driver without some field: the fields every driver has
+        rows = _query(["index", "name", "memory.total", "driver_version"], timeout_s)
+    gpus = []
+    for r in rows:
+        index = _int(r.get("index"))
+        if index is None:
+            continue
+        gpus.append(GpuInfo(index, r.get("name") or "GPU", _int(r.get("memory.total")),
+                            r.get("driver_version"), uuid=r.get("uuid"),
+                            pci_bus_id=r.get("pci.bus_id"),
+                            mig_enabled=(r.get("mig.mode.current") or "") == "Enabled"))
     return tuple(gpus)
 
 
-def visible(gpus: tuple[GpuInfo, ...]) -> tuple[GpuInfo, ...]:
-    """The GPUs this process may use: CUDA_VISIBLE_DEVICES honoured as CUDA would."""
-    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+# `nvidia-smi -L`: "GPU 0: NAME (UUID: GPU-...)" then, for a GPU in MIG mode, one line per
+# slice: "  MIG 3g.20gb     Device  0: (UUID: MIG-...)" (drivers before R470 print the
+# slice as "MIG-GPU-<gpu uuid>/<gi>/<ci>"; either is a valid CUDA_VISIBLE_DEVICES entry).
+_L_GPU = re.compile(r"^GPU\s+(\d+):.*\(UUID:\s*(\S+?)\)\s*$")
+_L_MIG = re.compile(r"^\s+MIG\s+(\S+)\s+Device\s+(\d+):\s*\(UUID:\s*(\S+?)\)\s*$")
+_MIG_GB = re.compile(r"\.(\d+)gb$")
+
+
+def mig_devices(gpus: tuple[GpuInfo, ...], timeout_s: float = _SMI_TIMEOUT_S
+                ) -> dict[int, tuple[GpuInfo, ...]]:
+    """The MIG slices of each GPU in MIG mode, by GPU index (from ``nvidia-smi -L``).
+
+    A slice's memory is its profile's nominal size (``3g.20gb``: 20 GiB): nvidia-smi's
+    per-GPU query reports the whole card's.
+    """
+    if not any(g.mig_enabled for g in gpus):
+        return {}
+    by_index = {g.index: g for g in gpus}
+    slices: dict[int, list[GpuInfo]] = {}
+    current: GpuInfo | None = None
+    for line in (_smi(["-L"], timeout_s) or "").splitlines():
+        if m := _L_GPU.match(line):
+            current = by_index.get(int(m.group(1)))
+        elif (m := _L_MIG.match(line)) and current is not None:
+            gb = _MIG_GB.search(m.group(1))
+            slices.setdefault(current.index, []).append(GpuInfo(
+                current.index, f"{current.name} MIG {m.group(1)}",
+                int(gb.group(1)) * 1024 if gb else None, current.driver, uuid=m.group(3),
+                pci_bus_id=current.pci_bus_id, mig=m.group(1)))
+    return {k: tuple(v) for k, v in slices.items()}
+
+
+def cuda_devices(gpus: tuple[GpuInfo, ...], slices: dict[int, tuple[GpuInfo, ...]] | None = None
+                 ) -> tuple[GpuInfo, ...]:
+    """What CUDA can be given: each GPU, or its MIG slices when it is in MIG mode."""
+    slices = mig_devices(gpus) if slices is None else slices
+    out: list[GpuInfo] = []
+    for g in gpus:
+        out += slices.get(g.index, ()) if g.mig_enabled else (g,)
+    return tuple(out)
+
+
+def visible(gpus: tuple[GpuInfo, ...], listed: str | None = None) -> tuple[GpuInfo, ...]:
+    """The devices this process may use: CUDA_VISIBLE_DEVICES honoured as CUDA does.
+
+    Entries are indices (nvidia-smi's, i.e. PCI bus order: what CUDA uses with
+    CUDA_DEVICE_ORDER=PCI_BUS_ID, which the launcher sets for its children), GPU
+    UUIDs or MIG slice UUIDs, whole or as a unique prefix. As in CUDA, the list
+    stops at the first entry that names no device, and its order is kept.
+    ``listed`` defaults to the environment's value.
+    """
+    if listed is None:
+        listed = os.environ.get("CUDA_VISIBLE_DEVICES")
     if listed is None:
         return gpus
-    wanted = [v.strip() for v in listed.split(",") if v.strip()]
-    return tuple(g for g in gpus if str(g.index) in wanted)
+    chosen: list[GpuInfo] = []
+    for entry in (e.strip() for e in listed.split(",")):
+        found = _lookup(gpus, entry)
+        if not found:
+            break
+        chosen += [g for g in found if g not in chosen]
+    return tuple(chosen)
+
+
+def _lookup(gpus: tuple[GpuInfo, ...], entry: str) -> tuple[GpuInfo, ...]:
+    if entry.isdigit():  # an index names a GPU: itself, or its MIG slices
+        return tuple(g for g in gpus if g.index == int(entry))
+    if not entry:
+        return ()
+    exact = tuple(g for g in gpus if g.uuid == entry)
+    if exact:
+        return exact
+    # CUDA also accepts a UUID cut short, as long as it names one device.
+    prefixed = tuple(g for g in gpus if g.uuid and g.uuid.startswith(entry))
+    return prefixed if len(prefixed) == 1 else ()
+
+
+# -- GPU state: what moves benchmark numbers by tens of percent ----------------------
+# Bits of nvidia-smi's clocks_event_reasons.active (NVML's clocksEventReasons).
+THROTTLE_BITS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap",
+                 0x8: "hw_slowdown", 0x10: "sync_boost", 0x20: "sw_thermal_slowdown",
+                 0x40: "hw_thermal_slowdown", 0x80: "hw_power_brake_slowdown",
+                 0x100: "display_clocks_setting"}
+# The reasons that slow a busy GPU down (idle and application clocks are settings).
+SLOWDOWNS = ("sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
+             "hw_power_brake_slowdown")
+_STATE_FIELDS = ["index", "uuid", "clocks.sm", "clocks.mem", "clocks.max.sm", "clocks.max.mem",
+                 "power.draw", "power.limit", "temperature.gpu", "persistence_mode"]
+# Renamed in driver R535; older drivers know only the first name.
+_REASON_FIELDS = ("clocks_event_reasons.active", "clocks_throttle_reasons.active")
+
+
+def throttle_reasons(mask: int | None) -> list[str]:
+    """Names of the bits set in a clocks-event-reasons mask."""
+    if mask is None:
+        return []
+    return [name for bit, name in THROTTLE_BITS.items() if mask & bit]
+
+
+def gpu_state(timeout_s: float = _SMI_TIMEOUT_S) -> list[dict[str, Any]]:
+    """Per physical GPU, now: clocks (SM, memory, and their maxima, MHz), power draw and
+    limit (W), temperature (C), persistence mode and active throttle reasons.
+
+    Empty without nvidia-smi. Sample it at the start and at the end of the measured
+    windows: a run whose GPU slowed down (``throttle_findings``) is not comparable.
+    """
+    rows: list[dict[str, str | None]] = []
+    reason_field = _REASON_FIELDS[0]
+    for reason_field in _REASON_FIELDS:
+        rows = _query([*_STATE_FIELDS, reason_field], timeout_s)
+        if rows:
+            break
+    states = []
+    for r in rows:
+        raw = r.get(reason_field)
+        try:
+            mask = int(raw, 16) if raw else None
+        except ValueError:
+            mask = None
+        states.append({
+            "index": _int(r.get("index")), "uuid": r.get("uuid"),
+            "sm_clock_mhz": _int(r.get("clocks.sm")), "mem_clock_mhz": _int(r.get("clocks.mem")),
+            "sm_clock_max_mhz": _int(r.get("clocks.max.sm")),
+            "mem_clock_max_mhz": _int(r.get("clocks.max.mem")),
+            "power_draw_w": _float(r.get("power.draw")),
+            "power_limit_w": _float(r.get("power.limit")),
+            "temperature_c": _int(r.get("temperature.gpu")),
+            "persistence_mode": r.get("persistence_mode"),
+            "throttle_mask": raw, "throttle_reasons": throttle_reasons(mask)})
+    return states
+
+
+def throttle_findings(start: list[dict[str, Any]], end: list[dict[str, Any]]) -> list[str]:
+    """One line per GPU that was slowed down in either sample (empty: none was).
+
+    For a verdict: a run that throttled measured a slower GPU than the one named in
+    its fingerprint.
+    """
+    findings = []
+    for when, states in (("start", start), ("end", end)):
+        for st in states:
+            slow = [r for r in st.get("throttle_reasons") or [] if r in SLOWDOWNS]
+            if slow:
+                clock = (f"; SM clock {st.get('sm_clock_mhz')} of "
+                         f"{st.get('sm_clock_max_mhz')} MHz" if st.get("sm_clock_mhz") else "")
+                findings.append(f"GPU {st.get('index')} at the {when} of the windows: "
+                                f"{', '.join(slow)}{clock}")
+    return findings
+
+
+def topology(timeout_s: float = _SMI_TIMEOUT_S) -> str | None:
+    """``nvidia-smi topo -m``: how the GPUs are linked (NVLink, PCIe switch, CPU)."""
+    out = _smi(["topo", "-m"], timeout_s)
+    return out.rstrip() if out else None
+
+
+_NCCL_DISTS = ("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu11")
+_NCCL_LIB = re.compile(r"^libnccl\.so\.(\d+\.\d+\.\d+)$")
+_NCCL_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",
+              "/usr/local/cuda/lib64", "/usr/local/nccl/lib")
+
+
+def nccl_version(dists: tuple[str, ...] = _NCCL_DISTS,
+                 dirs: list[str] | None = None) -> dict[str, str] | None:
+    """The NCCL TensorFlow would load, without loading it: the pip wheel that
+    ``tensorflow[and-cuda]`` installs, else the newest ``libnccl.so.X.Y.Z`` on the
+    library path. None when there is none."""
+    for dist in dists:
+        try:
+            return {"version": importlib.metadata.version(dist), "source": f"pip {dist}"}
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    if dirs is None:
+        dirs = [*os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep),
+                *(os.path.join(p, "nvidia", "nccl", "lib") for p in sys.path if p),
+                *_NCCL_DIRS]
+    found: list[tuple[tuple[int, ...], str, str]] = []
+    for d in dict.fromkeys(d for d in dirs if d):
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        for name in names:
+            if m := _NCCL_LIB.match(name):
+                found.append((tuple(int(x) for x in m.group(1).split(".")), m.group(1),
+                              os.path.join(d, name)))
+    if not found:
+        return None
+    _, version, path = max(found)
+    return {"version": version, "source": path}
+
+
+def gpu_fingerprint(timeout_s: float = _SMI_TIMEOUT_S) -> dict[str, Any]:
+    """The GPU part of a run's fingerprint: NCCL version, ``nvidia-smi topo -m`` and
+    the GPUs' state now (call again at the end of the windows for the second sample).
+    Empty on a machine without nvidia-smi, so CPU fingerprints are unchanged."""
+    if not nvidia_gpus(timeout_s):
+        return {}
+    return {"nccl": nccl_version(), "topology": topology(timeout_s),
+            "gpu_state": gpu_state(timeout_s)}
 
 
 def tpu_present() -> bool:
@@ -111,8 +371,12 @@ def tpu_present() -> bool:
 
 @functools.lru_cache(maxsize=1)
 def detect() -> Hardware:
-    """Detect the machine once per process."""
+    """Detect the machine once per process.
+
+    ``gpus`` are the devices this process may use (whole GPUs or MIG slices, after
+    CUDA_VISIBLE_DEVICES); ``machine_gpus`` every physical GPU.
+    """
     every_gpu = nvidia_gpus()
-    return Hardware(cpu_model(), usable_cores(), memory_bytes(), visible(every_gpu),
-                    tpu_present(), machine_cores=os.cpu_count() or usable_cores(),
-                    machine_gpus=every_gpu)
+    return Hardware(cpu_model(), usable_cores(), memory_bytes(),
+                    visible(cuda_devices(every_gpu)), tpu_present(),
+                    machine_cores=os.cpu_count() or usable_cores(), machine_gpus=every_gpu)

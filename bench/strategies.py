@@ -198,23 +198,70 @@ class MultiWorkerMirrored(StrategyFactory):
             raise SpecError(f"RunSpec.workers must divide devices ({spec.devices}). "
                             f"Received: workers={spec.workers}")
 
+    def nccl_blocker(self, spec: RunSpec, hw: Hardware) -> str | None:
+        """Why NCCL cannot connect this run's workers on ``hw``'s GPUs, or None.
+
+        NCCL takes one GPU per rank and tells GPUs apart by PCI bus id: two ranks on
+        one card (several workers per GPU, or MIG slices of one GPU) fail at the
+        first collective with "Duplicate GPU detected".
+        """
+        if spec.workers_per_device > 1:
+            return (f"{spec.workers_per_device} worker processes share each GPU, and NCCL "
+                    f"needs a GPU per process (it fails with 'Duplicate GPU detected')")
+        cards = [g.index for g in hw.gpus[:spec.devices] if g.mig]
+        if len(cards) != len(set(cards)):
+            return ("several of the run's MIG slices are on one GPU, and NCCL needs a GPU "
+                    "per process (it fails with 'Duplicate GPU detected')")
+        return None
+
+    def communication_for(self, spec: RunSpec, hw: Hardware) -> str:
+        """The collective implementation a run uses.
+
+        On GPUs ``auto`` is made explicit rather than left to TensorFlow's runtime
+        choice: NCCL when every worker has GPUs of its own, RING when NCCL cannot run
+        (``nccl_blocker``). Without GPUs the spec's choice stands (only RING exists).
+        """
+        if not hw.gpus or spec.communication != "auto":
+            return spec.communication
+        return "ring" if self.nccl_blocker(spec, hw) else "nccl"
+
     def unsupported_reason(self, spec: RunSpec, hw: Hardware) -> str | None:
         if spec.communication == "nccl" and not hw.gpus:
             return "nccl collectives need GPUs"
-        if not hw.gpus and spec.devices // self.processes(spec) > 1:
+        if spec.communication == "nccl" and (why := self.nccl_blocker(spec, hw)):
+            return f"communication=nccl cannot run here: {why}; use ring (auto picks it)"
+        per_worker = spec.devices // self.processes(spec)
+        if not hw.gpus and per_worker > 1:
             return ("MultiWorkerMirroredStrategy uses one CPU device per worker; without GPUs "
                     "use one worker per device (workers=0)")
+        if hw.mig and per_worker > 1:
+            return ("a CUDA process can use only one MIG slice; use one worker per slice "
+                    "(workers=0)")
         return super().unsupported_reason(spec, hw)
 
     def plan(self, spec: RunSpec, hw: Hardware) -> list[Task]:
         per_worker = spec.devices // self.processes(spec)  # 0 when workers share a device
         if per_worker <= 1:
-            return shared_device_tasks("worker", "train", spec.devices,
-                                       spec.workers_per_device, hw, cluster_job="worker",
-                                       barrier=False, memory_limit_mb=spec.gpu_memory_limit_mb)
-        return [Task("worker", w, "train", main=w == 0, local_devices=per_worker,
-                     gpus=tuple(g.index for g in hw.gpus[w * per_worker:(w + 1) * per_worker]),
-                     cluster_job="worker") for w in range(self.processes(spec))]
+            tasks = shared_device_tasks("worker", "train", spec.devices,
+                                        spec.workers_per_device, hw, cluster_job="worker",
+                                        barrier=False, memory_limit_mb=spec.gpu_memory_limit_mb)
+        else:
+            tasks = [Task("worker", w, "train", main=w == 0, local_devices=per_worker,
+                          gpus=tuple(g.cuda_id for g in
+                                     hw.gpus[w * per_worker:(w + 1) * per_worker]),
+                          cluster_job="worker") for w in range(self.processes(spec))]
+        if not hw.gpus:
+            return tasks
+        # The implementation every worker builds (local_spec) and the run records.
+        comm = self.communication_for(spec, hw)
+        return [dataclasses.replace(t, extra={**t.extra, "communication": comm})
+                for t in tasks]
+
+    def local_spec(self, spec: RunSpec, task: Task) -> RunSpec:
+        """The run's spec with the collective implementation its plan chose."""
+        comm = task.extra.get("communication")
+        return spec.replace(communication=comm) if comm and comm != spec.communication \
+            else spec
 
 
 class ParameterServer(StrategyFactory):
@@ -274,8 +321,13 @@ class ParameterServer(StrategyFactory):
                    for t in shared_device_tasks(
                        "worker", "server", spec.devices, 1, hw, cluster_job="worker",
                        barrier=False, memory_limit_mb=spec.gpu_memory_limit_mb)]
-        ps = [Task("ps", i, "server", cluster_job="ps") for i in range(spec.ps_tasks or 1)]
-        chief = Task("chief", 0, "ps_chief", main=True, local_devices=1, cluster_job="chief")
+        # Parameter servers and the coordinator compute nothing on a GPU; seeing one they
+        # would take its memory beside the worker that trains on it. Each worker gets
+        # its own GPU (shared_device_tasks).
+        ps = [Task("ps", i, "server", cluster_job="ps", no_gpu=True)
+              for i in range(spec.ps_tasks or 1)]
+        chief = Task("chief", 0, "ps_chief", main=True, local_devices=1, cluster_job="chief",
+                     no_gpu=True)
         return [chief, *ps, *workers]
 
 

@@ -31,7 +31,11 @@ class Task:
     runner: str  # child-side procedure: "train", "server" or "ps_chief"
     main: bool = False  # its payload is the run's result
     local_devices: int = 1  # devices the process configures
-    gpus: tuple[int, ...] = ()  # physical GPUs it may see (CUDA_VISIBLE_DEVICES)
+    # The GPUs it may see, as CUDA_VISIBLE_DEVICES entries (UUIDs, or nvidia-smi
+    # indices where no UUID is known). Empty: whatever the launcher may see, unless
+    # ``no_gpu``: then none at all (parameter servers and coordinators).
+    gpus: tuple[str, ...] = ()
+    no_gpu: bool = False
     gpu_memory_limit_mb: int | None = None
     cores: tuple[int, ...] = ()  # CPU affinity; empty = all cores
     intra_threads: int = 0  # 0 = TensorFlow's default
@@ -50,7 +54,7 @@ class Task:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Task:
         data = dict(data)
-        data["gpus"] = tuple(data.get("gpus", ()))
+        data["gpus"] = tuple(str(g) for g in data.get("gpus", ()))
         data["cores"] = tuple(data.get("cores", ()))
         return cls(**data)
 
@@ -91,9 +95,11 @@ def shared_device_tasks(role: str, runner: str, devices: int, per_device: int, h
                 mem = hw.gpus[d].memory_mib if d < len(hw.gpus) else None
                 limit = memory_limit_mb or (int(mem * 0.9) // per_device
                                             if mem and per_device > 1 else None)
-                tasks.append(Task(role, i, runner, main=i == 0, gpus=(hw.gpus[d].index,)
+                tasks.append(Task(role, i, runner, main=i == 0, gpus=(hw.gpus[d].cuda_id,)
                                   if d < len(hw.gpus) else (), gpu_memory_limit_mb=limit,
-                                  cluster_job=cluster_job, barrier=barrier))
+                                  cluster_job=cluster_job, barrier=barrier,
+                                  extra={"processes_on_device": per_device}
+                                  if per_device > 1 else {}))
             else:
                 cores = core_sets[d]
                 tasks.append(Task(role, i, runner, main=i == 0, cores=cores,

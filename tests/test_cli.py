@@ -16,10 +16,13 @@ from bench.results.store import load, load_sweep
 from tests.helpers import ROOT, TINY, bench, child_processes
 
 
+@pytest.mark.logical_cpu
 def test_tiny_sweep_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "sweep"
+    # One run per configuration: replication has its own tests (test_replication).
     proc = bench("run", "--workload", "mlp", "--strategy", "one_device,mirrored",
-                 "--devices", "1,2", "--batch", "16", *TINY, "--out", str(out))
+                 "--devices", "1,2", "--batch", "16", *TINY, "--runs", "1", "--max-runs", "1",
+                 "--out", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     loaded = load_sweep(out)
     assert not loaded.warnings

@@ -104,6 +104,6 @@ def test_multi_process_plans() -> None:
     gpus = Hardware("cpu", 8, 2**36, (GpuInfo(0, "G", 16000, "1"),))
     shared = STRATEGIES.get("independent").plan(
         tiny_spec(strategy="independent", devices=1, workers_per_device=2), gpus)
-    assert [t.gpus for t in shared] == [(0,), (0,)]
+    assert [t.gpus for t in shared] == [("0",), ("0",)]  # CUDA_VISIBLE_DEVICES entries
     assert all(t.gpu_memory_limit_mb == 16000 * 9 // 10 // 2 for t in shared)
 

@@ -67,18 +67,48 @@ def log_tail(path: Path, lines: int = TAIL_LINES) -> str:
     return "\n".join(kept[-lines:])
 
 
+# Task.extra entries recorded in the child's environment: the collective implementation
+# a multi-worker plan chose, and how many processes share one GPU.
+RECORDED_TASK_EXTRA = ("communication", "processes_on_device")
+
+
 def child_env(task: Task, tf_config: dict[str, Any] | None, hw: Hardware) -> dict[str, str]:
+    """The environment of one task's process.
+
+    GPUs: each task sees only its own (by UUID, which names a GPU or a MIG slice
+    whatever the device order); a task with ``no_gpu`` (parameter servers, the
+    coordinator) sees none, so it cannot take memory on a worker's GPU. Variables
+    the user set (TF_GPU_ALLOCATOR, NCCL_*, ...) pass through, and the fingerprint
+    records every TF_/NCCL_/CUDA_/STRATBENCH_ variable of the main task.
+    """
     env = dict(os.environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     env["PYTHONUNBUFFERED"] = "1"
-    # The child must import this checkout, wherever the CLI was started from.
-    root = str(Path(__file__).resolve().parent.parent)
+    # The child must import this checkout, wherever the CLI was started from
+    # (bench/launch/launcher.py -> the directory that holds bench/).
+    root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     env.pop("TF_CONFIG", None)
     if tf_config is not None:
         env["TF_CONFIG"] = json.dumps(tf_config)
-    if hw.gpus and task.gpus:
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in task.gpus)
+    if hw.gpus:
+        # CUDA numbers GPUs fastest first unless told otherwise; nvidia-smi, whose
+        # indices hardware detection uses, in PCI bus order. On a machine with mixed
+        # cards the two differ and an index would pin the wrong one.
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        if task.no_gpu:
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        elif task.gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(task.gpus)
+        if task.runner == "server" and task.gpus:
+            # A worker server never runs the child's device setup: without this it
+            # would reserve its whole GPU before the first step.
+            env.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
+    # What the plan decided per task, as STRATBENCH_ variables: the main task's
+    # fingerprint records them with the run.
+    for key in RECORDED_TASK_EXTRA:
+        if key in task.extra:
+            env[f"STRATBENCH_{key.upper()}"] = str(task.extra[key])
     return env
 
 

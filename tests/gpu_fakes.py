@@ -1,0 +1,105 @@
+"""A fake ``nvidia-smi`` for the GPU paths on machines without GPUs.
+
+``fake_smi(tmp_path, gpus)`` writes an executable ``nvidia-smi`` (a Python script)
+that answers the three forms the harness uses as a driver would:
+``--query-gpu=F1,F2 --format=csv,noheader,nounits`` (an unknown field exits 2 with
+nvidia-smi's message), ``-L`` (MIG slices nested under their GPU) and ``topo -m``.
+Prepend its directory to PATH and clear ``bench.hardware.detect``'s cache.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+_SCRIPT = '''#!{python}
+import json, sys
+cfg = json.load(open({config!r}))
+args = sys.argv[1:]
+query = [a for a in args if a.startswith("--query-gpu=")]
+if query:
+    fields = query[0].split("=", 1)[1].split(",")
+    for f in fields:
+        if f in cfg["reject"] or f not in cfg["known"]:
+            print(f'Field "{{f}}" is not a valid field to query.')
+            sys.exit(2)
+    for gpu in cfg["gpus"]:
+        print(", ".join(str(gpu.get(f, "[N/A]")) for f in fields))
+elif args[:1] == ["-L"]:
+    for gpu in cfg["gpus"]:
+        print(f"GPU {{gpu['index']}}: {{gpu['name']}} (UUID: {{gpu['uuid']}})")
+        for k, (profile, uuid) in enumerate(cfg["mig"].get(str(gpu["index"]), [])):
+            print(f"  MIG {{profile:<11s}} Device {{k:2d}}: (UUID: {{uuid}})")
+elif args[:2] == ["topo", "-m"]:
+    print(cfg["topo"])
+else:
+    sys.exit(1)
+'''
+
+KNOWN_FIELDS = ("index", "uuid", "name", "memory.total", "driver_version", "pci.bus_id",
+                "mig.mode.current", "clocks.sm", "clocks.mem", "clocks.max.sm",
+                "clocks.max.mem", "power.draw", "power.limit", "temperature.gpu",
+                "persistence_mode", "clocks_event_reasons.active",
+                "clocks_throttle_reasons.active")
+
+
+def uuid_of(i: int) -> str:
+    return f"GPU-{i:08x}-1111-2222-3333-44445555{i:04x}"
+
+
+def gpu_row(i: int, **over: Any) -> dict[str, Any]:
+    """One A100's answers to every field, busy and unthrottled."""
+    row: dict[str, Any] = {
+        "index": i, "uuid": uuid_of(i), "name": "NVIDIA A100-SXM4-80GB",
+        "memory.total": 81920, "driver_version": "550.54.15",
+        "pci.bus_id": f"00000000:{0x07 + i:02X}:00.0", "mig.mode.current": "Disabled",
+        "clocks.sm": 1410, "clocks.mem": 1593, "clocks.max.sm": 1410, "clocks.max.mem": 1593,
+        "power.draw": 312.45, "power.limit": 400.00, "temperature.gpu": 61,
+        "persistence_mode": "Enabled", "clocks_event_reasons.active": "0x0000000000000000",
+        "clocks_throttle_reasons.active": "0x0000000000000000"}
+    row.update(over)
+    return row
+
+
+TOPO_2 = ("\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\n"
+          "GPU0\t X \tNV12\t0-63\t0\n"
+          "GPU1\tNV12\t X \t0-63\t0")
+
+
+@dataclass
+class FakeSmi:
+    """What the fake answers; ``write`` puts it in ``directory``."""
+
+    gpus: list[dict[str, Any]]
+    mig: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
+    reject: tuple[str, ...] = ()  # fields this "driver" does not know
+    topo: str = TOPO_2
+
+    def write(self, directory: Path) -> Path:
+        directory.mkdir(parents=True, exist_ok=True)
+        config = directory / "nvidia-smi.json"
+        config.write_text(json.dumps({
+            "gpus": self.gpus, "mig": {str(k): v for k, v in self.mig.items()},
+            "reject": list(self.reject), "known": list(KNOWN_FIELDS), "topo": self.topo}))
+        exe = directory / "nvidia-smi"
+        exe.write_text(_SCRIPT.format(python=sys.executable, config=str(config)))
+        exe.chmod(0o755)
+        return directory
+
+
+def cards(n: int) -> FakeSmi:
+    """``n`` whole A100s."""
+    return FakeSmi([gpu_row(i) for i in range(n)])
+
+
+def mig_uuid(gpu: int, k: int) -> str:
+    return f"MIG-{gpu:04x}{k:04x}-aaaa-5bbb-8ccc-dddd{gpu:04x}{k:04x}"
+
+
+def mig_machine() -> FakeSmi:
+    """GPU 0 in MIG mode with two 3g.40gb slices, GPU 1 whole."""
+    return FakeSmi([gpu_row(0, **{"mig.mode.current": "Enabled"}), gpu_row(1)],
+                   mig={0: [("3g.40gb", mig_uuid(0, 0)), ("3g.40gb", mig_uuid(0, 1))]})
