@@ -349,6 +349,21 @@ def test_device_setup_force_cpu_hides_the_gpus_and_splits_the_cpu() -> None:
     assert len(tf.config.logical["PhysicalDevice(CPU:0)"]) == 2
 
 
+def test_a_cpu_build_of_tensorflow_on_a_gpu_machine_fails_loudly(smi: Any) -> None:
+    from bench.child.devices import GpuSetupError, setup_devices
+
+    smi(cards(2))
+    with pytest.raises(GpuSetupError, match=r"nvidia-smi shows 2 .*tensorflow\[and-cuda\]"):
+        setup_devices(FakeTF(0), 2)  # TensorFlow lists no GPU
+
+
+def test_a_process_meant_to_see_no_gpu_sets_up_the_cpu(smi: Any) -> None:
+    from bench.child.devices import setup_devices
+
+    smi(cards(2), visible="")  # a parameter server or the coordinator (child_env)
+    assert setup_devices(FakeTF(0), 1).kind == "CPU"
+
+
 def test_logical_cpu_tests_skip_with_the_reason_where_gpus_are_visible() -> None:
     from conftest import hardware_skip_reason
 

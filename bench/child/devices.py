@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bench.errors import Unsupported
+from bench.errors import BenchError, Unsupported
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,8 @@ def setup_devices(tf: Any, count: int, gpu_memory_limit_mb: int | None = None,
     if gpus and force_cpu:
         tf.config.set_visible_devices([], "GPU")
         gpus = []
+    if not gpus and not force_cpu:
+        _refuse_silent_cpu_fallback()
     if gpus:
         if count > len(gpus):
             raise Unsupported(f"{count} devices requested but only {len(gpus)} GPU(s) visible")
@@ -48,3 +50,24 @@ def setup_devices(tf: Any, count: int, gpu_memory_limit_mb: int | None = None,
         tf.config.set_logical_device_configuration(
             cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(count)])
     return DeviceSetup("CPU", [f"/cpu:{i}" for i in range(count)], count > 1)
+
+
+class GpuSetupError(BenchError):
+    """The driver shows GPUs to this process but TensorFlow cannot use them."""
+
+
+def _refuse_silent_cpu_fallback() -> None:
+    """Fail when nvidia-smi shows this process GPUs that TensorFlow does not see.
+
+    With TensorFlow's CPU build (or a CUDA/cuDNN that does not match it) on a GPU
+    machine, TensorFlow lists no GPU and the run would quietly train on logical CPU
+    devices while the sweep, which counts GPUs with nvidia-smi, labels it a GPU run.
+    """
+    from bench.hardware import detect
+
+    visible = detect().gpus
+    if visible:
+        raise GpuSetupError(
+            f"TensorFlow found no GPU, but nvidia-smi shows {len(visible)} to this process "
+            f"({visible[0].name}); TensorFlow is its CPU build or cannot load CUDA: install "
+            f"tensorflow[and-cuda] (pip install -e .[gpu]) and check the log for CUDA errors")
