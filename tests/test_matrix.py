@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
+from bench.errors import SpecError
 from bench.hardware import GpuInfo, Hardware
-from bench.matrix import expand, preset_default, preset_smoke
+from bench.matrix import expand, expand_axes, preset_default, preset_smoke
 
 CPU = Hardware("test cpu", 2, 2**34)
 GPUS = Hardware("test cpu", 8, 2**36, tuple(GpuInfo(i, "G", 16000, "1") for i in range(4)))
@@ -59,3 +62,25 @@ def test_default_gpu_preset_sweeps_all_gpus_with_resnet224() -> None:
 def test_smoke_preset_is_tiny() -> None:
     specs = preset_smoke(CPU)
     assert specs and all(s.size == "tiny" for s in specs)
+
+
+def test_expand_axes_notes_values_some_strategies_do_not_take() -> None:
+    e = expand_axes({"workload": ["mlp"], "size": ["tiny"],
+                     "strategy": ["mirrored", "multi_worker_mirrored"],
+                     "communication": ["auto", "ring"], "devices": [2], "batch": [32]})
+    assert [(s.strategy, s.communication) for s in e.specs] == [
+        ("mirrored", "auto"), ("multi_worker_mirrored", "auto"),
+        ("multi_worker_mirrored", "ring")]
+    assert e.notes == ["communication=ring does not apply to mirrored; those configurations "
+                       "run with communication=auto"]
+
+
+def test_expand_axes_refuses_values_no_strategy_takes() -> None:
+    with pytest.raises(SpecError, match=r"cross_device_ops must be one of default, "
+                                        r"hierarchical_copy.*Received: cross_device_ops='x'"):
+        expand_axes({"workload": ["mlp"], "strategy": ["mirrored"], "cross_device_ops": ["x"]})
+    with pytest.raises(SpecError, match=r"ps_tasks=2 applies to none of the strategies in the "
+                                        r"sweep \(mirrored, independent\); it is taken by "
+                                        r"parameter_server"):
+        expand_axes({"workload": ["mlp"], "strategy": ["mirrored", "independent"],
+                     "ps_tasks": [2]})
