@@ -139,3 +139,11 @@ def test_out_in_an_unwritable_directory_is_a_usage_error(
     target = _unwritable_dir(tmp_path)
     err = usage_error(capsys, "run", *MLP, "--strategy", "one_device", "--out", str(target))
     assert "--out must be a directory this user can write in" in err and str(target) in err
+
+
+def test_a_bad_run_count_creates_no_sweep_directory(capsys: pytest.CaptureFixture[str],
+                                                     tmp_path: Path) -> None:
+    err = usage_error(capsys, "run", *MLP, "--strategy", "one_device", "--runs", "0",
+                      "--out", str(tmp_path / "sweep"))
+    assert "--runs must be at least 1" in err
+    assert not (tmp_path / "sweep").exists()

@@ -24,12 +24,12 @@ def _default_out() -> Path:
 
 def cmd_run(args: argparse.Namespace) -> int:
     specs = specs_from_args(args)
+    replication = replication_from_args(args)  # every usage error before a directory is made
     out = writable_dir(args.out or _default_out())
     hw = detect()
     where = (f"{len(hw.gpus)} GPU(s)" if hw.gpus
              else f"CPU only ({hw.cores} cores; device counts are logical devices sharing them)")
     print(f"stratbench: {len(specs)} configuration(s) -> {out}\nmachine: {hw.cpu_model}, {where}")
-    replication = replication_from_args(args)
     extra = replication.passes - replication.runs
     print(f"each configuration in {replication.runs} separate process(es), alternating order"
           + (f"; up to {extra} more where runs disagree by over {replication.spread:.0%}"
