@@ -46,6 +46,12 @@ overhead: $(STAMP) ## harness vs hand-written loop throughput (prints figures)
 probes: $(STAMP) ## all-reduce bus bandwidth and communication-fraction figures (prints figures)
 	$(PY) scripts/probe_figures.py $(ARGS)
 
+.PHONY: stability
+# A=<sweep dir> B=<sweep dir>: agree / tie-consistent / disagree per workload and batch.
+stability: $(STAMP) ## do two sweeps recommend the same? A=<dir> B=<dir> (exit 4 on a disagreement)
+	@test -n "$(A)" -a -n "$(B)" || { echo "usage: make stability A=results/<sweep> B=results/<sweep>"; exit 2; }
+	$(PY) scripts/stability.py $(A) $(B)
+
 .PHONY: report
 # SWEEP=<sweep dir> (required); REPORT_OUT=<dir> (default SWEEP/report).
 report: $(STAMP) ## HTML/Markdown/CSV report of SWEEP=<dir> (make bench writes one itself)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.results.schema import DEFINITIONS, Figures
+from reports.configs import ANSWER_DEFINITION, RUNS_DEFINITION, Ratio
 from reports.runs import IDEAL_BASELINE, ONE_DEVICE_BASELINES
 from reports.scaling import Scaling
 from reports.verdicts import THRESHOLDS_TEXT
@@ -47,6 +48,34 @@ def duration(seconds: float) -> str:
 
 def times(value: float | None) -> str:
     return f"{value:.2f}x" if value is not None else "-"
+
+
+def times_ci(r: Ratio | None) -> str:
+    """``1.80x [1.62-1.99]``; without an interval (one run a side) the value alone."""
+    if r is None:
+        return "-"
+    if r.low is None or r.high is None:
+        return f"{r.value:.2f}x"
+    return f"{r.value:.2f}x [{r.low:.2f}-{r.high:.2f}]"
+
+
+def pct_ci(r: Ratio | None) -> str:
+    """``90% [81-99%]``; without an interval the value alone."""
+    if r is None:
+        return "-"
+    if r.low is None or r.high is None:
+        return f"{r.value:.0%}"
+    return f"{r.value:.0%} [{r.low * 100:.0f}-{r.high:.0%}]"
+
+
+def change_ci(r: Ratio | None) -> str:
+    """current vs baseline as a signed change: ``-3% [-9%, +4%]``."""
+    if r is None:
+        return "-"
+    text = f"{r.value - 1:+.0%}"
+    if r.low is not None and r.high is not None:
+        text += f" [{r.low - 1:+.0%}, {r.high - 1:+.0%}]"
+    return text
 
 
 @dataclass(frozen=True)
@@ -152,13 +181,13 @@ class ScalingFigure:
     name: str  # CSV column
     header: str
     define: str
-    value: Callable[[Scaling], float | None]
+    value: Callable[[Scaling], Ratio | None]
     as_percent: bool  # efficiencies as %, speed-ups as x
     optional: bool = False  # a column only when some row has a value
     brief: bool = True  # also in the Markdown tables (the HTML and the CSV have all)
 
-    def text(self, value: float | None) -> str:
-        return pct(value) if self.as_percent else times(value)
+    def text(self, value: Ratio | None) -> str:
+        return pct_ci(value) if self.as_percent else times_ci(value)
 
 
 SCALING_FIGURES: tuple[ScalingFigure, ...] = (
@@ -190,8 +219,11 @@ SCALING_FIGURES: tuple[ScalingFigure, ...] = (
 
 def definitions() -> dict[str, str]:
     """Every definition a report prints, by the header it explains (one list)."""
-    out = {topic.replace("_", " "): text for topic, text in DEFINITIONS.items()}
+    out = {"runs and intervals": RUNS_DEFINITION, "recommendation": ANSWER_DEFINITION}
+    out |= {topic.replace("_", " "): text for topic, text in DEFINITIONS.items()}
     out |= {f.header: f"{f.define} (CSV {f.name}, in {f.unit})" for f in SCHEMA_FIGURES}
-    out |= {f.header: f"{f.define} (CSV {f.name})" for f in SCALING_FIGURES}
+    out |= {f.header: f"{f.define}. [low-high]: its 95% interval from the runs of both "
+                      f"configurations (CSV {f.name}, {f.name}_low, {f.name}_high)"
+            for f in SCALING_FIGURES}
     out["verdicts"] = THRESHOLDS_TEXT
     return out

@@ -95,7 +95,7 @@ def _recommendation(w: WorkloadAnswer) -> str:
 
 def _verdict_list(w: WorkloadAnswer, mr: MachineReport) -> str:
     items = []
-    for run in sorted(w.runs, key=lambda r: (r.batch_setting, r.replicas, r.strategy)):
+    for run in sorted(w.configs, key=lambda r: (r.batch_setting, r.replicas, r.strategy)):
         found = [v for v in mr.verdicts.get(run.key, []) if v.kind != "not measured"]
         if not found:
             continue
@@ -211,8 +211,9 @@ def _machine(mr: MachineReport, n: int) -> str:
         parts.append(_comparison(w, mr))
         parts.extend(_figure(p) for p in workload_plots(w, mr))
         parts.append(_verdict_list(w, mr))
-        parts.append(_tasks(w.runs))
-        parts.append(_profiles(w.runs))
+        runs = [r for c in w.configs for r in c.runs]
+        parts.append(_tasks(runs))
+        parts.append(_profiles(runs))
     ar = allreduce_plot(mr)
     if ar is not None:
         parts.append("<h3>All-reduce probes</h3>" + _figure(ar) + _allreduce_table(mr))
@@ -231,8 +232,9 @@ def render_html(report: SweepReport) -> str:
     """The whole report as one HTML document."""
     toc = []
     for n, mr in enumerate(report.machines, 1):
-        subs = "".join(f"<li><a href='#m{n}-w{i}'>{e(w.variant.label())}</a>: "
-                       f"{e(w.short)}</li>" for i, w in enumerate(mr.workloads, 1))
+        subs = "".join(f"<li><a href='#m{n}-w{i}'>{e(w.variant.label())}</a><ul>"
+                       + "".join(f"<li>{e(line)}</li>" for line in w.lines()) + "</ul></li>"
+                       for i, w in enumerate(mr.workloads, 1))
         toc.append(f"<li><a href='#machine-{n}'>{e(mr.machine.hardware)}</a> "
                    f"<span class='muted'>({len(mr.machine.runs)} results)</span>"
                    f"<ul>{subs}</ul></li>")
@@ -248,7 +250,8 @@ def render_html(report: SweepReport) -> str:
                     "</div>")
     if not report.machines:
         body.append("<p>No results to report.</p>")
-    body.append(f"<div class='box'><b>Summary</b><ul>{''.join(toc)}</ul></div>")
+    body.append(f"<div class='box rec'><b>Answers</b> (per workload and batch: what to use, "
+                f"any tie, and the noise behind it)<ul>{''.join(toc)}</ul></div>")
     body.extend(_machine(mr, n) for n, mr in enumerate(report.machines, 1))
     body.append(_definitions())
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"

@@ -27,6 +27,9 @@ def _machine(mr: MachineReport, n: int, many: bool) -> list[str]:
            f"commit {m.facts.get('git commit(s)')}, {m.dates}, machine_id `{m.machine_id}`.", ""]
     if m.disclaimer:
         out += [f"> **Note.** {m.disclaimer}", ""]
+    answers = [f"- {w.variant.label()}, {line}" for w in mr.workloads for line in w.lines()]
+    if answers:
+        out += ["**Answers** (details, ties and the other strategies below):", "", *answers, ""]
     for w in mr.workloads:
         out += [f"### {w.variant.label()}", ""]
         for rec in w.recommendations:

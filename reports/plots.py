@@ -16,6 +16,7 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from reports.configs import ConfigView
 from reports.recommend import Ranking, WorkloadAnswer
 from reports.report import MachineReport
 from reports.runs import ONE_DEVICE_BASELINES, RunView
@@ -68,15 +69,15 @@ def _title(what: str, w: WorkloadAnswer, mr: MachineReport) -> str:
     return f"{what}: {w.variant.label()}\n{mr.machine.hardware}, {mr.machine.dates}"
 
 
-def _by_strategy(runs: Sequence[RunView]) -> dict[str, list[RunView]]:
-    out: dict[str, list[RunView]] = {}
+def _by_strategy(runs: Sequence[ConfigView]) -> dict[str, list[ConfigView]]:
+    out: dict[str, list[ConfigView]] = {}
     for run in runs:
         if run.ok:
             out.setdefault(run.strategy, []).append(run)
     return out
 
 
-def _baseline(rk: Ranking) -> RunView | None:
+def _baseline(rk: Ranking) -> ConfigView | None:
     """The 1-device reference of a batch setting: the preferred single-device baseline,
     else the best 1-device run."""
     ones = [r for r in rk.by_replicas.get(1, []) if r.ok]
@@ -88,16 +89,22 @@ def _baseline(rk: Ranking) -> RunView | None:
 
 
 def throughput_vs_devices(w: WorkloadAnswer, mr: MachineReport, pal: Palette) -> Plot | None:
-    rks = [rk for rk in w.rankings if rk.ok_runs()]
-    counts = sorted({r.replicas for rk in rks for r in rk.ok_runs()})
+    rks = [rk for rk in w.rankings if rk.ok_configs()]
+    counts = sorted({r.replicas for rk in rks for r in rk.ok_configs()})
     if not rks or len(counts) < 2:
         return None
     fig, axes = _panels(len(rks), _title("Throughput vs devices", w, mr))
     for ax, rk in zip(axes, rks, strict=True):
-        for strategy, runs in sorted(_by_strategy(rk.ok_runs()).items()):
+        for strategy, runs in sorted(_by_strategy(rk.ok_configs()).items()):
             runs = sorted(runs, key=lambda r: r.replicas)
-            ax.plot([r.replicas for r in runs], [r.throughput for r in runs],
-                    marker=pal.marker(strategy), color=pal.color(strategy), label=strategy)
+            ys = [r.throughput or 0.0 for r in runs]
+            # The bars span the lowest and highest run: what a re-run could show.
+            spans = [r.run_range or (y, y) for r, y in zip(runs, ys, strict=True)]
+            ax.errorbar([r.replicas for r in runs], ys,
+                        yerr=[[max(0.0, y - lo) for y, (lo, _) in zip(ys, spans, strict=True)],
+                              [max(0.0, hi - y) for y, (_, hi) in zip(ys, spans, strict=True)]],
+                        marker=pal.marker(strategy), color=pal.color(strategy), label=strategy,
+                        capsize=3)
         base = _baseline(rk)
         if base is not None and base.throughput:
             ideal = ([base.throughput] * len(counts) if mr.machine.cpu_only
@@ -112,31 +119,32 @@ def throughput_vs_devices(w: WorkloadAnswer, mr: MachineReport, pal: Palette) ->
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=7)
     return Plot("throughput-vs-devices", "Throughput vs device count", _png(fig),
-                "Global throughput (examples/s, median of windows) per strategy; the dashed "
-                "line is the ideal from the 1-device baseline"
+                "Global throughput (examples/s, median of the runs' figures) per strategy, "
+                "bars from the lowest to the highest run; the dashed line is the ideal from "
+                "the 1-device baseline"
                 + (" (flat: logical devices share the same cores)." if mr.machine.cpu_only
                    else " times the device count."))
 
 
 def efficiency_vs_devices(w: WorkloadAnswer, mr: MachineReport, pal: Palette) -> Plot | None:
-    rks = [rk for rk in w.rankings if rk.ok_runs()]
-    if not rks or len({r.replicas for rk in rks for r in rk.ok_runs()}) < 2:
+    rks = [rk for rk in w.rankings if rk.ok_configs()]
+    if not rks or len({r.replicas for rk in rks for r in rk.ok_configs()}) < 2:
         return None
     fig, axes = _panels(len(rks), _title("Scaling efficiency vs devices", w, mr))
     for ax, rk in zip(axes, rks, strict=True):
         strong = rk.batch_mode == "global"
-        for strategy, runs in sorted(_by_strategy(rk.ok_runs()).items()):
+        for strategy, runs in sorted(_by_strategy(rk.ok_configs()).items()):
             pts = []
             for r in sorted(runs, key=lambda r: r.replicas):
                 sc = mr.scaling.get(r.key)
                 eff = (sc.strong_eff if strong else sc.weak_eff) if sc else None
                 if eff is not None:
-                    pts.append((r.replicas, eff * 100))
+                    pts.append((r.replicas, eff.value * 100))
             if pts:
                 ax.plot(*zip(*pts, strict=True), marker=pal.marker(strategy),
                         color=pal.color(strategy), label=strategy)
         ax.axhline(100, linestyle="--", color="black", linewidth=1, label="ideal (100%)")
-        ax.set_xticks(sorted({r.replicas for r in rk.ok_runs()}))
+        ax.set_xticks(sorted({r.replicas for r in rk.ok_configs()}))
         ax.set_title(f"{rk.label} ({'strong' if strong else 'weak'} scaling)", fontsize=9)
         ax.set_xlabel("replicas (devices)")
         ax.set_ylabel("efficiency vs same strategy on 1 device (%)")
@@ -149,7 +157,7 @@ def efficiency_vs_devices(w: WorkloadAnswer, mr: MachineReport, pal: Palette) ->
                    if mr.machine.cpu_only else "."))
 
 
-def _breakdown(run: RunView, mr: MachineReport) -> dict[str, float] | None:
+def _breakdown(run: ConfigView, mr: MachineReport) -> dict[str, float] | None:
     """Milliseconds per step by part: profiled if available, else estimated."""
     comm = run.communication
     if comm is not None:
@@ -172,13 +180,13 @@ _PART_COLORS = {"compute": "#4c72b0", "communication": "#dd5143", "other": "#aaa
 
 
 def step_breakdown(w: WorkloadAnswer, mr: MachineReport, pal: Palette) -> Plot | None:
-    rks = [rk for rk in w.rankings if rk.ok_runs()]
+    rks = [rk for rk in w.rankings if rk.ok_configs()]
     if not rks:
         return None
     fig, axes = _panels(len(rks), _title("Step-time breakdown", w, mr))
     profiled = False
     for ax, rk in zip(axes, rks, strict=True):
-        runs = sorted(rk.ok_runs(), key=lambda r: (r.replicas, r.strategy))
+        runs = sorted(rk.ok_configs(), key=lambda r: (r.replicas, r.strategy))
         labels, seen = [], set()
         for i, run in enumerate(runs):
             parts = _breakdown(run, mr) or {}
@@ -204,9 +212,9 @@ def step_breakdown(w: WorkloadAnswer, mr: MachineReport, pal: Palette) -> Plot |
 
 
 def _per_count_panels(w: WorkloadAnswer, what: str, mr: MachineReport,
-                      y: Callable[[RunView], float | None], x: Callable[[RunView], int],
+                      y: Callable[[ConfigView], float | None], x: Callable[[ConfigView], int],
                       xlabel: str, ylabel: str, pal: Palette) -> Figure | None:
-    runs = [r for r in w.runs if r.ok and y(r) is not None]
+    runs = [r for r in w.configs if r.ok and y(r) is not None]
     counts = sorted({r.replicas for r in runs})
     if not runs or len({x(r) for r in runs}) < 2:
         return None
@@ -226,7 +234,7 @@ def _per_count_panels(w: WorkloadAnswer, what: str, mr: MachineReport,
 
 
 def memory_vs_batch(w: WorkloadAnswer, mr: MachineReport, pal: Palette) -> Plot | None:
-    scopes = {r.memory_scope for r in w.runs if r.ok}
+    scopes = {r.memory_scope for r in w.configs if r.ok}
     process = "process" in scopes
     fig = _per_count_panels(
         w, "Peak memory vs batch size", mr,

@@ -18,6 +18,7 @@ import pandas as pd
 from bench.results.schema import RunResult
 from bench.results.store import load_sweep
 from reports.columns import SCALING_FIGURES
+from reports.configs import ConfigView, Ratio, group_configs
 from reports.machines import Machine, by_machine
 from reports.recommend import WorkloadAnswer, answer_workload
 from reports.results_table import to_frame
@@ -30,9 +31,13 @@ HTML_NAME, MARKDOWN_NAME, CSV_NAME = "report.html", "summary.md", "results.csv"
 
 @dataclass
 class MachineReport:
+    """One machine's section: its configurations (every run grouped by result key),
+    their scaling and verdicts, and the answer per workload."""
+
     machine: Machine
+    configs: list[ConfigView]
     workloads: list[WorkloadAnswer]
-    scaling: dict[str, Scaling]
+    scaling: dict[str, Scaling]  # by result key (a configuration)
     verdicts: dict[str, list[Verdict]]
     overhead: dict[str, float]  # estimated share of step beyond ideal, by key
 
@@ -58,26 +63,23 @@ class SweepReport:
         return [r.result for m in self.machines for r in m.machine.runs]
 
 
-# The name modules written before the rename import (bench.regress has its own Report);
-# new code says SweepReport.
-Report = SweepReport
-
-
 def build_machine(machine: Machine) -> MachineReport:
-    index = Index(machine.runs)
-    scaling = {r.key: scaling_of(r, index) for r in machine.runs}
-    ctx = RuleInputs(machine=machine, index=index, scaling=scaling, runs=machine.runs)
-    verdicts = {r.key: verdicts_for(r, ctx) for r in machine.runs}
-    overhead = {r.key: v for r in machine.runs if (v := overhead_share(r, ctx)) is not None}
-    groups: dict[Variant, list[RunView]] = {}
-    for run in machine.runs:
+    """Group the machine's runs into configurations and answer per workload."""
+    configs = group_configs(machine.runs)
+    index = Index(configs)
+    scaling = {c.key: scaling_of(c, index) for c in configs}
+    inputs = RuleInputs(machine=machine, index=index, scaling=scaling, runs=configs)
+    verdicts = {c.key: verdicts_for(c, inputs) for c in configs}
+    overhead = {c.key: v for c in configs if (v := overhead_share(c, inputs)) is not None}
+    groups: dict[Variant, list[ConfigView]] = {}
+    for config in configs:
         # Probe-only runs (mode "allreduce") have no training figures: they appear in
         # the all-reduce section, not as a workload to rank.
-        if run.variant.mode == "train":
-            groups.setdefault(run.variant, []).append(run)
-    workloads = [answer_workload(v, rs, machine, scaling, verdicts)
-                 for v, rs in sorted(groups.items(), key=lambda kv: kv[0].label())]
-    return MachineReport(machine, workloads, scaling, verdicts, overhead)
+        if config.variant.mode == "train":
+            groups.setdefault(config.variant, []).append(config)
+    workloads = [answer_workload(v, cs, machine, scaling, inputs)
+                 for v, cs in sorted(groups.items(), key=lambda kv: kv[0].label())]
+    return MachineReport(machine, configs, workloads, scaling, verdicts, overhead)
 
 
 def build_from_results(results: Sequence[RunResult], source: Path,
@@ -94,24 +96,33 @@ def build(sweep_dir: Path) -> SweepReport:
     return build_from_results(loaded.results, sweep_dir, loaded.warnings)
 
 
+def _ratio_columns(name: str, r: Ratio | None) -> dict[str, float | None]:
+    return {name: r.value if r else None, f"{name}_low": r.low if r else None,
+            f"{name}_high": r.high if r else None}
+
+
 def frame(report: SweepReport) -> pd.DataFrame:
-    """Every result with its headline, scaling and verdict columns (the CSV)."""
+    """Every result (run) with its own figures, then its configuration's: headline over
+    the runs, run-to-run noise, scaling with intervals, verdicts (the CSV)."""
     results = report.results
     base = to_frame(results)
     if base.empty:
         return base
     extra = []
     for m in report.machines:
-        for run in m.machine.runs:
-            sc = m.scaling.get(run.key, Scaling())
-            extra.append({
-                "key": run.key, "machine_id": run.machine, "variant": run.variant.label(),
-                "batch_mode": run.batch_mode, "per_replica_batch": run.per_replica_batch,
-                **{f.name: f.value(sc) for f in SCALING_FIGURES},
-                "overhead_share": m.overhead.get(run.key),
-                "verdicts": "; ".join(f"{v.kind} ({v.severity})"
-                                      for v in m.verdicts.get(run.key, [])),
-            })
+        for c in m.configs:
+            sc = m.scaling.get(c.key, Scaling())
+            row: dict[str, object] = {
+                "key": c.key, "machine_id": c.machine, "variant": c.variant.label(),
+                "batch_mode": c.batch_mode, "per_replica_batch": c.per_replica_batch,
+                "config_runs": c.n_runs, "config_throughput": c.throughput,
+                "config_run_to_run_cv": c.between_cv, "config_window_cv": c.within_cv}
+            for f in SCALING_FIGURES:
+                row.update(_ratio_columns(f.name, f.value(sc)))
+            row["overhead_share"] = m.overhead.get(c.key)
+            row["verdicts"] = "; ".join(f"{v.kind} ({v.severity})"
+                                        for v in m.verdicts.get(c.key, []))
+            extra.append(row)
     return base.merge(pd.DataFrame(extra), on="key", how="left")
 
 

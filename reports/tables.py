@@ -11,16 +11,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from reports.columns import SCALING_FIGURES, TABLE_FIGURES, ScalingFigure, SchemaFigure
+from reports.configs import ConfigView
 from reports.recommend import Ranking
 from reports.report import MachineReport
-from reports.runs import RunView
 from reports.scaling import Scaling
 
 
 @dataclass(frozen=True)
 class Column:
     header: str  # with its unit
-    cell: Callable[[RunView, Scaling, MachineReport], str]
+    cell: Callable[[ConfigView, Scaling, MachineReport], str]
     optional: bool = False  # shown only when some row has a value
     brief: bool = True  # also in the Markdown tables
 
@@ -33,21 +33,27 @@ def compact(value: float) -> str:
     return f"{value:.3g}"
 
 
-def _spread(run: RunView, sc: Scaling, mr: MachineReport) -> str:
-    rng = run.window_range
-    if rng is None or run.cv is None:
+NOISE_HEADER = "noise: run-to-run cv (runs, range); window cv"
+
+
+def _noise(c: ConfigView, sc: Scaling, mr: MachineReport) -> str:
+    if not c.ok:
         return "-"
-    return f"{run.cv:.1%} ({compact(rng[0])}-{compact(rng[1])})"
+    windows = f"windows {c.within_cv:.1%}" if c.within_cv is not None else ""
+    rng = c.run_range
+    if c.between_cv is None or rng is None:
+        return f"1 run; {windows}" if windows else "1 run"
+    return (f"{c.between_cv:.1%} ({c.n_runs} runs, {compact(rng[0])}-{compact(rng[1])}); "
+            f"{windows}")
 
 
-def _verdicts(run: RunView, sc: Scaling, mr: MachineReport) -> str:
+def _verdicts(run: ConfigView, sc: Scaling, mr: MachineReport) -> str:
     found = [v for v in mr.verdicts.get(run.key, []) if v.kind != "not measured"]
     return "; ".join(f"{v.kind} ({v.severity})" for v in found) or "-"
 
 
 def _schema_column(f: SchemaFigure) -> Column:
-    return Column(f.header, lambda r, s, m: f.text(f.value(r.result.figures) if r.ok else None),
-                  optional=f.optional)
+    return Column(f.header, lambda c, s, m: f.text(c.median_of(f.value)), optional=f.optional)
 
 
 def _scaling_column(f: ScalingFigure) -> Column:
@@ -59,7 +65,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("strategy", lambda r, s, m: r.strategy),
     Column("status", lambda r, s, m: r.status),
     *(_schema_column(f) for f in TABLE_FIGURES),
-    Column("spread: cv (window min-max)", _spread),
+    Column(NOISE_HEADER, _noise),
     *(_scaling_column(f) for f in SCALING_FIGURES),
     Column("verdicts", _verdicts),
 )
@@ -69,7 +75,7 @@ COLUMNS: tuple[Column, ...] = (
 class Table:
     headers: list[str]
     groups: list[tuple[int, list[list[str]]]]  # (replicas, rows ranked best first)
-    keys: list[list[str]]  # result key per row, same shape as groups' rows
+    keys: list[list[str]]  # configuration (result key) per row, same shape as groups' rows
     brief: list[bool]  # per header: also in the Markdown tables
 
 

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reports.report import Report, build
+from reports.configs import Ratio
+from reports.report import SweepReport, build
 from reports.runs import MIB, RunView
 from reports.scaling import Scaling
 
@@ -52,6 +53,11 @@ def _per_replica(run: RunView, _: Scaling) -> float | None:
     return f.per_replica_throughput if f is not None and run.ok else None
 
 
+def _value(ratio: Ratio | None) -> float | None:
+    """A scaling figure's value (its interval stays in the report)."""
+    return ratio.value if ratio is not None else None
+
+
 def _mib(value: int | None) -> float | None:
     return value / MIB if value is not None else None
 
@@ -72,15 +78,15 @@ METRICS: tuple[MetricDef, ...] = (
     MetricDef("comm_fraction", "ratio: profiled step time spent communicating",
               lambda r, s: r.comm_fraction),
     MetricDef("speedup", "T(N) / T(1), same strategy and global batch",
-              lambda r, s: s.speedup),
+              lambda r, s: _value(s.speedup)),
     MetricDef("strong_efficiency", "speed-up / N (global batch fixed)",
-              lambda r, s: s.strong_eff),
+              lambda r, s: _value(s.strong_eff)),
     MetricDef("weak_efficiency", "T(N) / (N x T(1)), per-replica batch fixed",
-              lambda r, s: s.weak_eff),
+              lambda r, s: _value(s.weak_eff)),
     MetricDef("weak_efficiency_vs_one_device", "T(N) / (N x T_one_device(per-replica batch))",
-              lambda r, s: s.weak_eff_vs_one),
+              lambda r, s: _value(s.weak_eff_vs_one)),
     MetricDef("efficiency_vs_independent", "T(N) / T(N independent copies)",
-              lambda r, s: s.vs_independent),
+              lambda r, s: _value(s.vs_independent)),
 )
 # Spec fields shown as hyperparameters (the label's parts, each its own column).
 SPEC_HPARAMS = ("workload", "size", "strategy", "cross_device_ops", "devices", "batch_mode",
@@ -251,7 +257,7 @@ def tensorboard_dir(sweep_dir: Path) -> Path:
     return sweep_dir / DIRNAME
 
 
-def write_report(report: Report, out_dir: Path) -> int:
+def write_report(report: SweepReport, out_dir: Path) -> int:
     """Write ``report``'s runs as HParams sessions under ``out_dir`` (replaced whole).
 
     Returns the number of sessions. The new files are written beside the old ones and

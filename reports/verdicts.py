@@ -1,8 +1,8 @@
-"""Why a run is slow: a registry of rules, each reading stored figures only.
+"""Why a configuration is slow: a registry of rules, each reading stored figures only.
 
-Each rule looks at one run (with the sweep around it, for baselines) and returns a
-``Verdict`` or None. Thresholds are named constants with where they come from, so a
-reader can check a verdict by hand from the numbers in the report.
+Each rule looks at one configuration (all its runs, with the sweep around it, for
+baselines) and returns a ``Verdict`` or None. Thresholds are named constants with where
+they come from, so a reader can check a verdict by hand from the numbers in the report.
 """
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from reports.configs import ConfigView, Ratio, ratio_of
 from reports.machines import Machine
-from reports.runs import BASELINES, IDEAL_BASELINE, ONE_DEVICE_BASELINES, RunView
+from reports.runs import BASELINES, IDEAL_BASELINE, ONE_DEVICE_BASELINES
 from reports.scaling import Index, Scaling
 
 # Share of step time in collectives; the TensorBoard profiler's overview page uses the
@@ -38,9 +39,9 @@ THRESHOLDS_TEXT = (
     f"distribution overhead (no profile): time beyond the ideal step >= "
     f"{OVERHEAD_MODERATE:.0%} / {OVERHEAD_HIGH:.0%}; model too small: batch-independent "
     f"fixed cost >= {FIXED_SHARE_HIGH:.0%} of the step; memory-bound: peak >= "
-    f"{MEMORY_MODERATE:.0%} / {MEMORY_HIGH:.0%} of capacity; noisy: window throughputs vary "
-    f"by >= {NOISY_CV:.0%} (coefficient of variation); efficiency or MFU above 100% is "
-    f"suspicious.")
+    f"{MEMORY_MODERATE:.0%} / {MEMORY_HIGH:.0%} of capacity; noisy: runs (or, with one "
+    f"run, windows) vary by >= {NOISY_CV:.0%} (coefficient of variation); efficiency or MFU "
+    f"above 100% is suspicious.")
 
 
 @dataclass(frozen=True)
@@ -57,10 +58,10 @@ class RuleInputs:
     machine: Machine
     index: Index
     scaling: dict[str, Scaling]  # by result key
-    runs: Sequence[RunView]  # every run of the machine
+    runs: Sequence[ConfigView]  # every configuration of the machine
 
 
-Rule = Callable[[RunView, RuleInputs], "Verdict | None"]
+Rule = Callable[[ConfigView, RuleInputs], "Verdict | None"]
 RULES: dict[str, Rule] = {}
 
 
@@ -80,7 +81,7 @@ def ms(seconds: float) -> str:
 
 
 @rule("not measured")
-def _status(run: RunView, ctx: RuleInputs) -> Verdict | None:
+def _status(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
     if run.ok:
         return None
     return Verdict("not measured", "info" if run.status == "unsupported" else "high",
@@ -88,7 +89,7 @@ def _status(run: RunView, ctx: RuleInputs) -> Verdict | None:
 
 
 @rule("communication-bound")
-def _communication(run: RunView, ctx: RuleInputs) -> Verdict | None:
+def _communication(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
     frac = run.comm_fraction
     if frac is None:
         return None
@@ -104,15 +105,15 @@ def _communication(run: RunView, ctx: RuleInputs) -> Verdict | None:
                    f"collectives take {frac:.1%} of step time{detail}")
 
 
-def ideal_throughput(run: RunView, ctx: RuleInputs) -> tuple[float, str] | None:
-    """What this run would reach with zero distribution overhead, and from which baseline.
+def ideal_baseline(run: ConfigView, ctx: RuleInputs) -> tuple[ConfigView, float] | None:
+    """The baseline that sets this configuration's ideal, and the factor on it.
 
     The reference is the preferred single-device baseline (registry order) on 1 device.
     With real accelerators, N replicas could do N times its work; with logical CPU
     devices sharing the cores, the same cores do the same work, so the ideal is the
     1-device throughput itself.
     """
-    factor = 1 if ctx.machine.cpu_only else run.replicas
+    factor = 1.0 if ctx.machine.cpu_only else float(run.replicas)
     # Strong scaling compares at the same global batch, weak scaling at the same
     # per-replica batch; the sweep's batch_mode says which the user is asking about.
     batches = [run.global_batch, run.per_replica_batch]
@@ -123,21 +124,38 @@ def ideal_throughput(run: RunView, ctx: RuleInputs) -> tuple[float, str] | None:
     for batch in batches:
         one = ctx.index.one_device(run.variant, batch)
         if one is not None:
-            return one[1] * factor, f"{one[0]} on 1 device, batch {batch}"
+            return one, factor
     return None
 
 
-def overhead_share(run: RunView, ctx: RuleInputs) -> float | None:
-    """Share of the step beyond the ideal step time: 1 - T / T_ideal."""
+def ideal_throughput(run: ConfigView, ctx: RuleInputs) -> tuple[float, str] | None:
+    """What this configuration would reach with zero distribution overhead, and from
+    which baseline."""
+    found = ideal_baseline(run, ctx)
+    if found is None or found[0].throughput is None:
+        return None
+    one, factor = found
+    return (one.throughput or 0.0) * factor, (f"{one.strategy} on 1 device, batch "
+                                              f"{one.global_batch}")
+
+
+def to_ideal(run: ConfigView, ctx: RuleInputs) -> Ratio | None:
+    """T / T_ideal with its interval from the runs (1.0: no overhead at all)."""
     # Baselines have no distribution to be overhead of (independent copies do not talk).
     if run.throughput is None or run.base_strategy in (*ONE_DEVICE_BASELINES, *BASELINES):
         return None
-    ideal = ideal_throughput(run, ctx)
-    return 1 - run.throughput / ideal[0] if ideal else None
+    found = ideal_baseline(run, ctx)
+    return ratio_of(run, found[0], found[1]) if found is not None else None
+
+
+def overhead_share(run: ConfigView, ctx: RuleInputs) -> float | None:
+    """Share of the step beyond the ideal step time: 1 - T / T_ideal."""
+    r = to_ideal(run, ctx)
+    return 1 - r.value if r is not None else None
 
 
 @rule("distribution overhead")
-def _overhead(run: RunView, ctx: RuleInputs) -> Verdict | None:
+def _overhead(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
     if run.comm_fraction is not None:  # the profile says it better
         return None
     share = overhead_share(run, ctx)
@@ -155,8 +173,28 @@ def _overhead(run: RunView, ctx: RuleInputs) -> Verdict | None:
                    f"{where})")
 
 
+def measured_cause(run: ConfigView, ctx: RuleInputs) -> str | None:
+    """The measurement that explains why ``run`` is slow, or None if none does.
+
+    Only two things count: a profile's communication share at or above the profiler's
+    moderate threshold, and the distribution-overhead model when its share of the step
+    is at or above its moderate threshold and beyond the noise of the runs (T / T_ideal
+    significantly below 1). A strategy's trait is never a cause on its own.
+    """
+    frac = run.comm_fraction
+    if frac is not None and frac >= COMM_MODERATE:
+        return f"collectives take {frac:.0%} of its step (profiled)"
+    r = to_ideal(run, ctx)
+    ideal = ideal_throughput(run, ctx)
+    if (r is None or ideal is None or frac is not None or 1 - r.value < OVERHEAD_MODERATE
+            or not r.significant or r.high is None or r.high >= 1.0):
+        return None
+    return (f"{1 - r.value:.0%} [{(1 - r.high) * 100:.0f}-{1 - (r.low or r.value):.0%}] of its "
+            f"step is beyond the ideal set by {ideal[1]}")
+
+
 @rule("input-bound")
-def _input(run: RunView, ctx: RuleInputs) -> Verdict | None:
+def _input(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
     if run.variant.data == "synthetic" or run.throughput is None:
         return None
     twin = ctx.index.throughput(run.variant.with_data("synthetic"), run.strategy,
@@ -173,7 +211,7 @@ def _input(run: RunView, ctx: RuleInputs) -> Verdict | None:
                    f"the devices")
 
 
-def fixed_cost(run: RunView, ctx: RuleInputs) -> float | None:
+def fixed_cost(run: ConfigView, ctx: RuleInputs) -> float | None:
     """Batch-independent seconds per step, fitted over the batch sizes of this config.
 
     Least squares of step time = a + b x global batch over runs of the same variant,
@@ -193,7 +231,7 @@ def fixed_cost(run: RunView, ctx: RuleInputs) -> float | None:
 
 
 @rule("model too small")
-def _too_small(run: RunView, ctx: RuleInputs) -> Verdict | None:
+def _too_small(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
     if run.step_s is None:
         return None
     fixed = fixed_cost(run, ctx)
@@ -212,7 +250,7 @@ def _too_small(run: RunView, ctx: RuleInputs) -> Verdict | None:
 
 
 @rule("memory-bound")
-def _memory(run: RunView, ctx: RuleInputs) -> Verdict | None:
+def _memory(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
     if not run.ok:
         return None
     m = ctx.machine
@@ -241,7 +279,7 @@ _EFF_NAMES = {"strong_eff": "strong-scaling efficiency", "weak_eff": "weak-scali
 
 
 @rule("suspicious efficiency")
-def _suspicious(run: RunView, ctx: RuleInputs) -> Verdict | None:
+def _suspicious(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
     sc = ctx.scaling.get(run.key)
     if sc is None:
         return None
@@ -254,21 +292,25 @@ def _suspicious(run: RunView, ctx: RuleInputs) -> Verdict | None:
         effs.pop("weak_eff_vs_one", None)
     elif ctx.machine.cpu_only and sc.speedup_vs_one is not None:
         effs["speedup_vs_one"] = sc.speedup_vs_one  # 1.0 is the ceiling on shared cores
-    over = {k: v for k, v in effs.items() if v > 1.0}
+    over = {k: v for k, v in effs.items() if v.value > 1.0}
     if not over:
         return None
-    name, value = max(over.items(), key=lambda kv: kv[1])
+    name, r = max(over.items(), key=lambda kv: kv[1].value)
     label = _EFF_NAMES.get(name, f"speed-up vs {ONE_DEVICE_BASELINES[0]} on shared cores")
-    noise = 2 * (run.cv or 0.0)
-    why = (f"within twice the spread of its windows (cv {run.cv:.1%}): likely noise"
-           if value - 1 <= noise else "beyond the spread of its windows: check the "
-           "baseline run (warm-up, a noisy neighbour) before trusting it")
-    return Verdict("suspicious efficiency", "moderate" if value - 1 <= noise else "high",
-                   f"{label} is {value:.0%} (above 100%), {why}")
+    if r.above(1.0) and r.decided:
+        return Verdict("suspicious efficiency", "high",
+                       f"{label} is {r.value:.0%} (interval {r.low:.0%}-{r.high:.0%}, all "
+                       f"above 100%): beyond the noise of the runs, so a baseline was "
+                       f"disturbed (warm-up, a noisy neighbour); re-run both before trusting "
+                       f"either")
+    why = (f"its interval {r.low:.0%}-{r.high:.0%} includes 100%: noise" if r.decided
+           else "one run a side, so the noise is not measured: likely noise")
+    return Verdict("suspicious efficiency", "moderate",
+                   f"{label} is {r.value:.0%} (above 100%), {why}")
 
 
 @rule("suspicious MFU")
-def _mfu(run: RunView, ctx: RuleInputs) -> Verdict | None:
+def _mfu(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
     if run.mfu is None or run.mfu <= 1.0:
         return None
     f = run.result.figures
@@ -283,25 +325,29 @@ def _mfu(run: RunView, ctx: RuleInputs) -> Verdict | None:
 
 
 @rule("noisy")
-def _noisy(run: RunView, ctx: RuleInputs) -> Verdict | None:
+def _noisy(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
     if run.cv is None or run.cv < NOISY_CV:
         return None
+    what = (f"its {run.n_runs} runs vary by {run.cv:.0%} (run-to-run coefficient of "
+            f"variation)" if run.between_cv is not None else
+            f"window throughputs vary by {run.cv:.0%} (coefficient of variation)")
     return Verdict("noisy", "moderate",
-                   f"window throughputs vary by {run.cv:.0%} (coefficient of variation); "
-                   f"compare with care or raise --repeats/--max-seconds")
+                   f"{what}; compare with care or measure more runs")
 
 
 @rule("did not learn")
-def _learned(run: RunView, ctx: RuleInputs) -> Verdict | None:
-    f = run.result.figures
-    if not run.ok or f is None or f.learned:
+def _learned(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
+    stuck = [r.result.figures for r in run.ok_runs
+             if r.result.figures is not None and not r.result.figures.learned]
+    if not stuck:
         return None
+    f = stuck[0]
     return Verdict("did not learn", "moderate",
                    f"loss went from {f.loss_start:.4g} to {f.loss_end:.4g}: the run may not "
                    f"be training correctly")
 
 
-def verdicts_for(run: RunView, ctx: RuleInputs) -> list[Verdict]:
+def verdicts_for(run: ConfigView, ctx: RuleInputs) -> list[Verdict]:
     """Every verdict of ``run``, most severe first."""
     found = [v for fn in RULES.values() if (v := fn(run, ctx)) is not None]
     return sorted(found, key=lambda v: SEVERITIES.index(v.severity))

@@ -92,6 +92,23 @@ def measured(strategy: str, devices: int, batch: int, throughput: float, *,
                        environment=env if env is not None else fake_environment())
 
 
+def replicated(strategy: str, devices: int, batch: int, throughput: float, *, runs: int = 3,
+               run_cv: float = 0.05, **over: Any) -> list[RunResult]:
+    """``runs`` runs of one configuration (replicate 1, 2, ...), as separate processes
+    leave them: their figures have median ``throughput`` exactly and a run-to-run
+    coefficient of variation (sample std / mean) of exactly ``run_cv``; each run's
+    windows spread by ``cv`` (``measured``'s keyword) around its figure.
+    """
+    z = [i - (runs - 1) / 2 for i in range(runs)]
+    sd = (sum(v * v for v in z) / (runs - 1)) ** 0.5 if runs > 1 else 1.0
+    out = []
+    for i, offset in enumerate(z, 1):
+        r = measured(strategy, devices, batch, throughput * (1 + run_cv * offset / sd), **over)
+        r.replicate = i
+        out.append(r)
+    return out
+
+
 def report_results() -> list[RunResult]:
     """A CPU sweep with every status and the optional probe figures, for report tests.
 

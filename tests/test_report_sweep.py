@@ -1,8 +1,9 @@
 """The report of a real (tiny) sweep, produced the way a user gets it: `bench run`.
 
-One sweep in a subprocess (TensorFlow runs only in its children), then checks on what
-it wrote: the report at the end of `bench run`, its numbers against the stored
-results, `bench report` on the same directory, and a report failure that must not
+One sweep in a subprocess (TensorFlow runs only in its children; two runs per
+configuration), then checks on what it wrote: the report at the end of `bench run`,
+its numbers against the stored results (a configuration's figure is the median of its
+runs'), `bench report` on the same directory, and a report failure that must not
 change the sweep's exit code.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+import statistics
 from pathlib import Path
 
 import pytest
@@ -39,41 +41,60 @@ def _row(md: str, batch: int, strategy: str, replicas: int) -> dict[str, str]:
     raise AssertionError(f"no row for batch {batch} {strategy} n={replicas} in:\n{md}")
 
 
-@pytest.mark.slow  # six TensorFlow child processes, ~25 s on an idle 2-core machine
+MATRIX = ("--workload", "mlp", "--strategy", "one_device,mirrored", "--devices", "1,2",
+          "--batch", "16,32", "--runs", "2", "--max-runs", "2")
+
+
+def _median(results: list[RunResult], what: str) -> float:
+    values = []
+    for r in results:
+        assert r.figures is not None
+        values.append(r.figures.global_throughput if what == "throughput"
+                      else r.figures.step_time.median_s)
+    return float(statistics.median(values))
+
+
+@pytest.mark.slow  # twelve TensorFlow child processes, ~50 s on an idle 2-core machine
 def test_report_of_a_tiny_sweep(tmp_path: Path) -> None:
     out = tmp_path / "sweep"
-    proc = bench("run", "--workload", "mlp", "--strategy", "one_device,mirrored",
-                 "--devices", "1,2", "--batch", "16,32", *TINY, "--out", str(out))
+    proc = bench("run", *MATRIX, *TINY, "--out", str(out), timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report_dir = out / "report"
     assert f"report: {report_dir / 'report.html'}" in proc.stdout
     assert "recommendations:" in proc.stdout and "mlp[tiny]:" in proc.stdout
     loaded = load_sweep(out)
     results: list[RunResult] = loaded.results
-    assert len(results) == 8 and not loaded.warnings
+    by_key: dict[str, list[RunResult]] = {}
+    for r in results:
+        by_key.setdefault(r.key, []).append(r)
+    assert len(by_key) == 8 and not loaded.warnings
     md = (report_dir / "summary.md").read_text(encoding="utf-8")
     html = (report_dir / "report.html").read_text(encoding="utf-8")
 
-    # every ok run's figures are printed as stored; the unsupported ones with their reason
-    for r in results:
+    # every ok configuration's figures are printed as the median of its two runs; the
+    # unsupported ones (one run: nothing to replicate) with their reason
+    by = {}
+    for key, runs in by_key.items():
+        r = runs[0]
         if r.status == "ok":
-            assert r.figures is not None
+            assert sorted(x.replicate for x in runs) == [1, 2]
             row = _row(md, r.global_batch, r.spec.strategy, r.replicas)
-            assert row["throughput (examples/s)"] == fmt_rate(r.figures.global_throughput)
-            assert row["step median"] == duration(r.figures.step_time.median_s)
-            assert f"data-key='{r.key}'" in html
+            assert row["throughput (examples/s)"] == fmt_rate(_median(runs, "throughput"))
+            assert row["step median"] == duration(_median(runs, "step"))
+            assert "(2 runs," in row["noise: run-to-run cv (runs, range); window cv"]
+            assert f"data-key='{key}'" in html
+            by[(r.spec.strategy, r.replicas, r.global_batch)] = runs
         else:
+            assert len(runs) == 1
             assert r.status == "unsupported" and r.spec.strategy == "one_device"
             assert (r.reason or "").splitlines()[0] in md
-    # strong-scaling efficiency of mirrored on 2 devices, from the stored throughputs
-    by = {(r.spec.strategy, r.replicas, r.global_batch): r for r in results
-          if r.status == "ok" and r.figures}
+    # strong-scaling efficiency of mirrored on 2 devices, from the runs' medians
     for batch in (16, 32):
         two, one = by[("mirrored", 2, batch)], by[("mirrored", 1, batch)]
-        assert two.figures is not None and one.figures is not None
-        eff = two.figures.global_throughput / one.figures.global_throughput / 2
-        assert _row(md, batch, "mirrored", 2)["strong eff."] == f"{eff:.0%}"
+        eff = _median(two, "throughput") / _median(one, "throughput") / 2
+        assert _row(md, batch, "mirrored", 2)["strong eff."].startswith(f"{eff:.0%} [")
     assert "logical devices that share the same" in md  # this machine has no GPU
+    assert "**Answers**" in md and "run-to-run cv" in md  # the noise beside the answer
     assert html.count("<img ") >= 4
     rows = list(csv.DictReader(io.StringIO((report_dir / "results.csv").read_text())))
     assert sorted(r["key"] for r in rows) == sorted(r.key for r in results)
@@ -90,8 +111,7 @@ def test_report_of_a_tiny_sweep(tmp_path: Path) -> None:
         f.unlink()
     report_dir.rmdir()
     report_dir.write_text("not a directory")
-    resumed = bench("run", "--workload", "mlp", "--strategy", "one_device,mirrored",
-                    "--devices", "1,2", "--batch", "16,32", *TINY, "--out", str(out))
+    resumed = bench("run", *MATRIX, *TINY, "--out", str(out), timeout=600)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "could not be written" in resumed.stderr
-    assert len(load_sweep(out).results) == 8
+    assert len(load_sweep(out).results) == len(results)

@@ -1,0 +1,343 @@
+"""A configuration and all its runs: the unit every ranking, ratio and verdict is about.
+
+A configuration (``RunResult.key``) may have been measured several times, in separate
+processes at different times (``RunResult.replicate``). Each run contributes one
+figure, its own headline (the median of its windows); the configuration's headline is
+the median of its runs' figures. The spread between runs (run-to-run noise, what a
+re-run would see) and inside runs (window to window) are kept apart, and every ratio
+between two configurations carries an interval from ``bench.results.stats.compare_runs``,
+which measures the noise at the run level.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from bench.results.schema import Communication, Figures, RunResult, TaskFigures
+from bench.results.stats import RunComparison, RunSummary, compare_runs, summarize_runs
+from bench.strategies import STRATEGIES
+from reports.runs import RunView, Variant
+
+StatsRuns = tuple[tuple[float, ...], ...]  # one tuple of window values per run
+
+RUNS_DEFINITION = (
+    "a configuration (one result key) is measured in one or more runs, separate processes "
+    "at different times. A run's figure is its headline (the median of its windows); the "
+    "configuration's throughput is the median of its runs' figures. run-to-run cv = std / "
+    "mean of the runs' figures (what a re-run would see); window cv = median over runs of "
+    "the window-to-window spread. [low-high] after a ratio is its 95% interval from the "
+    "runs of both configurations (bench.results.stats.compare_runs: Student's t on the "
+    "run-level noise pooled over both, never below what the runs' own windows allow); with "
+    "one run a side no noise is measured and no interval is given.")
+ANSWER_DEFINITION = (
+    "the recommendation is the simplest configuration (fewest devices, then processes, "
+    "then the plainest strategy) among those tied with the fastest: tied = the interval of "
+    "their ratio includes 1, or one run a side leaves it unknown. Baselines (a ceiling, not "
+    "a way to train one model) and configurations above their hardware's ideal speed-up "
+    "(1.0x on logical devices sharing the cores, N x on N real devices: noise, not a gain) "
+    "are never recommended. A configuration with a batch per worker (asynchronous) is "
+    "ranked apart and compared at equal work per device. A cause is given only for a "
+    "difference beyond the noise whose cause was measured: a profile's communication share "
+    "or the distribution-overhead model, itself beyond the noise.")
+
+
+def _run_windows(result: RunResult) -> tuple[float, ...] | None:
+    """A run's window throughputs, scaled so that their median is the run's headline.
+
+    The stored headline is what the run says it did (for combined multi-process runs
+    it is not the median of the windows stored beside it: independent copies store
+    the first copy's windows and sum the copies' throughputs), so the windows keep
+    their relative spread around it.
+    """
+    f = result.figures
+    if result.status != "ok" or f is None or not f.global_throughput > 0:
+        return None
+    values = [w.global_throughput for w in f.windows if w.global_throughput > 0]
+    if not values:
+        return (f.global_throughput,)
+    mid = math.exp(statistics.median(math.log(v) for v in values))
+    return tuple(v * f.global_throughput / mid for v in values)
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """current / baseline of two configurations' headlines, with its interval.
+
+    ``low``/``high`` come from the runs (``compare_runs``, 95%); None when the runs
+    cannot tell (one run a side: no run-to-run noise measured). ``significant``: the
+    interval excludes 1 (the two configurations differ beyond the noise).
+    """
+
+    value: float
+    low: float | None
+    high: float | None
+    significant: bool
+    mde: float | None  # smallest relative change this comparison could have detected
+    note: str = ""
+
+    @property
+    def decided(self) -> bool:
+        return self.low is not None and self.high is not None
+
+    def scaled(self, by: float) -> Ratio:
+        """The same comparison divided by ``by`` (speed-up -> efficiency)."""
+        return Ratio(self.value / by, None if self.low is None else self.low / by,
+                     None if self.high is None else self.high / by, self.significant,
+                     self.mde, self.note)
+
+    def above(self, limit: float) -> bool:
+        """The whole interval lies above ``limit`` (no interval: the value does)."""
+        return (self.low if self.low is not None else self.value) > limit
+
+
+@dataclass
+class ConfigView:
+    """Every run of one configuration and the figures they give together."""
+
+    key: str
+    runs: list[RunView]  # every replicate, any status, in replicate order
+    ok_runs: list[RunView] = field(init=False)
+    first: RunView = field(init=False)  # the run that stands for the configuration's spec
+    stats_runs: StatsRuns = field(init=False)
+    summary: RunSummary | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.runs = sorted(self.runs, key=lambda r: r.result.replicate)
+        self.ok_runs = [r for r in self.runs if r.ok]
+        self.first = (self.ok_runs or self.runs)[0]
+        windows = [w for r in self.ok_runs if (w := _run_windows(r.result)) is not None]
+        self.stats_runs = tuple(windows)
+        self.summary = summarize_runs(windows) if windows else None
+
+    # -- what the configuration is (the same in every run) ------------------------
+    @property
+    def result(self) -> RunResult:
+        return self.first.result
+
+    @property
+    def machine(self) -> str:
+        return self.first.machine
+
+    @property
+    def variant(self) -> Variant:
+        return self.first.variant
+
+    @property
+    def strategy(self) -> str:
+        return self.first.strategy
+
+    @property
+    def base_strategy(self) -> str:
+        return self.first.base_strategy
+
+    @property
+    def replicas(self) -> int:
+        return self.first.replicas
+
+    @property
+    def devices(self) -> int:
+        return self.first.devices
+
+    @property
+    def global_batch(self) -> int:
+        return self.first.global_batch
+
+    @property
+    def per_replica_batch(self) -> int:
+        return self.first.per_replica_batch
+
+    @property
+    def batch_mode(self) -> str:
+        return self.first.batch_mode
+
+    @property
+    def batch_setting(self) -> int:
+        return self.first.batch_setting
+
+    @property
+    def batch_per_worker(self) -> bool:
+        """Each of several replicas steps on a whole batch of its own (asynchronous
+        training): the batch is per worker, so the work grows with the replicas (weak
+        scaling) whatever the batch mode says."""
+        return self.replicas > 1 and self.global_batch == self.per_replica_batch
+
+    @property
+    def processes(self) -> int:
+        tasks = self.tasks
+        return len(tasks) if tasks else 1
+
+    @property
+    def plainness(self) -> int:
+        name = self.base_strategy
+        return STRATEGIES.get(name).plainness if name in STRATEGIES else 99
+
+    @property
+    def simplicity(self) -> tuple[int, int, int, str]:
+        """Sort key among tied configurations: fewest devices, then processes, then the
+        plainest strategy (registry ``plainness``)."""
+        return (self.devices, self.processes, self.plainness, self.strategy)
+
+    @property
+    def choice(self) -> str:
+        """What a user would pick: ``mirrored on 2 devices``."""
+        n = self.replicas
+        return f"{self.strategy} on {n} device{'' if n == 1 else 's'}"
+
+    # -- how it went ---------------------------------------------------------------
+    @property
+    def ok(self) -> bool:
+        return bool(self.ok_runs) and self.summary is not None
+
+    @property
+    def status(self) -> str:
+        if not self.ok_runs:
+            return self.first.status
+        bad = len(self.runs) - len(self.ok_runs)
+        return "ok" if not bad else f"ok ({bad} of {len(self.runs)} runs without figures)"
+
+    @property
+    def reason_line(self) -> str:
+        return next((r.reason_line for r in self.runs if not r.ok and r.reason_line), "")
+
+    @property
+    def n_runs(self) -> int:
+        """Runs with figures."""
+        return len(self.stats_runs)
+
+    @property
+    def throughput(self) -> float | None:
+        """Median of the runs' headline throughputs (examples/s)."""
+        return self.summary.median if self.summary is not None else None
+
+    @property
+    def between_cv(self) -> float | None:
+        """Run-to-run spread of the runs' figures (std/mean); None below 2 runs."""
+        return self.summary.between_cv if self.summary is not None else None
+
+    @property
+    def within_cv(self) -> float | None:
+        """Median over runs of the window-to-window spread."""
+        return self.summary.within_cv if self.summary is not None else None
+
+    @property
+    def cv(self) -> float | None:
+        """The noise a re-run would see: run-to-run where measured, else windows'."""
+        between = self.between_cv
+        return between if between is not None else self.within_cv
+
+    @property
+    def run_range(self) -> tuple[float, float] | None:
+        if not self.stats_runs:
+            return None
+        heads = [r.result.figures.global_throughput for r in self.ok_runs
+                 if r.result.figures is not None]
+        return (min(heads), max(heads)) if heads else None
+
+    @property
+    def window_range(self) -> tuple[float, float] | None:
+        every = [v for run in self.stats_runs for v in run]
+        return (min(every), max(every)) if every else None
+
+    def median_of(self, value: Callable[[Figures], float | None]) -> float | None:
+        """Median over the runs with figures of ``value(figures)`` (Nones left out)."""
+        values = [v for r in self.ok_runs if r.result.figures is not None
+                  and (v := value(r.result.figures)) is not None]
+        return float(statistics.median(values)) if values else None
+
+    @property
+    def step_s(self) -> float | None:
+        return self.median_of(lambda f: f.step_time.median_s)
+
+    @property
+    def device_peak_bytes(self) -> int | None:
+        peaks = [p for r in self.ok_runs if (p := r.device_peak_bytes) is not None]
+        return max(peaks) if peaks else None
+
+    @property
+    def host_peak_bytes(self) -> int | None:
+        peaks = [p for r in self.ok_runs if (p := r.host_peak_bytes) is not None]
+        return max(peaks) if peaks else None
+
+    @property
+    def memory_scope(self) -> str | None:
+        return self.first.memory_scope
+
+    @property
+    def communication(self) -> Communication | None:
+        return next((c for r in self.ok_runs if (c := r.communication) is not None), None)
+
+    @property
+    def comm_fraction(self) -> float | None:
+        return self.median_of(
+            lambda f: f.communication.comm_fraction if f.communication else None)
+
+    @property
+    def mfu(self) -> float | None:
+        return self.median_of(lambda f: f.mfu)
+
+    @property
+    def tasks(self) -> list[TaskFigures]:
+        return self.first.tasks
+
+    @property
+    def learned(self) -> bool | None:
+        runs = [r.result.figures.learned for r in self.ok_runs if r.result.figures]
+        return all(runs) if runs else None
+
+
+def group_configs(runs: Iterable[RunView]) -> list[ConfigView]:
+    """One ConfigView per result key, in order of first appearance."""
+    by_key: dict[str, list[RunView]] = {}
+    for run in runs:
+        by_key.setdefault(run.key, []).append(run)
+    return [ConfigView(key, rs) for key, rs in by_key.items()]
+
+
+@functools.lru_cache(maxsize=4096)  # the same pairs come back in scaling, ranking, verdicts
+def _compare(baseline: StatsRuns, current: StatsRuns) -> RunComparison:
+    return compare_runs(baseline, current)
+
+
+def compare(current: ConfigView, baseline: ConfigView) -> RunComparison:
+    """``current`` against ``baseline`` from their runs (see ``compare_runs``)."""
+    return _compare(baseline.stats_runs, current.stats_runs)
+
+
+def ratio_of(current: ConfigView, baseline: ConfigView, per: float = 1.0) -> Ratio | None:
+    """current / baseline headline throughput (divided by ``per``), with its interval."""
+    if current.throughput is None or not baseline.throughput:
+        return None
+    c = compare(current, baseline)
+    # The point is the ratio of the printed headlines (a reader can check it); the
+    # interval is compare_runs' (geometric means of the runs, t on run-level noise).
+    decided = not (math.isnan(c.low) or math.isnan(c.high))
+    return Ratio(current.throughput / baseline.throughput,
+                 c.low if decided else None, c.high if decided else None,
+                 c.significant, c.mde if math.isfinite(c.mde) else None,
+                 c.note).scaled(per)
+
+
+def describe_noise(configs: Sequence[ConfigView]) -> str:
+    """``run-to-run cv 4% (3 runs each); windows 2%``: the noise behind a comparison."""
+    ok = [c for c in configs if c.ok]
+    if not ok:
+        return "no runs"
+    counts = sorted({c.n_runs for c in ok})
+    runs = (f"{counts[0]} run{'s' if counts[0] > 1 else ''} each" if len(counts) == 1
+            else f"{counts[0]}-{counts[-1]} runs each")
+    between = [c.between_cv for c in ok if c.between_cv is not None]
+    within = [c.within_cv for c in ok if c.within_cv is not None]
+    parts = []
+    if between:
+        lo, hi = min(between), max(between)
+        spread = f"{hi:.0%}" if f"{lo:.0%}" == f"{hi:.0%}" else f"{lo:.0%}-{hi:.0%}"
+        parts.append(f"run-to-run cv {spread} ({runs})")
+    else:
+        parts.append(f"run-to-run noise not measured ({runs})")
+    if within:
+        parts.append(f"windows {statistics.median(within):.0%}")
+    return "; ".join(parts)
