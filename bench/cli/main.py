@@ -18,6 +18,7 @@ from bench.cli import (
     compare,
     env,
     history,
+    k8s_manifest,
     listing,
     nightly,
     report,
@@ -31,7 +32,7 @@ from bench.errors import BenchError, SpecError
 from bench.exits import EPILOG, Exit
 
 COMMANDS = (run, listing, env, show, report, tensorboard_export, history, compare, nightly,
-            allreduce, worker, cluster_demo)
+            allreduce, worker, cluster_demo, k8s_manifest)
 
 
 def build_parser() -> argparse.ArgumentParser:
