@@ -21,6 +21,7 @@ from bench.cli import (
     k8s_manifest,
     listing,
     nightly,
+    project,
     report,
     run,
     show,
@@ -32,7 +33,7 @@ from bench.errors import BenchError, SpecError
 from bench.exits import EPILOG, Exit
 
 COMMANDS = (run, listing, env, show, report, tensorboard_export, history, compare, nightly,
-            allreduce, worker, cluster_demo, k8s_manifest)
+            allreduce, worker, cluster_demo, k8s_manifest, project)
 
 
 def build_parser() -> argparse.ArgumentParser:

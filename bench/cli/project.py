@@ -1,0 +1,119 @@
+"""``python -m bench project``: project scaling to 512 replicas from measured inputs.
+
+Inputs: a stored single-replica training run at the per-replica batch (its median
+step time and gradient bytes; or ``--compute-ms`` and ``--grad-bytes``), and the
+link: a stored all-reduce probe result on the link in question (alpha and B are
+fitted to it), or ``--bandwidth`` and ``--latency-us``. Prints the inputs, the
+fitted alpha and B, the formulas, and step time, throughput and scaling
+efficiency as a band from no overlap to full overlap of communication with the
+backward pass. ``--measured`` results (multi-replica runs) are set against the
+projection with the error at each; ``--plot`` writes the efficiency plot (PNG).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from bench.cli.common import UsageError
+from bench.errors import SchemaError
+from bench.exits import Exit
+from bench.launch.netns import NetnsError, parse_rate
+from bench.results.store import load
+from reports.projection import (
+    Inputs,
+    Link,
+    ProjectionError,
+    check,
+    inputs_from_result,
+    link_from_probe,
+    plot,
+    project,
+    text,
+)
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``project``."""
+    p = sub.add_parser("project", help="project step time, throughput and scaling "
+                                       "efficiency to n = 2..512 replicas",
+                       description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--single", type=Path,
+                   help="stored result of a single-replica run at the per-replica batch")
+    p.add_argument("--compute-ms", type=float, help="instead of --single: one replica's "
+                                                    "step time, ms")
+    p.add_argument("--grad-bytes", type=float, help="instead of --single: gradient bytes "
+                                                    "all-reduced per step")
+    p.add_argument("--batch", type=int, help="instead of --single: per-replica batch")
+    p.add_argument("--allreduce", type=Path,
+                   help="stored all-reduce probe result on the link (alpha and B are fitted)")
+    p.add_argument("--bandwidth", help="instead of --allreduce: link speed, e.g. 10gbit")
+    p.add_argument("--latency-us", type=float, default=None,
+                   help="instead of --allreduce: per-hop latency alpha, microseconds")
+    p.add_argument("--max-replicas", type=int, default=512)
+    p.add_argument("--measured", type=Path, nargs="*", default=[],
+                   help="stored multi-replica runs to set against the projection")
+    p.add_argument("--plot", type=Path, help="write the efficiency plot here (PNG)")
+    p.set_defaults(func=cmd_project)
+
+
+def _load(path: Path, flag: str) -> Any:
+    try:
+        return load(path)
+    except (OSError, SchemaError) as exc:
+        raise UsageError(f"{flag} must name a stored result: {exc}. "
+                         f"Received: {flag}={path}") from None
+
+
+def _inputs(args: argparse.Namespace) -> Inputs:
+    manual = (args.compute_ms, args.grad_bytes, args.batch)
+    if args.single and any(v is not None for v in manual):
+        raise UsageError("give --single or --compute-ms/--grad-bytes/--batch, not both")
+    if args.single:
+        return inputs_from_result(_load(args.single, "--single"))
+    if any(v is None for v in manual):
+        raise UsageError("give --single RESULT, or all of --compute-ms, --grad-bytes and "
+                         "--batch")
+    return Inputs(args.compute_ms / 1e3, args.grad_bytes, args.batch)
+
+
+def _link(args: argparse.Namespace) -> Link:
+    given = args.bandwidth is not None or args.latency_us is not None
+    if args.allreduce and given:
+        raise UsageError("give --allreduce or --bandwidth/--latency-us, not both")
+    if args.allreduce:
+        result = _load(args.allreduce, "--allreduce")
+        if result.allreduce is None:
+            raise UsageError(f"--allreduce must name an all-reduce probe result (bench "
+                             f"allreduce). Received: {args.allreduce} ({result.key})")
+        return link_from_probe(result.allreduce)
+    if args.bandwidth is None or args.latency_us is None:
+        raise UsageError("give --allreduce RESULT, or both --bandwidth and --latency-us")
+    try:
+        bps = parse_rate(args.bandwidth)
+    except NetnsError as exc:
+        raise UsageError(str(exc)) from None
+    return Link(args.latency_us / 1e6, bps / 8, f"given: {args.bandwidth}, "
+                                                f"{args.latency_us:g} us")
+
+
+def cmd_project(args: argparse.Namespace) -> int:
+    try:
+        projection = project(_inputs(args), _link(args), args.max_replicas)
+        checks = []
+        for path in args.measured:
+            r = _load(path, "--measured")
+            if r.status != "ok" or r.figures is None:
+                raise UsageError(f"--measured must name ok training runs. Received: {path} "
+                                 f"(status {r.status})")
+            checks.append(check(projection, r.replicas, r.figures.global_throughput,
+                                f"{r.spec.strategy} n={r.replicas}"))
+    except ProjectionError as exc:
+        raise UsageError(str(exc)) from None
+    print(text(projection, checks))
+    if args.plot:
+        args.plot.write_bytes(plot(projection, checks))
+        print(f"\nplot: {args.plot}")
+    return Exit.OK

@@ -1,0 +1,345 @@
+"""Scaling beyond the sizes measured: a latency-bandwidth model of ring all-reduce.
+
+Pure functions of numbers and stored results (no TensorFlow, no launching).
+
+Model (data parallelism, the per-replica batch ``b`` fixed as replicas grow):
+
+    comm(n)        = 2(n-1)·alpha + 2(n-1)/n · S/B        ring all-reduce of S bytes
+    step_none(n)   = compute + comm(n)                      no overlap
+    step_full(n)   = compute + max(0, comm(n) - backward)   comm hidden behind backward
+    throughput(n)  = n·b / step(n)
+    efficiency(n)  = throughput(n) / (n · throughput(1)) = compute / step(n)
+
+``compute`` is the measured step time of one replica at batch ``b`` (so it holds
+the input pipeline, optimizer and framework overhead too); ``S`` the gradient
+bytes all-reduced per step; ``backward`` the backward pass's share of compute
+(from the model's FLOPs: 1 - forward/train). ``alpha`` (per-hop latency) and
+``B`` (bandwidth, bytes/s) come from an all-reduce probe on the link in question,
+fitted by least squares on relative error (every size counts alike, 1 KiB as much
+as 256 MiB), or are given. The projection is a band: no overlap (slowest) to full
+overlap (fastest).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from bench.results.schema import AllReduceFigures, RunResult
+
+FORMULAS = (
+    "comm(n) = 2(n-1)*alpha + 2(n-1)/n * S/B      (ring all-reduce of S bytes)",
+    "step(n) = compute + comm(n)                    (no overlap)",
+    "step(n) = compute + max(0, comm(n) - backward) (full overlap with the backward pass)",
+    "throughput(n) = n*b / step(n);  efficiency(n) = compute / step(n)",
+)
+TOLERANCE = 0.10  # the projection is judged against this relative error
+DEFAULT_BACKWARD_SHARE = 2.0 / 3.0  # backward ~ 2x forward FLOPs
+
+
+class ProjectionError(ValueError):
+    """Inputs the model cannot use (the message names the input and its value)."""
+
+
+@dataclass(frozen=True)
+class Link:
+    """A fitted or given link: per-hop latency ``alpha_s`` and bandwidth (bytes/s)."""
+
+    alpha_s: float
+    bandwidth_Bps: float
+    source: str  # e.g. "fit of 19 probe points at n=2" or "given"
+    max_rel_residual: float | None = None  # of the fit over its points
+
+    def __post_init__(self) -> None:
+        if not (self.alpha_s >= 0 and math.isfinite(self.alpha_s)):
+            raise ProjectionError(f"Link.alpha_s must be >= 0. Received: alpha_s={self.alpha_s}")
+        if not (self.bandwidth_Bps > 0 and math.isfinite(self.bandwidth_Bps)):
+            raise ProjectionError(f"Link.bandwidth_Bps must be > 0. "
+                                  f"Received: bandwidth_Bps={self.bandwidth_Bps}")
+
+    def allreduce_s(self, n: int, nbytes: float) -> float:
+        """Ring all-reduce time of ``nbytes`` per replica over ``n`` replicas."""
+        if n <= 1:
+            return 0.0
+        return 2 * (n - 1) * self.alpha_s + 2 * (n - 1) / n * nbytes / self.bandwidth_Bps
+
+    def terms(self, n: int, nbytes: float) -> tuple[float, float]:
+        """(latency term, bandwidth term) of ``allreduce_s``."""
+        if n <= 1:
+            return 0.0, 0.0
+        return 2 * (n - 1) * self.alpha_s, 2 * (n - 1) / n * nbytes / self.bandwidth_Bps
+
+
+def fit_link(points: Sequence[tuple[float, float]], replicas: int, source: str = "") -> Link:
+    """alpha and B from all-reduce timings ``(bytes, seconds)`` at ``replicas``.
+
+    t = a + c·S with a = 2(n-1)·alpha, c = 2(n-1)/(n·B): weighted least squares with
+    weights 1/t² (relative error). A negative intercept (latency lost in noise) is
+    pinned to 0 and the slope refitted.
+    """
+    if replicas < 2:
+        raise ProjectionError(f"an all-reduce fit needs a probe over 2+ replicas. "
+                              f"Received: replicas={replicas}")
+    pts = [(float(s), float(t)) for s, t in points if s > 0 and t > 0]
+    if len({s for s, _ in pts}) < 2:
+        raise ProjectionError(f"an all-reduce fit needs timings of 2+ sizes. "
+                              f"Received: {len(pts)} usable point(s)")
+    w = [1.0 / t**2 for _, t in pts]
+    sw = sum(w)
+    sx = sum(wi * s for wi, (s, _) in zip(w, pts, strict=True))
+    sy = sum(wi * t for wi, (_, t) in zip(w, pts, strict=True))
+    sxx = sum(wi * s * s for wi, (s, _) in zip(w, pts, strict=True))
+    sxy = sum(wi * s * t for wi, (s, t) in zip(w, pts, strict=True))
+    det = sw * sxx - sx * sx
+    slope = (sw * sxy - sx * sy) / det
+    intercept = (sy - slope * sx) / sw
+    if intercept < 0 or slope <= 0:
+        intercept = 0.0
+        slope = sxy / sxx
+    if slope <= 0:
+        raise ProjectionError("the all-reduce timings do not grow with size: no bandwidth "
+                              "can be fitted")
+    hops = 2 * (replicas - 1)
+    link = Link(alpha_s=intercept / hops, bandwidth_Bps=hops / (replicas * slope),
+                source=source or f"fit of {len(pts)} probe points at n={replicas}")
+    worst = max(abs(link.allreduce_s(replicas, s) - t) / t for s, t in pts)
+    return Link(link.alpha_s, link.bandwidth_Bps, link.source, worst)
+
+
+def link_from_probe(probe: AllReduceFigures) -> Link:
+    """Fit a link to a stored all-reduce probe (its single-buffer size points)."""
+    single = [p for p in probe.points if p.tensors == 1] or list(probe.points)
+    return fit_link([(p.bytes, p.time_median_s) for p in single], probe.replicas,
+                    f"fit of {len(single)} probe points ({probe.implementation}, "
+                    f"n={probe.replicas})")
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """One replica's measured step at the per-replica batch, and its gradients."""
+
+    compute_s: float  # step time of one replica
+    grad_bytes: float  # S: bytes all-reduced per step
+    per_replica_batch: int
+    backward_share: float = DEFAULT_BACKWARD_SHARE
+    source: str = "given"
+
+    def __post_init__(self) -> None:
+        for name in ("compute_s", "grad_bytes"):
+            value = getattr(self, name)
+            if not (value > 0 and math.isfinite(value)):
+                raise ProjectionError(f"Inputs.{name} must be > 0. Received: {name}={value}")
+        if self.per_replica_batch < 1:
+            raise ProjectionError(f"Inputs.per_replica_batch must be >= 1. "
+                                  f"Received: per_replica_batch={self.per_replica_batch}")
+        if not 0 <= self.backward_share <= 1:
+            raise ProjectionError(f"Inputs.backward_share must be in [0, 1]. "
+                                  f"Received: backward_share={self.backward_share}")
+
+
+def inputs_from_result(result: RunResult) -> Inputs:
+    """Inputs from a stored single-replica training run (its median step time)."""
+    f = result.figures
+    if result.status != "ok" or f is None:
+        raise ProjectionError(f"the single-replica run must be an ok training run. "
+                              f"Received: status={result.status!r} ({result.key})")
+    if result.replicas != 1:
+        raise ProjectionError(f"the compute time must come from a single-replica run. "
+                              f"Received: replicas={result.replicas} ({result.key})")
+    m = f.model
+    share = (1.0 - m.forward_flops_per_example / m.train_flops_per_example
+             if m.train_flops_per_example > 0 else DEFAULT_BACKWARD_SHARE)
+    return Inputs(compute_s=f.step_time.median_s, grad_bytes=float(m.grad_bytes_per_step),
+                  per_replica_batch=result.per_replica_batch,
+                  backward_share=min(1.0, max(0.0, share)),
+                  source=f"{result.key} (median step of {f.step_time.samples} timed calls)")
+
+
+@dataclass(frozen=True)
+class Point:
+    """The projection at ``n`` replicas: the band from no overlap to full overlap."""
+
+    n: int
+    comm_s: float
+    step_no_overlap_s: float
+    step_full_overlap_s: float
+    throughput_low: float  # examples/s, no overlap
+    throughput_high: float  # examples/s, full overlap
+    efficiency_low: float
+    efficiency_high: float
+
+
+@dataclass(frozen=True)
+class Projection:
+    inputs: Inputs
+    link: Link
+    points: list[Point] = field(default_factory=list)
+
+    def at(self, n: int) -> Point:
+        return project_point(self.inputs, self.link, n)
+
+
+def project_point(inputs: Inputs, link: Link, n: int) -> Point:
+    """The model at ``n`` replicas (see the module docstring)."""
+    if n < 1:
+        raise ProjectionError(f"replicas must be >= 1. Received: n={n}")
+    comm = link.allreduce_s(n, inputs.grad_bytes)
+    compute = inputs.compute_s
+    slow = compute + comm
+    fast = compute + max(0.0, comm - inputs.backward_share * compute)
+    examples = n * inputs.per_replica_batch
+    return Point(n=n, comm_s=comm, step_no_overlap_s=slow, step_full_overlap_s=fast,
+                 throughput_low=examples / slow, throughput_high=examples / fast,
+                 efficiency_low=compute / slow, efficiency_high=compute / fast)
+
+
+def project(inputs: Inputs, link: Link, max_replicas: int = 512) -> Projection:
+    """The projection for n = 1..``max_replicas`` (every n)."""
+    if max_replicas < 2:
+        raise ProjectionError(f"max_replicas must be >= 2. Received: {max_replicas}")
+    return Projection(inputs, link, [project_point(inputs, link, n)
+                                     for n in range(1, max_replicas + 1)])
+
+
+@dataclass(frozen=True)
+class Check:
+    """A measured point against the projection."""
+
+    label: str
+    n: int
+    measured: float  # examples/s
+    projected: float  # examples/s, no overlap (TensorFlow's custom loop all-reduces
+    # after the backward pass: the edge expected here)
+    projected_high: float  # full overlap
+    error: float  # (projected - measured) / measured
+    in_band: bool
+    diagnosis: str  # which term is off, when |error| > TOLERANCE
+
+
+def check(projection: Projection, n: int, measured: float, label: str = "") -> Check:
+    """Compare a measured global throughput at ``n`` replicas with the projection."""
+    if not measured > 0:
+        raise ProjectionError(f"measured throughput must be > 0. Received: {measured}")
+    p = projection.at(n)
+    error = (p.throughput_low - measured) / measured
+    in_band = p.throughput_low * (1 - 1e-9) <= measured <= p.throughput_high * (1 + 1e-9)
+    return Check(label, n, measured, p.throughput_low, p.throughput_high, error, in_band,
+                 diagnose(projection, n, measured, error))
+
+
+def diagnose(projection: Projection, n: int, measured: float, error: float) -> str:
+    """Which term of the model is off, attributing the gap to one term at a time.
+
+    The measured step time minus the single-replica compute is the communication
+    the run implies; set against the model's latency and bandwidth terms, the
+    larger gap names the term (and the effective bandwidth or latency it implies).
+    """
+    if abs(error) <= TOLERANCE:
+        return "within tolerance"
+    inputs, link = projection.inputs, projection.link
+    step = n * inputs.per_replica_batch / measured
+    implied = step - inputs.compute_s
+    lat, bw = link.terms(n, inputs.grad_bytes)
+    p = projection.at(n)
+    if implied <= 0:
+        return (f"compute term: the measured step ({step * 1e3:.2f} ms) is faster than the "
+                f"single-replica compute alone ({inputs.compute_s * 1e3:.2f} ms); the "
+                f"reference run is slow for these hosts")
+    if p.throughput_low <= measured <= p.throughput_high:
+        return (f"overlap: the measurement lies inside the band; communication is partly "
+                f"hidden ({implied * 1e3:.2f} ms of {p.comm_s * 1e3:.2f} ms exposed)")
+    hops = 2 * (n - 1)
+    if bw >= lat:
+        # Bandwidth term off: the bytes went at this rate.
+        b_eff = (hops / n * inputs.grad_bytes) / max(implied - lat, 1e-12)
+        return (f"bandwidth term: the run implies {implied * 1e3:.2f} ms of communication per "
+                f"step vs {p.comm_s * 1e3:.2f} ms modelled (latency {lat * 1e3:.2f} ms + "
+                f"bandwidth {bw * 1e3:.2f} ms): effective B = {b_eff * 8 / 1e9:.3g} Gbit/s "
+                f"vs fitted {link.bandwidth_Bps * 8 / 1e9:.3g} Gbit/s")
+    a_eff = max(implied - bw, 0.0) / hops
+    return (f"latency term: the run implies {implied * 1e3:.2f} ms of communication per step "
+            f"vs {p.comm_s * 1e3:.2f} ms modelled, mostly latency: effective alpha = "
+            f"{a_eff * 1e6:.1f} us per hop vs fitted {link.alpha_s * 1e6:.1f} us (a step "
+            f"makes more than one collective, each paying it)")
+
+
+def powers_of_two(upto: int) -> list[int]:
+    """1, 2, 4, ... up to ``upto`` (and ``upto`` itself)."""
+    out, n = [], 1
+    while n < upto:
+        out.append(n)
+        n *= 2
+    return [*out, upto]
+
+
+def text(projection: Projection, checks: Sequence[Check] = ()) -> str:
+    """Inputs, the fitted link, the formulas and the projection table (powers of two)."""
+    i, link = projection.inputs, projection.link
+    lines = ["inputs:",
+             f"  compute  = {i.compute_s * 1e3:.3f} ms per step, one replica at b = "
+             f"{i.per_replica_batch} ({i.source})",
+             f"  S        = {i.grad_bytes / 2**20:.3f} MiB of gradients per step",
+             f"  backward = {i.backward_share:.2f} of compute",
+             f"link ({link.source}):",
+             f"  alpha    = {link.alpha_s * 1e6:.2f} us per hop",
+             f"  B        = {link.bandwidth_Bps * 8 / 1e9:.4g} Gbit/s "
+             f"({link.bandwidth_Bps / 1e9:.4g} GB/s)"
+             + (f"; fit's worst relative residual {link.max_rel_residual:.1%}"
+                if link.max_rel_residual is not None else ""),
+             "model:", *(f"  {f}" for f in FORMULAS), "",
+             f"{'n':>5} {'comm ms':>9} {'step ms (none..full overlap)':>30} "
+             f"{'examples/s':>24} {'efficiency':>16}"]
+    last = projection.points[-1].n if projection.points else 512
+    for n in powers_of_two(last):
+        p = projection.at(n)
+        lines.append(f"{n:>5} {p.comm_s * 1e3:>9.3f} {p.step_no_overlap_s * 1e3:>14.3f} .. "
+                     f"{p.step_full_overlap_s * 1e3:<13.3f} {p.throughput_low:>11,.0f} .. "
+                     f"{p.throughput_high:<10,.0f} {p.efficiency_low:>6.1%} .. "
+                     f"{p.efficiency_high:<6.1%}")
+    if checks:
+        lines += ["", f"measured vs projected (no overlap; tolerance {TOLERANCE:.0%}):",
+                  f"{'point':<28} {'n':>3} {'measured':>11} {'projected':>11} {'error':>8}  "
+                  f"band?  diagnosis"]
+        for c in checks:
+            lines.append(f"{c.label:<28} {c.n:>3} {c.measured:>11,.1f} {c.projected:>11,.1f} "
+                         f"{c.error:>+8.1%}  {'yes' if c.in_band else 'no ':<5}  "
+                         f"{c.diagnosis}")
+    return "\n".join(lines)
+
+
+def plot(projection: Projection, checks: Sequence[Check] = (), title: str = "") -> bytes:
+    """PNG: projected efficiency band and measured points vs replicas, each measured
+    point annotated with the projection's error there."""
+    import io
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7.5, 4.5))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    pts = projection.points
+    ns = [p.n for p in pts]
+    ax.fill_between(ns, [p.efficiency_low for p in pts], [p.efficiency_high for p in pts],
+                    color="#1f77b4", alpha=0.25, label="projected (no .. full overlap)")
+    ax.plot(ns, [p.efficiency_low for p in pts], color="#1f77b4", lw=1.2)
+    for c in checks:
+        single = projection.inputs.per_replica_batch / projection.inputs.compute_s
+        eff = c.measured / (c.n * single)
+        ax.plot([c.n], [eff], "o", color="#d62728")
+        ax.annotate(f"{c.label} {c.error:+.0%}".strip(), (c.n, eff), fontsize=7,
+                    textcoords="offset points", xytext=(5, 5))
+    if checks:
+        ax.plot([], [], "o", color="#d62728", label="measured (error of the projection)")
+    ax.set_xscale("log", base=2)
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("replicas")
+    ax.set_ylabel("scaling efficiency (throughput / (n x one replica))")
+    ax.set_title(title or f"projected scaling, link {projection.link.bandwidth_Bps * 8 / 1e9:.3g}"
+                          f" Gbit/s, alpha {projection.link.alpha_s * 1e6:.0f} us")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="lower left")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    return buf.getvalue()
