@@ -10,6 +10,8 @@ STAMP  := $(VENV)/.stratbench-installed
 TF_EXTRA ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo gpu || echo cpu)
 OUT    ?= results/bench-$(shell date +%Y%m%d-%H%M%S)
 ARGS   ?=
+# TensorFlow's major.minor as installed (whichever distribution brings it).
+TF_MINOR = $(PY) -c "import importlib.metadata as m; print('.'.join(m.version(m.packages_distributions()['tensorflow'][0]).split('.')[:2]))"
 
 .DEFAULT_GOAL := help
 .PHONY: help venv bench smoke test lint overhead probes clean
@@ -22,6 +24,7 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[$(TF_EXTRA),dev]"
+	$(PY) -m pip install --quiet --no-deps "tf-keras==$$($(TF_MINOR)).*"  # the keras2 extra, see pyproject.toml
 	@touch $(STAMP)
 
 venv: $(STAMP) ## create the virtual environment and install the project

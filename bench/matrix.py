@@ -20,7 +20,7 @@ from bench.strategies import STRATEGIES, StrategyFactory
 
 # Axes a sweep may vary; everything else in RunSpec is a fixed knob.
 AXES = ("workload", "size", "strategy", "cross_device_ops", "devices", "batch", "precision",
-        "xla", "grad_accum", "steps_per_call", "data", *STRATEGY_KNOBS)
+        "xla", "grad_accum", "steps_per_call", "data", "loop", "keras", *STRATEGY_KNOBS)
 
 # Axes only some strategies take; a value that none of a sweep's strategies takes is an
 # error (a typo must never quietly measure the default), one that only some take is

@@ -21,6 +21,13 @@ PARTITIONERS = ("none", "fixed", "min_size")
 # "train" measures training; "allreduce" runs the nccl-tests-style probe
 # (bench.child.probes.allreduce) through the strategy's cross-device path instead.
 MODES = ("train", "allreduce")
+# How training is driven: "custom" (the harness's own loop: strategy.run inside a
+# tf.function, bench.child.trainer) or "fit" (Keras model.compile + model.fit,
+# bench.child.fit), the way most users train.
+LOOPS = ("custom", "fit")
+# Keras major version the child trains with: 3 (the `keras` package) or 2 (tf_keras,
+# selected with TF_USE_LEGACY_KERAS=1; the `keras2` extra installs it).
+KERAS_VERSIONS = (3, 2)
 ALLREDUCE_MIN_BYTES = 1024  # the probe's sizes: 1 KiB doubling up to allreduce_max_bytes
 
 # Fields that change how a run is supervised but not what is measured; they are
@@ -88,6 +95,11 @@ def knob_labels(knobs: Any) -> list[str]:
         parts.append(f"spc={knobs.steps_per_call}")
     if knobs.data != "synthetic":
         parts.append(f"data={knobs.data}")
+    # Read with defaults: label holders written before these knobs existed lack them.
+    if getattr(knobs, "loop", "custom") != "custom":
+        parts.append(f"loop={knobs.loop}")
+    if getattr(knobs, "keras", 3) != 3:
+        parts.append(f"keras{knobs.keras}")
     return parts
 
 
@@ -144,6 +156,10 @@ class RunSpec:
     communication: str = "auto"
     # ParameterServer variable partitioning.
     partitioner: str = "none"
+    # The training loop (LOOPS) and the Keras major version (KERAS_VERSIONS). Which
+    # strategies train with which: each strategy's ``loop_limits`` (bench/strategies.py).
+    loop: str = "custom"
+    keras: int = 3
 
     def __post_init__(self) -> None:
         # Imported here: both registries import this module for type hints.
@@ -177,6 +193,10 @@ class RunSpec:
         _choice("size", self.size, SIZES)
         _choice("communication", self.communication, COMMUNICATIONS)
         _choice("partitioner", self.partitioner, PARTITIONERS)
+        _choice("loop", self.loop, LOOPS)
+        if isinstance(self.keras, bool) or self.keras not in KERAS_VERSIONS:
+            raise _fail("keras", self.keras,
+                        f"must be one of {', '.join(map(str, KERAS_VERSIONS))}")
         if not isinstance(self.xla, bool):
             raise _fail("xla", self.xla, "must be true or false")
         if self.gpu_memory_limit_mb is not None:
@@ -292,5 +312,9 @@ class RunSpec:
         digest = hashlib.sha1(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:10]
         cdo = "" if self.cross_device_ops == "default" else f"-{self.cross_device_ops}"
         mode = "" if self.mode == "train" else f"{self.mode}."
+        # Loop and Keras lane in the readable part only away from their defaults, so
+        # that every key written before they existed stays the same.
+        lane = ("" if self.loop == "custom" else f".{self.loop}") + \
+            ("" if self.keras == 3 else f".keras{self.keras}")
         return (f"{mode}{self.workload}-{self.size}.{self.strategy}{cdo}.n{self.devices}"
-                f".b{self.global_batch}.{self.precision}.{digest}")
+                f".b{self.global_batch}.{self.precision}{lane}.{digest}")

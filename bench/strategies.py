@@ -9,6 +9,7 @@ Adding a strategy means adding one class and one ``register`` line here.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bench.errors import SpecError
@@ -19,6 +20,53 @@ from bench.tasks import Task, shared_device_tasks
 if TYPE_CHECKING:
     from bench.results.schema import Figures, TaskFigures
     from bench.spec import RunSpec
+
+
+@dataclass(frozen=True)
+class LoopLimit:
+    """A training loop / Keras lane that cannot train a strategy, and why.
+
+    It applies to a spec whose ``loop`` is in ``loops`` and ``keras`` in ``keras``,
+    that reaches every ``min_*`` threshold and has ``xla``/``precision`` where
+    given. ``reason`` becomes the run's ``unsupported`` reason: it says what fails
+    and where upstream it is tracked, or that the harness does not drive it.
+    """
+
+    reason: str
+    loops: tuple[str, ...] = ("fit",)
+    keras: tuple[int, ...] = (3, 2)
+    min_replicas: int = 1
+    min_steps_per_call: int = 1
+    min_grad_accum: int = 1
+    min_profile_steps: int = 0
+    xla: bool | None = None
+    precision: str | None = None
+
+    def applies(self, spec: RunSpec) -> bool:
+        return (spec.loop in self.loops and spec.keras in self.keras
+                and spec.replicas >= self.min_replicas
+                and spec.steps_per_call >= self.min_steps_per_call
+                and spec.grad_accum >= self.min_grad_accum
+                and spec.profile_steps >= self.min_profile_steps
+                and self.xla in (None, spec.xla)
+                and self.precision in (None, spec.precision))
+
+
+# Limits of every strategy (each strategy's ``loop_limits`` adds its own).
+COMMON_LOOP_LIMITS = (
+    LoopLimit("Keras 3 fit compiles the whole distributed step with jit_compile, which "
+              "fails with 2+ replicas (a variable of replica 1 read from device 0; seen with "
+              "TF 2.21 / Keras 3.15); the custom loop compiles the per-replica step",
+              keras=(3,), min_replicas=2, xla=True),
+    LoopLimit("fit applies one batch per optimizer step (Keras' gradient_accumulation_steps "
+              "counts each micro-batch as a step): the fit mode takes grad_accum=1 only",
+              min_grad_accum=2),
+    LoopLimit("the profile probe drives the custom loop's train call; the fit mode is not "
+              "profiled (profile_steps must be 0)", min_profile_steps=1),
+    LoopLimit("the harness builds Keras 3's LossScaleOptimizer; in tf_keras it lives in "
+              "keras.mixed_precision, which the Keras 2 lane does not build",
+              loops=("custom", "fit"), keras=(2,), precision="mixed_float16"),
+)
 
 
 class StrategyFactory:
@@ -47,6 +95,8 @@ class StrategyFactory:
 
     # Multi-process knobs this strategy accepts away from their defaults.
     accepts: tuple[str, ...] = ()
+    # Training loops / Keras lanes it cannot train with (besides COMMON_LOOP_LIMITS).
+    loop_limits: tuple[LoopLimit, ...] = ()
 
     def replicas(self, spec: RunSpec) -> int:
         """Model replicas that train together (all processes)."""
@@ -79,8 +129,16 @@ class StrategyFactory:
                     f"RunSpec.{name} does not apply to strategy {self.name} (it is used by "
                     f"{_users_of(name)}). Received: {name}={value!r}")
 
+    def loop_reason(self, spec: RunSpec) -> str | None:
+        """Why the spec's loop / Keras lane cannot train this strategy, or None."""
+        return next((limit.reason for limit in (*COMMON_LOOP_LIMITS, *self.loop_limits)
+                     if limit.applies(spec)), None)
+
     def unsupported_reason(self, spec: RunSpec, hw: Hardware) -> str | None:
         """Why the spec cannot run on this hardware, or None if it can."""
+        loop = self.loop_reason(spec)
+        if loop is not None:
+            return loop
         if hw.gpus and spec.devices > len(hw.gpus):
             return f"{spec.devices} devices requested but only {len(hw.gpus)} GPU(s) are visible"
         return None
@@ -144,6 +202,12 @@ class Mirrored(StrategyFactory):
     trait = "it keeps a copy of the variables per device and all-reduces the gradients every step"
     plainness = 10
     cross_device_ops = ("default", "hierarchical_copy", "reduction_to_one_device", "nccl")
+    loop_limits = (
+        LoopLimit("Keras 3 fit with steps_per_execution > 1 fails under MirroredStrategy with "
+                  "2+ replicas (\"You must feed a value for placeholder tensor\" in "
+                  "multi_step_on_iterator; seen with TF 2.21 / Keras 3.15)",
+                  keras=(3,), min_replicas=2, min_steps_per_call=2),
+    )
 
     def unsupported_reason(self, spec: RunSpec, hw: Hardware) -> str | None:
         if spec.cross_device_ops == "nccl" and not hw.gpus:
@@ -176,6 +240,11 @@ class MultiWorkerMirrored(StrategyFactory):
              "every step")
     plainness = 20
     accepts = ("workers", "workers_per_device", "communication")
+    loop_limits = (
+        LoopLimit("Keras 3 fit cannot train under MultiWorkerMirroredStrategy "
+                  "(keras-team/keras#20585); the Keras 2 lane (keras=2, tf_keras) can",
+                  keras=(3,)),
+    )
     combination = ("synchronous: every step processes the global batch across all workers, "
                    "so the global figures are the chief's (worker 0) window; each task's "
                    "figures are its own replicas' share measured in its own windows")
@@ -281,6 +350,15 @@ class ParameterServer(StrategyFactory):
                            "no all-reduce between replicas")
     plainness = 30
     accepts = ("workers", "ps_tasks", "partitioner")
+    loop_limits = (
+        LoopLimit("Keras 3 fit cannot train under ParameterServerStrategy: it has no "
+                  "DatasetCreator and rejects per-worker datasets (seen with TF 2.21 / "
+                  "Keras 3.15)", keras=(3,)),
+        LoopLimit("tf_keras fit trains ParameterServerStrategy only through a "
+                  "DatasetCreator, with its own ClusterCoordinator; the harness's fit mode "
+                  "does not drive that (its coordinator measures the custom loop)",
+                  keras=(2,)),
+    )
     combination = ("asynchronous: examples of the steps that all workers completed in the "
                    "chief's window / the window's wall time; workers do not report their "
                    "own throughput (the coordinator does not say which worker ran a step)")
@@ -416,7 +494,7 @@ class TPU(StrategyFactory):
     def unsupported_reason(self, spec: RunSpec, hw: Hardware) -> str | None:
         if not hw.tpu:
             return "no TPU on this machine (no /dev/accel* device and TPU_NAME is not set)"
-        return None
+        return self.loop_reason(spec)
 
 
 def _users_of(knob: str) -> str:

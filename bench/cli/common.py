@@ -100,6 +100,8 @@ def add_matrix_args(p: argparse.ArgumentParser) -> None:
     axes.add_argument("--steps-per-call", type=int_list("--steps-per-call"),
                       dest="steps_per_call")
     axes.add_argument("--data", type=split_list, help="synthetic (on device), tfdata")
+    axes.add_argument("--loop", type=split_list, help="custom (the harness's loop), fit (Keras)")
+    axes.add_argument("--keras", type=int_list("--keras"), help="3, 2 (tf_keras: the keras2 extra)")
     axes.add_argument("--workers", type=int_list("--workers"),
                       help="multi_worker_mirrored: worker processes (0 = one per device)")
     axes.add_argument("--ps-tasks", type=int_list("--ps-tasks"), dest="ps_tasks",
