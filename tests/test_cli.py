@@ -84,7 +84,7 @@ def test_timeout_is_recorded_and_sweep_continues(tmp_path: Path) -> None:
 def test_interrupt_keeps_results_kills_children_and_resumes(tmp_path: Path) -> None:
     out = tmp_path / "sweep"
     args = ["run", "--workload", "mlp", "--strategy", "mirrored", "--devices", "1",
-            "--batch", "8,16,24", *TINY, "--out", str(out)]
+            "--batch", "8,16,24", *TINY, "--runs", "1", "--max-runs", "1", "--out", str(out)]
     proc = subprocess.Popen([sys.executable, "-m", "bench", *args], cwd=ROOT, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     results = out / "results"
@@ -108,7 +108,7 @@ def test_interrupt_keeps_results_kills_children_and_resumes(tmp_path: Path) -> N
         assert load(path).status == "ok"
     again = bench(*args)
     assert again.returncode == 0, again.stdout + again.stderr
-    assert f"{len(kept)} configuration(s) already have results" in again.stdout
+    assert f"{len(kept)} run(s) already stored, {3 - len(kept)} to run" in again.stdout
     assert len(list(results.glob("*.json"))) == 3
     journal = [json.loads(line) for line in (out / "sweep.jsonl").read_text().splitlines()]
     assert [e["event"] for e in journal] == ["start", "interrupted", "start", "finished"]
