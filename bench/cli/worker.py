@@ -4,8 +4,9 @@ Every host runs the same command with the same configuration; the cluster comes
 from TF_CONFIG (set by the user or by Kubernetes tooling) or, under Slurm, from
 Slurm's variables through TensorFlow's SlurmClusterResolver. The chief (the
 MultiWorkerMirrored worker 0, or the ParameterServer coordinator) writes the
-run's result into ``--out`` like a sweep; the other tasks print a line and exit
-(parameter-server and worker servers serve until the job is stopped). ``--timeout``
+run's result into ``--out`` like a sweep, with every host's figures gathered
+through the cluster; the other tasks print a line and exit (parameter-server and
+worker servers once the coordinator's port has closed). ``--timeout``
 bounds every task: the task runs in a supervised child process; past the timeout
 it dumps its stacks into its log and is killed, the chief records a ``timeout``
 result, and the command exits with code 3.
