@@ -128,6 +128,9 @@ def fingerprint(extra: dict[str, Any] | None = None) -> dict[str, Any]:
 # Fingerprint fields that belong to the software stack (everything else that is not
 # bookkeeping, such as host, timestamp and git, describes the machine or the run).
 SOFTWARE_FIELDS = ("tensorflow", "keras", "numpy", "python", "platform", "tf_build")
+# Recorded variables that name a job or a place rather than change the figures: they
+# differ on every run, and listing them would bury the differences that matter.
+_BOOKKEEPING_VARS = re.compile(r"^(SLURM_JOB|STRATBENCH_CACHE_DIR$)")
 GIB = 2**30
 
 
@@ -156,7 +159,8 @@ def software_stack(env: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {k: env.get(k) for k in SOFTWARE_FIELDS}
     gpus = env.get("machine_gpus") or env.get("gpus") or []
     out["gpu_driver"] = sorted({str(g.get("driver")) for g in gpus if g.get("driver")})
-    out["env_vars"] = dict(sorted((env.get("env_vars") or {}).items()))
+    out["env_vars"] = {k: v for k, v in sorted((env.get("env_vars") or {}).items())
+                       if not _BOOKKEEPING_VARS.match(k)}
     return out
 
 

@@ -37,8 +37,13 @@ def test_a_software_upgrade_keeps_the_machine_and_changes_the_software() -> None
     assert machine_id(upgraded) == machine_id(before)
     assert software_id(upgraded) != software_id(before)
     for change in ({"tensorflow": "2.22.0"}, {"machine_gpus": new_driver},
-                   {"env_vars": {"NCCL_ALGO": "Ring"}}):
+                   {"env_vars": {"NCCL_ALGO": "Ring"}},
+                   {"env_vars": {"STRATBENCH_INJECT_SLOWDOWN": "0.2"}}):
         assert software_id(env(**change)) != software_id(before), change
+    # A job id or a cache path is not software: every run has its own.
+    for same in ({"SLURM_JOB_ID": "123"}, {"STRATBENCH_CACHE_DIR": "/tmp/x"}):
+        assert software_id(env(tensorflow="2.21.0", python="3.11.7", env_vars=same)) \
+            == software_id(before), same
     # Hardware that does change the figures: other GPU models, fewer of them, less memory.
     h100 = [dict(g, name="H100") for g in GPUS]
     assert machine_id(env(machine_gpus=h100)) != machine_id(before)
