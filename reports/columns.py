@@ -72,10 +72,16 @@ def change_ci(r: Ratio | None) -> str:
     """current vs baseline as a signed change: ``-3% [-9%, +4%]``."""
     if r is None:
         return "-"
-    text = f"{r.value - 1:+.0%}"
+    text = _signed(r.value - 1)
     if r.low is not None and r.high is not None:
-        text += f" [{r.low - 1:+.0%}, {r.high - 1:+.0%}]"
+        text += f" [{_signed(r.low - 1)}, {_signed(r.high - 1)}]"
     return text
+
+
+def _signed(change: float) -> str:
+    """``+5%``, ``-3%``; a change that rounds to nothing is ``0%``, never ``-0%``."""
+    text = f"{change:+.0%}"
+    return "0%" if text in ("+0%", "-0%") else text
 
 
 @dataclass(frozen=True)
