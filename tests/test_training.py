@@ -110,6 +110,10 @@ def test_measure_figures_are_consistent() -> None:
         # The timed calls happen inside the synchronised window.
         st = w["step_time"]
         assert st["samples"] * st["mean_s"] * 2 <= w["wall_s"] * 1.0001
+        # Wall-clock edges, to match windows of separate processes in time.
+        assert w["end_ts"] - w["start_ts"] == pytest.approx(w["wall_s"], abs=1e-3)
+    for a, b in zip(f["windows"], f["windows"][1:], strict=False):
+        assert a["end_ts"] <= b["start_ts"]
     assert f["global_throughput"] == pytest.approx(
         np.median([w["global_throughput"] for w in f["windows"]]))
     assert f["per_replica_throughput"] == pytest.approx(f["global_throughput"] / 2)
@@ -162,6 +166,18 @@ def test_flop_count_matches_the_ops_tensorflow_builds_for_a_step() -> None:
     # 3 x forward = 4,012,032.
     assert big["train_flops_per_example"] == 3_209_216
     assert 3 * big["forward_flops_per_example"] == 4_012_032
+
+
+def test_windows_end_on_steps_or_on_time_after_the_minimum() -> None:
+    from bench.child.windows import Rules
+
+    rules = Rules(repeats=3, warmup_steps=2, min_steps=4, max_steps=10, max_seconds=1.0)
+    assert not rules.window_done(2, 5.0, None)  # past the time, short of min_steps
+    assert rules.window_done(4, 1.0, None)
+    assert not rules.window_done(8, 0.5, None)
+    assert rules.window_done(10, 0.1, None)  # max_steps whatever the time
+    assert not rules.window_done(10, 9.0, 12)  # a step count the workers agreed on
+    assert rules.window_done(12, 0.0, 12)
 
 
 def test_shards_rebuild_every_global_batch() -> None:
