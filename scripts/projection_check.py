@@ -146,7 +146,8 @@ def run_check(models: Sequence[str], rates: Sequence[float], out: Path, runner: 
                 why = probe.reason if probe else "no result"
                 rows.append(Row(model, shape.label(), None, None, f"probe: {why}"))
                 continue
-            projection = project(inputs, link_from_probe(probe.allreduce), 512)
+            projection = project(inputs, link_from_probe(probe.allreduce, inputs.grad_bytes),
+                                 512)
             train_spec = RunSpec(strategy="multi_worker_mirrored", devices=2,
                                  batch_mode="per_replica", **base)
             run = runner.demo(train_spec, link_dir / "train", shape)

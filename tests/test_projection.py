@@ -22,6 +22,7 @@ from reports.projection import (
     ProjectionError,
     check,
     fit_link,
+    fit_link_at,
     inputs_from_result,
     link_from_probe,
     plot,
@@ -41,6 +42,11 @@ def test_ring_allreduce_formula() -> None:
     assert LINK.allreduce_s(2, 1e8) == pytest.approx(2 * 1e-4 + 1.0 * 1e8 / 1e9)
     assert LINK.allreduce_s(4, 1e8) == pytest.approx(6 * 1e-4 + 1.5 * 1e8 / 1e9)
     assert LINK.terms(4, 1e8) == pytest.approx((6e-4, 0.15))
+
+
+def test_small_collectives_add_latency_only() -> None:
+    assert LINK.allreduce_s(4, 1e8, small=1.0) == pytest.approx(2 * 6e-4 + 0.15)
+    assert LINK.terms(4, 1e8, small=0.5) == pytest.approx((1.5 * 6e-4, 0.15))
 
 
 def test_band_from_no_overlap_to_full_overlap() -> None:
@@ -63,9 +69,10 @@ def test_projection_covers_every_n_up_to_512() -> None:
     assert [p.n for p in proj.points] == list(range(1, 513))
     effs = [p.efficiency_low for p in proj.points]
     assert all(a >= b for a, b in itertools.pairwise(effs))  # falls with n
-    # The bandwidth term tends to 2·S/B: efficiency tends to compute / (compute + 0.2 s).
+    # The bandwidth term tends to 2·S/B; the latency term (gradients + the loss's
+    # small collective) grows with n.
     assert proj.points[-1].efficiency_low == pytest.approx(
-        0.3 / (0.3 + 2 * 511 * 1e-4 + 2 * 511 / 512 * 0.1))
+        0.3 / (0.3 + 2 * 511 * 1e-4 * 2 + 2 * 511 / 512 * 0.1))
 
 
 def test_fit_recovers_alpha_and_bandwidth_from_exact_timings() -> None:
@@ -89,6 +96,49 @@ def test_fit_pins_a_negative_latency_to_zero() -> None:
         fit_link(pts, 1)
 
 
+def bent_link_points(n: int) -> list[tuple[float, float]]:
+    """A link that is no straight line: 2 ms of latency, 1 GB/s up to 1 MiB, then
+    half that (as the emulated links behaved): one global fit misses both ends."""
+    pts = []
+    for k in range(10, 28):
+        s = float(2**k)
+        t = 2e-3 + (2 * (n - 1) / n) * (min(s, 2**20) / 1e9 + max(0.0, s - 2**20) / 5e8)
+        pts.append((s, t))
+    return pts
+
+
+def test_the_fit_is_anchored_where_the_model_is_used() -> None:
+    pts = bent_link_points(2)
+    S = 50e6
+    t_at = dict(pts)[2.0**25] * 1.0  # a size that was probed: no interpolation needed
+    link = fit_link_at(pts, 2, 2.0**25)
+    # The median of the <= 64 KiB buffers' times / 2(n-1): latency, and a little transfer.
+    assert link.alpha_s == pytest.approx(1e-3, rel=0.01)
+    assert link.allreduce_s(2, 2.0**25) == pytest.approx(t_at)  # reproduces the probe at S
+    assert link.anchored_bytes == 2.0**25 and link.probe_replicas == 2
+    # Between probed sizes: log-log interpolation; a measured time at S wins.
+    between = fit_link_at(pts, 2, S)
+    lo, hi = dict(pts)[2.0**25], dict(pts)[2.0**26]
+    assert lo < between.allreduce_s(2, S) < hi
+    measured_at = fit_link_at(pts, 2, S, measured_at=0.2)
+    assert measured_at.allreduce_s(2, S) == pytest.approx(0.2)
+    # The global fit misses the large sizes by more than the anchored one at S.
+    glob = fit_link(pts, 2)
+    assert abs(glob.allreduce_s(2, 2.0**25) - t_at) / t_at > 0.05
+    # Outside the probed sizes and without a measurement: the global fit.
+    assert fit_link_at(pts, 2, 2.0**30).anchored_bytes is None
+
+
+def test_a_gap_beyond_an_anchored_link_is_the_compute_term() -> None:
+    link = fit_link_at(bent_link_points(2), 2, 2.0**25)
+    proj = project(Inputs(compute_s=0.1, grad_bytes=2.0**25, per_replica_batch=8), link, 8)
+    slow = check(proj, 2, proj.at(2).throughput_low / 1.3)
+    assert slow.diagnosis.startswith("compute term") and "reproduce the probe" in slow.diagnosis
+    # At another replica count the link is extrapolated: the terms are named instead.
+    other = check(proj, 4, proj.at(4).throughput_low / 1.5)
+    assert other.diagnosis.startswith(("bandwidth term", "latency term"))
+
+
 def test_inputs_and_link_from_stored_results() -> None:
     single = measured("one_device", 1, 32, 1000.0)
     inputs = inputs_from_result(single)
@@ -108,6 +158,10 @@ def test_inputs_and_link_from_stored_results() -> None:
                        time_p90_s=1.0, algbw=0.0, busbw=0.0, iterations=5)])
     link = link_from_probe(probe)  # the many-tensor gradients point stays out of the fit
     assert link.alpha_s == pytest.approx(2e-5) and link.bandwidth_Bps == pytest.approx(1e9)
+    # At the gradient size, B comes from the probe's own all-reduce of the gradients.
+    at = link_from_probe(probe, at_bytes=10**6)
+    assert at.anchored_bytes == 10**6 and at.allreduce_s(2, 10**6) == pytest.approx(1.0)
+    assert at.alpha_s == pytest.approx(truth.allreduce_s(2, 8192) / 2)  # median: 8 KiB
 
 
 def test_checks_name_the_term_that_is_off() -> None:
@@ -132,7 +186,8 @@ def test_text_prints_inputs_fit_and_formulas_and_the_plot_is_a_png() -> None:
     proj = project(INPUTS, LINK, 512)
     out = text(proj, [check(proj, 2, 30.0, "mwms n=2")])
     for needle in ("compute  = 300.000 ms", "alpha    = 100.00 us", "B        = 8 Gbit/s",
-                   "2(n-1)*alpha + 2(n-1)/n * S/B", "  512 ", "mwms n=2"):
+                   "2(n-1)*alpha*(1 + c) + 2(n-1)/n * S/B", "c        = 1 small", "  512 ",
+                   "mwms n=2"):
         assert needle in out
     png = plot(proj, [check(proj, 2, 30.0, "mwms n=2")])
     assert png.startswith(b"\x89PNG")
@@ -187,7 +242,8 @@ class FakeRunner:
                 for s in (2**k for k in range(10, 20))])
             return r
         single = 2000.0 / spec.per_replica_batch  # steps/s of one replica
-        step = 1 / single + self.truth.allreduce_s(2, 400)  # fake_figures: 400 grad bytes
+        # fake_figures: 400 gradient bytes; the loss's small collective once per step
+        step = 1 / single + self.truth.allreduce_s(2, 400, small=1.0)
         tput = 2 * spec.per_replica_batch / step
         if shape.rate_bps != 1e9:
             tput /= 2

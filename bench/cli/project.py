@@ -2,8 +2,9 @@
 
 Inputs: a stored single-replica training run at the per-replica batch (its median
 step time and gradient bytes; or ``--compute-ms`` and ``--grad-bytes``), and the
-link: a stored all-reduce probe result on the link in question (alpha and B are
-fitted to it), or ``--bandwidth`` and ``--latency-us``. Prints the inputs, the
+link: a stored all-reduce probe result on the link in question (alpha fitted to its
+small buffers, B to its time at the gradient size), or ``--bandwidth`` and
+``--latency-us``. Prints the inputs, the
 fitted alpha and B, the formulas, and step time, throughput and scaling
 efficiency as a band from no overlap to full overlap of communication with the
 backward pass. ``--measured`` results (multi-replica runs) are set against the
@@ -79,7 +80,7 @@ def _inputs(args: argparse.Namespace) -> Inputs:
     return Inputs(args.compute_ms / 1e3, args.grad_bytes, args.batch)
 
 
-def _link(args: argparse.Namespace) -> Link:
+def _link(args: argparse.Namespace, grad_bytes: float) -> Link:
     given = args.bandwidth is not None or args.latency_us is not None
     if args.allreduce and given:
         raise UsageError("give --allreduce or --bandwidth/--latency-us, not both")
@@ -88,7 +89,7 @@ def _link(args: argparse.Namespace) -> Link:
         if result.allreduce is None:
             raise UsageError(f"--allreduce must name an all-reduce probe result (bench "
                              f"allreduce). Received: {args.allreduce} ({result.key})")
-        return link_from_probe(result.allreduce)
+        return link_from_probe(result.allreduce, grad_bytes)
     if args.bandwidth is None or args.latency_us is None:
         raise UsageError("give --allreduce RESULT, or both --bandwidth and --latency-us")
     try:
@@ -101,7 +102,8 @@ def _link(args: argparse.Namespace) -> Link:
 
 def cmd_project(args: argparse.Namespace) -> int:
     try:
-        projection = project(_inputs(args), _link(args), args.max_replicas)
+        inputs = _inputs(args)
+        projection = project(inputs, _link(args, inputs.grad_bytes), args.max_replicas)
         checks = []
         for path in args.measured:
             r = _load(path, "--measured")
