@@ -127,6 +127,27 @@ def test_every_hosts_figures_and_mfu_over_the_sum_of_their_peaks() -> None:
     assert "gathered from its host" in (out.figures.combination or "")
 
 
+def test_peak_faults_and_theoretical_peaks_across_hosts() -> None:
+    spec = tiny_spec(strategy="multi_worker_mirrored", devices=2)
+    hosts = [report("worker0"), report("worker1", peak=3e11)]
+    for r, theo in zip(hosts, (2e11, 5e11), strict=True):
+        r["theoretical_peak_flops_per_s"] = theo
+    out = chief_outcome(spec, "worker0", payload(hosts=hosts), PEERS, never_probed)
+    f = out.figures
+    assert f is not None and f.theoretical_peak_flops_per_s == pytest.approx(7e11)
+    assert f.mfu_theoretical == pytest.approx(f.achieved_flops_per_s / 7e11)
+    hosts[1]["peak_fault"] = "no MFU: the peak read low"
+    out = chief_outcome(spec, "worker0", payload(hosts=hosts, reason="no MFU: own share"),
+                        PEERS, never_probed)
+    assert out.status == "ok" and out.figures is not None and out.figures.mfu is None
+    assert out.figures.peak_fault == "worker1: no MFU: the peak read low"
+    assert "worker1: no MFU" in (out.reason or "")
+    fast = payload(hosts=[report("worker0", peak=1.0), report("worker1", peak=1.0)])
+    out = chief_outcome(spec, "worker0", fast, PEERS, never_probed)
+    assert out.figures is not None and out.figures.mfu is None
+    assert "above the sum of its hosts' achievable peaks" in (out.figures.peak_fault or "")
+
+
 def test_a_host_without_a_peak_leaves_mfu_empty() -> None:
     spec = tiny_spec(strategy="multi_worker_mirrored", devices=2)
     p = payload(hosts=[report("worker0"), report("worker1", peak=None)])

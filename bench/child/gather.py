@@ -5,7 +5,8 @@ other hosts measured over the network the run already uses. ``bench worker``
 marks its task with ``extra["gather"]``; once the task's runner returned, the
 child calls ``gather_hosts`` and the chief's payload gains ``hosts``: one report
 per cluster task, in cluster order, each ``{"task_figures": <TaskFigures as a
-dict>, "status", "reason", "peak_flops_per_s"}``.
+dict>, "status", "reason", "peak_flops_per_s", "theoretical_peak_flops_per_s",
+"peak_fault"}`` (the peaks of this task's own devices).
 
 - MultiWorkerMirrored (runner ``train``): every worker serialises its own report
   (JSON) and all workers all-gather them with two collective ops (lengths, then
@@ -97,7 +98,9 @@ def own_report(task: Task, spec: RunSpec, payload: dict[str, Any]) -> dict[str, 
         figures["windows"] = windows
     return {"task_figures": figures, "status": payload.get("status", "failed"),
             "reason": (payload.get("reason") or "")[:REASON_CHARS] or None,
-            "peak_flops_per_s": f.get("peak_flops_per_s")}
+            "peak_flops_per_s": f.get("peak_flops_per_s"),
+            "theoretical_peak_flops_per_s": f.get("theoretical_peak_flops_per_s"),
+            "peak_fault": f.get("peak_fault")}
 
 
 def _tf_config() -> tuple[dict[str, list[str]], str, int]:

@@ -250,21 +250,42 @@ def chief_outcome(spec: RunSpec, own: str, payload: dict[str, Any], peers: list[
     figures = replace(figures, combination=(
         f"{figures.combination}; multi-host: every task's own figures were gathered "
         f"from its host through the cluster"))
-    return ChiefOutcome(status, reason, with_hosts_mfu(figures, spec, by_name), peaks)
+    own_fault = figures.peak_fault  # the chief's remark on its own share's peak
+    figures = with_hosts_mfu(figures, spec, by_name)
+    # As for local runs, a missing MFU is explained in the reason (never mistaken for a
+    # failure); the run-wide remark replaces the chief's remark on its own share.
+    parts = [p for p in (reason or "").split("; ") if p and p != own_fault]
+    reason = "; ".join([*parts, *([figures.peak_fault] if figures.peak_fault else [])]) or None
+    return ChiefOutcome(status, reason, figures, peaks)
 
 
 def with_hosts_mfu(figures: Figures, spec: RunSpec,
                    reports: dict[str, dict[str, Any]]) -> Figures:
-    """MFU over the sum of every training host's own peak (each host is its own
-    hardware). Training hosts: every MultiWorkerMirrored worker; the worker servers
-    of a parameter-server run. Without every one of their peaks, no MFU."""
-    training = [r for r in reports.values()
-                if r["task_figures"]["role"] == "worker"]
+    """MFU over the sum of every training host's own peaks (each host is its own
+    hardware; local runs' rules otherwise). Training hosts: every MultiWorkerMirrored
+    worker; the worker servers of a parameter-server run. Without every one of their
+    achievable peaks there is no MFU; a host whose peak had a fault, or a run above
+    the summed peak, leaves it empty and says why in ``peak_fault``."""
+    training = [r for r in reports.values() if r["task_figures"]["role"] == "worker"]
+    faults = [f"{r['task_figures']['task']}: {r['peak_fault']}" for r in training
+              if r.get("peak_fault")]
+    cleared = replace(figures, mfu=None, peak_flops_per_s=None, mfu_theoretical=None,
+                      theoretical_peak_flops_per_s=None, peak_fault="; ".join(faults) or None)
     peaks = [r.get("peak_flops_per_s") for r in training]
     if not training or not all(peaks):
-        return replace(figures, mfu=None, peak_flops_per_s=None)
+        return cleared
     total = float(sum(p for p in peaks if p))
-    return replace(figures, peak_flops_per_s=total, mfu=figures.achieved_flops_per_s / total)
+    achieved = figures.achieved_flops_per_s
+    if not faults and achieved > total:
+        faults.append(f"no MFU: the run achieved {achieved:.4g} FLOP/s, above the sum of "
+                      f"its hosts' achievable peaks ({total:.4g} FLOP/s): those peaks read low")
+    theos = [r.get("theoretical_peak_flops_per_s") for r in training]
+    theo = float(sum(t for t in theos if t)) if all(theos) else None
+    usable = theo if theo and theo >= total and achieved <= theo else None
+    return replace(cleared, peak_flops_per_s=total, mfu=None if faults else achieved / total,
+                   theoretical_peak_flops_per_s=usable,
+                   mfu_theoretical=achieved / usable if usable else None,
+                   peak_fault="; ".join(faults) or None)
 
 
 def task_figures_from_dict(data: dict[str, Any]) -> TaskFigures:
