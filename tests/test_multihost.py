@@ -32,7 +32,7 @@ from bench.launch.netns import (
     unavailable_reason,
 )
 from bench.launch.worker import Member, chief_outcome, members, task_figures_from_dict
-from tests.helpers import fake_figures, tiny_spec
+from tests.helpers import ROOT, fake_figures, tiny_spec
 
 NETNS_REASON = unavailable_reason()
 F = TypeVar("F", bound=Callable[..., Any])
@@ -274,6 +274,25 @@ def test_a_failure_while_creating_removes_what_was_made(no_leftovers: Path,
     monkeypatch.setattr(netns, "_run", failing)
     with pytest.raises(NetnsError, match="injected"), Network(2):
         pass
+
+
+@on_namespaces
+def test_namespaces_of_a_killed_owner_are_removed_by_the_next_network(no_leftovers: Path
+                                                                      ) -> None:
+    code = ("import time\nfrom bench.launch.netns import Network\nwith Network(2) as n:\n"
+            "    print(' '.join(h.netns for h in n.hosts), flush=True)\n    time.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                            cwd=ROOT)
+    try:
+        assert proc.stdout is not None
+        names = proc.stdout.readline().split()
+    finally:
+        proc.kill()  # SIGKILL: its finally never runs
+        proc.wait(timeout=30)
+    assert len(names) == 2 and set(names) <= set(ours())
+    with Network(1):
+        pass
+    assert not set(names) & set(ours())
 
 
 def demo(tmp_path: Path, strategy: str, devices: int, **kw: Any) -> Any:
