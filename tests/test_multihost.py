@@ -259,6 +259,17 @@ def test_hosts_reach_each_other_on_shaped_links_and_everything_is_removed(
 
 
 @on_namespaces
+def test_a_delay_needs_netem_and_says_so_where_it_is_missing(no_leftovers: Path) -> None:
+    try:
+        with Network(2, LinkShape(rate_bps=1e9, delay_s=0.001)) as net:
+            qdisc = subprocess.run(["tc", "-n", net.hosts[0].netns, "qdisc", "show", "dev",
+                                    "eth0"], capture_output=True, text=True, timeout=10).stdout
+            assert "netem" in qdisc and "delay 1ms" in qdisc
+    except NetnsError as exc:
+        assert "netem" in str(exc) and "rate only" in str(exc)
+
+
+@on_namespaces
 def test_a_failure_while_creating_removes_what_was_made(no_leftovers: Path,
                                                         monkeypatch: pytest.MonkeyPatch
                                                         ) -> None:
