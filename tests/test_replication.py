@@ -127,3 +127,16 @@ def test_needs_another_run_is_the_relative_range_of_run_medians() -> None:
 def test_replication_rejects_nonsense(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="Received"):
         Replication(**kwargs)
+
+
+def test_time_left_counts_the_runs_of_later_passes(tmp_path: Path, specs: list[RunSpec],
+                                                   fake: FakeLauncher,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[int] = []
+
+    def eta(self: sweep.Progress, remaining: list[RunSpec]) -> None:
+        seen.append(len(remaining))
+
+    monkeypatch.setattr(sweep.Progress, "eta", eta)
+    run_sweep(specs, tmp_path, echo=lambda _: None, replication=Replication(runs=2))
+    assert seen == [6, 5, 4, 3, 2, 1]

@@ -181,9 +181,8 @@ def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
                     continue
                 if replicate > rep.runs:
                     progress.total += 1
-                pending = [s for s in order[order.index(spec):]
-                           if not store.has_result(s, replicate)]
-                progress.start(spec, pending, replicate)
+                progress.start(spec, _still_planned(store, by_key, specs, spec, replicate, rep),
+                               replicate)
                 result = _run_one(store, spec, replicate, outcome)
                 by_key.setdefault(spec.key(), []).append(result)
                 outcome.ran.append(result)
@@ -198,6 +197,23 @@ def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
                    "statuses": [r.status for r in outcome.ran],
                    "wall_s": round(outcome.wall_s, 1)})
     return outcome
+
+
+def _still_planned(store: SweepStore, by_key: dict[str, list[RunResult]],
+                   specs: Sequence[RunSpec], current: RunSpec, replicate: int,
+                   rep: Replication) -> list[RunSpec]:
+    """The runs still to come, ``current`` first: the rest of this pass and the later
+    planned passes (configurations whose first run failed are not repeated; extra
+    sequential runs are unknown in advance and not counted)."""
+    order = list(specs) if replicate % 2 else list(reversed(specs))
+    out = [s for s in order[order.index(current):] if not store.has_result(s, replicate)]
+    for r in range(replicate + 1, rep.runs + 1):
+        for s in specs:
+            first = by_key.get(s.key(), [None])[0]
+            repeatable = first is None or first.status == "ok"
+            if repeatable and not store.has_result(s, r):
+                out.append(s)
+    return out
 
 
 def _earlier(store: SweepStore, by_key: dict[str, list[RunResult]], spec: RunSpec,
