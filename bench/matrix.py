@@ -136,22 +136,25 @@ class CpuWorkload:
     single_device: list[str]  # the single-device references measured
     multi_process: list[str]  # multi-process strategies, at the first batch and 2 devices
     in_process: list[str] = field(default_factory=lambda: ["mirrored", "central_storage"])
+    shared_device: bool = True  # also two copies sharing one device
 
 
 # Chosen for information per second on a 2-core CPU, where logical devices share the
-# cores: every single-device strategy runs the same computation, so one reference per
-# workload is enough (the MLP, cheapest, also measures one_device beside default); 4
-# devices only where a run costs seconds (the MLP: how overhead grows with replicas);
-# ResNet50 at 32x32 with 10 classes and one batch (its first step alone costs 5-30 s,
-# growing with replicas). CentralStorage cannot train Keras 3 BatchNormalization with
-# 2+ replicas (ResNet50), so it is measured on the MLP and the CNN only.
+# cores (measured: a configuration costs ~5 s of start-up, mostly `import tensorflow`,
+# against 1.5 s of windows; ResNet50 traces for 12 s on one device and 27 s on two):
+# every single-device strategy runs the same computation, so one reference per workload
+# is enough (the MLP, cheapest, also measures one_device beside default); 2 devices show
+# what distribution costs (4 logical devices on 2 cores add overhead only: ask for them
+# with --devices); ResNet50 at 32x32 with 10 classes, one batch, no multi-process
+# variants beyond the independent baseline. CentralStorage cannot train Keras 3
+# BatchNormalization with 2+ replicas (ResNet50), so it is measured on the MLP and CNN.
 CPU_WORKLOADS: list[CpuWorkload] = [
-    CpuWorkload("mlp", [256, 1024], {}, [2, 4], ["default", "one_device"],
+    CpuWorkload("mlp", [256, 1024], {}, [2], ["default", "one_device"],
                 ["multi_worker_mirrored", "parameter_server", "independent"]),
     CpuWorkload("cnn", [64, 256], {}, [2], ["default"],
                 ["multi_worker_mirrored", "parameter_server", "independent"]),
     CpuWorkload("resnet50", [16], {"image_size": 32, "classes": 10}, [2], ["default"],
-                ["multi_worker_mirrored", "independent"], in_process=["mirrored"]),
+                ["independent"], in_process=["mirrored"], shared_device=False),
 ]
 
 
@@ -173,13 +176,17 @@ def preset_default(hw: Hardware) -> list[RunSpec]:
         return expand({"workload": ["resnet50"],
                        "strategy": [*IN_PROCESS, "multi_worker_mirrored", "independent"],
                        "devices": list(range(1, n + 1)), "batch": [64, 128]}, fixed)
-    fixed = {"repeats": 3, "max_seconds": 0.5, "min_steps": 5, "max_steps": 400,
+    fixed = {"repeats": 3, "max_seconds": 0.5, "min_steps": 3, "max_steps": 400,
              "warmup_steps": 3, "timeout_s": 300.0}
     specs: list[RunSpec] = []
     for w in CPU_WORKLOADS:
         knobs = {**fixed, "params": w.params}
-        specs += expand({"workload": [w.name], "strategy": w.single_device, "devices": [1],
-                         "batch": w.batches}, knobs)
+        # The second single-device reference at the first batch only: a cross-check.
+        specs += expand({"workload": [w.name], "strategy": w.single_device[:1],
+                         "devices": [1], "batch": w.batches}, knobs)
+        if w.single_device[1:]:
+            specs += expand({"workload": [w.name], "strategy": w.single_device[1:],
+                             "devices": [1], "batch": w.batches[:1]}, knobs)
         specs += expand({"workload": [w.name], "strategy": w.in_process,
                          "devices": w.mirrored_devices, "batch": w.batches}, knobs)
     for w in CPU_WORKLOADS:
@@ -190,8 +197,9 @@ def preset_default(hw: Hardware) -> list[RunSpec]:
         specs += expand({"workload": [w.name], "strategy": ["independent"],
                          "devices": w.mirrored_devices, "batch": w.batches[:1]}, knobs)
         # Two processes sharing one device: what several workers on one GPU cost.
-        specs += expand({"workload": [w.name], "strategy": ["independent"], "devices": [1],
-                         "batch": w.batches[:1]}, {**knobs, "workers_per_device": 2})
+        if w.shared_device:
+            specs += expand({"workload": [w.name], "strategy": ["independent"], "devices": [1],
+                             "batch": w.batches[:1]}, {**knobs, "workers_per_device": 2})
     unique = {s.key(): s for s in reversed(specs)}  # first occurrence wins, order kept
     return [s for s in specs if unique.pop(s.key(), None) is s and _runs_on(s, hw)]
 
