@@ -8,9 +8,11 @@ directly. Exit codes are in ``bench.exits``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from bench.cli import (
     allreduce,
@@ -47,8 +49,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Treat SIGTERM (a CI job cancelled, `kill`) like Ctrl-C while a command runs.
+
+    The run's children live in their own process groups, so they do not get the
+    parent's signal; the KeyboardInterrupt path is the one that kills every process of
+    the current run and keeps the finished results. The previous handler is restored.
+    """
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: signals cannot be handled here
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command line; returns its exit code (``bench.exits.Exit``)."""
+    with _sigterm_as_interrupt():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # argparse exits with 2 on usage errors
     try:
