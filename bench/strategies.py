@@ -54,10 +54,10 @@ class LoopLimit:
 
 # Limits of every strategy (each strategy's ``loop_limits`` adds its own).
 COMMON_LOOP_LIMITS = (
-    LoopLimit("Keras 3 fit compiles the whole distributed step with jit_compile, which "
+    LoopLimit("Keras fit compiles the whole distributed step with jit_compile, which "
               "fails with 2+ replicas (a variable of replica 1 read from device 0; seen with "
-              "TF 2.21 / Keras 3.15); the custom loop compiles the per-replica step",
-              keras=(3,), min_replicas=2, xla=True),
+              "TF 2.21, Keras 3.15 and tf_keras 2.21); the custom loop compiles the "
+              "per-replica step", min_replicas=2, xla=True),
     LoopLimit("fit applies one batch per optimizer step (Keras' gradient_accumulation_steps "
               "counts each micro-batch as a step): the fit mode takes grad_accum=1 only",
               min_grad_accum=2),

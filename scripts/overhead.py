@@ -6,7 +6,9 @@ every sweep measures) and one through the most minimal custom loop one would
 write by hand (strategy.run in a tf.function on one fixed batch, no timing
 inside, one sync at the end). Rounds alternate so that machine noise hits
 both alike (ABBA order cancels a linear drift); the medians and their ratio
-are printed.
+are printed. Then the same for Keras fit (``fit_comparison``): the harness's fit mode
+(bench.child.fit) vs a plain hand-written ``model.fit`` vs tf_keras' benchmark helper
+(``measure_performance``, Keras 2 lane and one device only), rotating order each round.
 
     python scripts/overhead.py                        # the default set
     python scripts/overhead.py --one mlp,mirrored,2,256 --rounds 7 --seconds 3
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -119,6 +122,150 @@ def run_one(config: str, rounds: int, seconds: float) -> dict[str, Any]:
     return {"config": config, "harness": harness_rates, "hand": hand_rates}
 
 
+
+# -- fit: the harness's fit mode vs a hand-written model.fit vs the Keras helper ----------
+FIT_SET = ["mlp,one_device,1,256", "mlp,mirrored,2,256"]
+FIT_MARK = "OVERHEAD_FIT_RESULT "
+
+
+def hand_written_fit(tf: Any, keras: Any, strategy: Any, spec: Any, pool: int) -> Any:
+    """A plain ``model.fit`` a user would write, on the harness's pool of batches:
+    a function(seconds) -> examples/s (wall time of one ``fit`` call of a step count
+    sized from the previous call, so each lasts about ``seconds``)."""
+    from workloads import WORKLOADS
+
+    workload, params = WORKLOADS.get(spec.workload), spec.workload_params()
+    keras.utils.set_random_seed(spec.seed)
+    with strategy.scope():
+        model = workload.build(params)
+        # jit_compile pinned off, as the harness's fit at xla=False (Keras 3 would pick
+        # XLA outside a strategy scope): the same computation on both sides.
+        model.compile(optimizer=keras.optimizers.Adam(spec.learning_rate), jit_compile=False,
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    g = spec.global_batch
+    x, y = workload.make_pool(params, pool * g, spec.seed)
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(g).repeat()
+    model.fit(ds, epochs=1, steps_per_epoch=3, verbose=0)  # warm-up, tracing
+    steps = [10]
+
+    def measure(seconds: float) -> float:
+        t0 = time.perf_counter()
+        model.fit(ds, epochs=1, steps_per_epoch=steps[0], verbose=0)
+        wall = time.perf_counter() - t0
+        rate = steps[0] * g / wall
+        steps[0] = max(10, int(seconds * rate / g))
+        return rate
+
+    measure(1.0)  # sizes the first measured call
+    return measure
+
+
+def keras_helper_fit(spec: Any, pool: int) -> Any:
+    """tf_keras' benchmark helper (``measure_performance``) on the same model and
+    examples: a function(seconds) -> examples/s, or None where it cannot run (it
+    needs tf_keras, and builds its own strategy: one device only, here)."""
+    if spec.keras != 2 or spec.replicas != 1:
+        return None
+    import keras  # tf_keras in the Keras 2 lane
+    from tf_keras.src.benchmarks.benchmark_util import measure_performance
+
+    from workloads import WORKLOADS
+
+    workload, params = WORKLOADS.get(spec.workload), spec.workload_params()
+    g = spec.global_batch
+    x, y = workload.make_pool(params, pool * g, spec.seed)
+    epochs = [2]
+
+    def measure(seconds: float) -> float:
+        t0 = time.perf_counter()
+        metrics, _, _ = measure_performance(
+            lambda: workload.build(params), x=x, y=y, epochs=epochs[0], batch_size=g,
+            run_iters=1, optimizer=keras.optimizers.Adam(spec.learning_rate),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            distribution_strategy="one_device")
+        rate = float(next(m["value"] for m in metrics if m["name"] == "exp_per_sec"))
+        # Size the next call's epochs from this one (warm-up epoch and build included).
+        per_epoch = (time.perf_counter() - t0) / (epochs[0] + 1)
+        epochs[0] = max(2, int(seconds / per_epoch))
+        return rate
+
+    measure(1.0)  # sizes the first measured call
+    return measure
+
+
+def run_fit_one(config: str, keras_version: int, rounds: int, seconds: float
+                ) -> dict[str, Any]:
+    """Inside the child: harness fit, hand-written fit and the helper, rotating order."""
+    from bench.child.keras_lane import select_keras
+
+    select_keras(keras_version)  # before TensorFlow
+    import keras
+    import tensorflow as tf
+
+    from bench.child.build import build as build_strategy
+    from bench.child.devices import setup_devices
+    from bench.child.fit import FitTrainer
+    from bench.spec import RunSpec
+
+    workload, strategy_name, devices, batch = config.split(",")
+    spec = RunSpec(workload=workload, strategy=strategy_name, devices=int(devices),
+                   batch=int(batch), repeats=1, max_seconds=seconds, max_steps=10**9,
+                   min_steps=10, warmup_steps=3, loop="fit", keras=keras_version)
+    setup = setup_devices(tf, spec.devices)
+    strategy = build_strategy(spec, setup.names)
+    trainer = FitTrainer(spec, strategy, setup)
+    phases = {"import_tf_s": 0.0, "device_setup_s": 0.0, "build_s": 0.0}
+    measures = {
+        "harness": lambda s: trainer.measure(time.time(), phases).global_throughput,
+        "hand": hand_written_fit(tf, keras, strategy, spec, trainer.pool),
+    }
+    helper = keras_helper_fit(spec, trainer.pool)
+    if helper is not None:
+        measures["helper"] = helper
+    rates: dict[str, list[float]] = {name: [] for name in measures}
+    names = list(measures)
+    for r in range(rounds):  # each round starts with the next one: no fixed first place
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            rates[name].append(measures[name](seconds))
+    return {"config": config, "keras": keras_version, **rates}
+
+
+def fit_comparison(configs: list[str], lanes: list[int], rounds: int, seconds: float,
+                   timeout: float) -> None:
+    """Print harness fit vs hand-written fit (vs the Keras helper) per configuration."""
+    print(f"\nfit: {'configuration':28s} {'keras':>5s} {'harness':>9s} {'hand':>9s} "
+          f"{'helper':>9s} {'h/hand':>7s} {'h/helper':>8s}  (ex/s, medians of {rounds} "
+          f"rotating rounds of {seconds:g} s; ratios = medians of per-round ratios)")
+    for config in configs:
+        for lane in lanes:
+            try:
+                proc = subprocess.run(
+                    [sys.executable, __file__, "--fit-one", config, "--keras", str(lane),
+                     "--rounds", str(rounds), "--seconds", str(seconds)],
+                    capture_output=True, text=True, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                print(f"fit: {config:28s} {lane:5d} timed out after {timeout:g} s")
+                continue
+            line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(FIT_MARK)),
+                        None)
+            if line is None:
+                print(f"fit: {config:28s} {lane:5d} failed:\n{proc.stderr[-2000:]}")
+                continue
+            r = json.loads(line[len(FIT_MARK):])
+            helper = r.get("helper")
+
+            def ratio(other: list[float], r: dict[str, Any] = r) -> float:
+                return statistics.median(a / b for a, b in
+                                         zip(r["harness"], other, strict=True))
+
+            print(f"fit: {config:28s} {lane:5d} {statistics.median(r['harness']):9,.0f} "
+                  f"{statistics.median(r['hand']):9,.0f} "
+                  f"{statistics.median(helper) if helper else math.nan:9,.0f} "
+                  f"{ratio(r['hand']):7.3f} {ratio(helper) if helper else math.nan:8.3f}"
+                  + ("" if helper else "  (helper: tf_keras' one-device fit, Keras 2 lane "
+                     "only)"))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -128,7 +275,16 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--fit-config", action="append", help="fit comparison configurations "
+                        f"(repeatable; default {', '.join(FIT_SET)}; 'none' skips it)")
+    parser.add_argument("--fit-keras", default="3,2", help="Keras lanes of the fit comparison")
+    parser.add_argument("--fit-one", help="workload,strategy,devices,global_batch (internal)")
+    parser.add_argument("--keras", type=int, default=3, help="(internal, with --fit-one)")
     args = parser.parse_args()
+    if args.fit_one:
+        result = run_fit_one(args.fit_one, args.keras, args.rounds, args.seconds)
+        print(FIT_MARK + json.dumps(result), flush=True)
+        return 0
     if args.one:
         print(MARK + json.dumps(run_one(args.one, args.rounds, args.seconds)), flush=True)
         return 0
@@ -159,6 +315,9 @@ def main() -> int:
               f"{', '.join(f'{v:,.0f}' for v in r['hand'])}")
     if worst is not None:
         print(f"worst ratio harness/hand-written: {worst:.3f} (>= 0.98 is the target)")
+    fit_configs = [c for c in (args.fit_config or FIT_SET) if c != "none"]
+    fit_comparison(fit_configs, [int(k) for k in args.fit_keras.split(",")], args.rounds,
+                   args.seconds, args.timeout)
     return 0
 
 

@@ -62,7 +62,7 @@ def _trainable_upstream(layer: Any, memo: dict[int, bool]) -> bool:
     found = False
     for node in getattr(layer, "_inbound_nodes", None) or []:
         for parent in node.parent_nodes:
-            op = parent.operation
+            op = getattr(parent, "operation", None) or parent.layer  # tf_keras: .layer
             if getattr(op, "trainable_weights", None) or _trainable_upstream(op, memo):
                 found = True
                 break

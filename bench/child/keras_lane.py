@@ -50,3 +50,13 @@ def select_keras(version: int) -> None:
                           f"installed: pip install -e '.[keras2]' (make venv installs it)")
     os.environ[LEGACY_KERAS_VAR] = "1"
     sys.modules["keras"] = _KerasAlias("keras")
+
+
+def variable_handle(v: Any) -> Any:
+    """The tf.Variable behind a model variable, in either lane.
+
+    Keras 3 variables wrap one in ``.value``; tf_keras's are tf.Variables, whose
+    ``value`` is a method (the variable itself is the handle).
+    """
+    inner = getattr(v, "value", v)
+    return v if callable(inner) else inner

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from bench.child.devices import DeviceSetup
+from bench.child.keras_lane import variable_handle
 from bench.child.memory import DeviceMemory
 from bench.child.windows import Loop, Rules, measure
 from bench.results.schema import Figures
@@ -126,7 +127,8 @@ class Trainer:
         self.variables = self.model.trainable_variables
         # Smallest variable: reading every replica's copy of it forces every device
         # to finish its queued updates (the window synchronisation).
-        self._probe_var = min(self.variables, key=lambda v: int(np.prod(v.shape))).value
+        self._probe_var = variable_handle(
+            min(self.variables, key=lambda v: int(np.prod(v.shape))))
 
         g, n = spec.global_batch, self.replicas
         x1, _ = workload.make_pool(params, 1, spec.seed)
@@ -254,14 +256,15 @@ class Trainer:
     def weights_checksum(self) -> float:
         """Sum of all trainable weights (first local copy), to compare across workers."""
         return float(sum(
-            float(np.sum(self.strategy.experimental_local_results(v.value)[0].numpy(),
+            float(np.sum(self.strategy.experimental_local_results(variable_handle(v))[0].numpy(),
                          dtype=np.float64)) for v in self.variables))
 
     def replica_divergence(self) -> float:
         """Largest |w_r - w_0| over all variables and replicas (0 with one copy)."""
         worst = 0.0
         for v in self.variables:
-            copies = [c.numpy() for c in self.strategy.experimental_local_results(v.value)]
+            copies = [c.numpy() for c in
+                      self.strategy.experimental_local_results(variable_handle(v))]
             for c in copies[1:]:
                 worst = max(worst, float(np.max(np.abs(c - copies[0]))))
         return worst
