@@ -15,6 +15,8 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -360,6 +362,94 @@ def gpu_fingerprint(timeout_s: float = _SMI_TIMEOUT_S) -> dict[str, Any]:
         return {}
     return {"nccl": nccl_version(), "topology": topology(timeout_s),
             "gpu_state": gpu_state(timeout_s)}
+
+
+# Inside a run every nvidia-smi call is on the clock: a healthy driver answers in well
+# under a second, so a few seconds is generous and a broken one costs little.
+RUN_SMI_TIMEOUT_S = 5.0
+# Calls per fingerprint (devices, topology, state with either reason field), for the
+# backstop below.
+_CALLS_PER_FINGERPRINT = 4
+
+
+def _bounded(fn: Callable[[], Any], deadline_s: float) -> tuple[bool, Any]:
+    """``(True, fn())``, or ``(False, None)`` if it has not returned in ``deadline_s``.
+
+    subprocess's own timeout kills nvidia-smi, then waits for it: a process stuck in
+    the kernel on a broken driver never ends, so that wait would hang the run. The
+    call runs in a daemon thread instead and is abandoned when late (the child exits
+    with os._exit, which does not wait for it)."""
+    box: list[Any] = []
+    thread = threading.Thread(target=lambda: box.append(fn()), daemon=True,
+                              name="nvidia-smi")
+    thread.start()
+    thread.join(deadline_s)
+    return (True, box[0]) if box else (False, None)
+
+
+@dataclass
+class GpuRun:
+    """The GPU part of one run's environment, sampled by the process that measures.
+
+    ``begin()`` once devices are set up (``gpu_fingerprint``: NCCL, topology, state),
+    ``at_start()`` just before the measured windows and ``at_end()`` just after them;
+    ``environment()`` gives the entries to add to the run's environment: ``gpu`` and
+    ``gpu_state`` (``{"start": [...], "end": [...]}``, one dict per GPU as
+    ``gpu_state`` returns, for ``throttle_findings``). nvidia-smi sees every GPU of the
+    host whatever CUDA_VISIBLE_DEVICES says, so a process that sees none (the
+    parameter-server coordinator) still samples the cards its workers train on.
+
+    Nothing without nvidia-smi (no entries at all: CPU results are unchanged). Every
+    call is bounded; once one does not answer, later samples are skipped and the
+    environment says why.
+    """
+
+    timeout_s: float = RUN_SMI_TIMEOUT_S
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    start: list[dict[str, Any]] | None = None
+    end: list[dict[str, Any]] | None = None
+    problem: str | None = None
+
+    def _call(self, fn: Callable[[], Any], calls: int) -> Any:
+        if self.problem is not None:
+            return None
+        deadline = self.timeout_s * calls + 1.0
+        done, value = _bounded(fn, deadline)
+        if not done:
+            self.problem = (f"nvidia-smi did not answer within {deadline:.0f} s; later GPU "
+                            f"samples were skipped")
+        return value
+
+    def begin(self) -> None:
+        """The fingerprint: empty (and every later sample skipped) without a GPU."""
+        if shutil.which("nvidia-smi") is None:  # the common CPU case: no thread at all
+            return
+        self.fingerprint = self._call(lambda: gpu_fingerprint(self.timeout_s),
+                                      _CALLS_PER_FINGERPRINT) or {}
+
+    def at_start(self) -> None:
+        """Sample the state as the measured windows begin."""
+        if self.fingerprint:
+            self.start = self._call(lambda: gpu_state(self.timeout_s), len(_REASON_FIELDS))
+
+    def at_end(self) -> None:
+        """Sample the state as the measured windows end."""
+        if self.fingerprint:
+            self.end = self._call(lambda: gpu_state(self.timeout_s), len(_REASON_FIELDS))
+
+    def environment(self) -> dict[str, Any]:
+        """``{"gpu": ..., "gpu_state": {"start": ..., "end": ...}}``, or {} without GPUs.
+
+        ``gpu_state`` only once a sample was taken (or failed): a run without measured
+        windows (the all-reduce probe) has the fingerprint alone."""
+        if not self.fingerprint and self.problem is None:
+            return {}
+        out: dict[str, Any] = {"gpu": self.fingerprint}
+        if self.start is not None or self.end is not None or self.problem is not None:
+            out["gpu_state"] = {"start": self.start or [], "end": self.end or []}
+            if self.problem is not None:
+                out["gpu_state"]["problem"] = self.problem
+        return out
 
 
 def tpu_present() -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from bench.hardware import throttle_findings
 from reports.configs import ConfigView, Ratio, ratio_of
 from reports.machines import Machine
 from reports.runs import BASELINES, IDEAL_BASELINE, ONE_DEVICE_BASELINES
@@ -345,6 +346,29 @@ def _learned(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
     return Verdict("did not learn", "moderate",
                    f"loss went from {f.loss_start:.4g} to {f.loss_end:.4g}: the run may not "
                    f"be training correctly")
+
+
+@rule("GPU throttled")
+def _throttled(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
+    # From the GPU state the measuring process sampled as its windows opened and
+    # closed (bench.hardware.GpuRun). Idle and application-clock reasons are settings,
+    # not slowdowns, and throttle_findings leaves them out.
+    throttled = []
+    for r in run.ok_runs:
+        state = r.result.environment.get("gpu_state") or {}
+        found = throttle_findings(state.get("start") or [], state.get("end") or [])
+        if found:
+            throttled.append((r.result.replicate, found))
+    if not throttled:
+        return None
+    replicate, found = throttled[0]
+    more = f", and {len(found) - 1} more" if len(found) > 1 else ""
+    where = (f"its run ({found[0]}{more})" if len(run.ok_runs) == 1 else
+             f"{len(throttled)} of {len(run.ok_runs)} runs (run {replicate}: {found[0]}{more})")
+    return Verdict("GPU throttled", "high",
+                   f"the GPU slowed itself down in {where}: these figures are those of a "
+                   f"slower GPU than the one fingerprinted, so do not compare them (check "
+                   f"cooling and power limits, then re-run)")
 
 
 def verdicts_for(run: ConfigView, ctx: RuleInputs) -> list[Verdict]:

@@ -1,0 +1,170 @@
+"""GPU state in results: sampled around the measured windows, judged by the reports.
+
+No TensorFlow: the sampler (bench.hardware.GpuRun, what the child calls around its
+windows) runs against the fake nvidia-smi of tests/gpu_fakes.py, and the verdict reads
+hand-built results.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import hardware
+from bench.results.schema import RunResult
+from reports.report import build_from_results
+from reports.verdicts import Verdict
+from tests.gpu_fakes import FakeSmi, cards, gpu_row
+from tests.helpers import fake_environment, measured, replicated
+
+POWER_CAP = "0x0000000000000004"
+IDLE_AND_APP_CLOCKS = "0x0000000000000003"
+
+
+def _install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: FakeSmi) -> Path:
+    """Put ``fake`` first on PATH (it reads its answers from a file: rewrite to change)."""
+    directory = fake.write(tmp_path / "smi")
+    monkeypatch.setenv("PATH", f"{directory}{os.pathsep}{os.environ['PATH']}")
+    return directory
+
+
+def test_a_run_records_the_fingerprint_and_the_state_at_both_ends(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = cards(2)
+    directory = _install(tmp_path, monkeypatch, fake)
+    run = hardware.GpuRun()
+    run.begin()
+    assert set(run.environment()) == {"gpu"}  # no windows yet: the fingerprint alone
+    run.at_start()
+    # The card heats up and hits its power cap during the windows.
+    fake.gpus[1].update({"clocks.sm": 1005, "temperature.gpu": 83,
+                         "clocks_event_reasons.active": POWER_CAP})
+    fake.write(directory)
+    run.at_end()
+    env = run.environment()
+    assert "NV12" in env["gpu"]["topology"] and len(env["gpu"]["gpu_state"]) == 2
+    assert "nccl" in env["gpu"]
+    start, end = env["gpu_state"]["start"], env["gpu_state"]["end"]
+    assert [s["index"] for s in start] == [s["index"] for s in end] == [0, 1]
+    assert start[1]["sm_clock_mhz"] == 1410 and start[1]["throttle_reasons"] == []
+    assert end[1]["sm_clock_mhz"] == 1005 and end[1]["temperature_c"] == 83
+    assert end[1]["throttle_reasons"] == ["sw_power_cap"]
+    assert end[0]["power_limit_w"] == 400.0 and end[0]["persistence_mode"] == "Enabled"
+    (finding,) = hardware.throttle_findings(start, end)
+    assert finding.startswith("GPU 1 at the end of the windows: sw_power_cap")
+    assert "problem" not in env["gpu_state"]
+
+
+def test_without_nvidia_smi_nothing_is_added(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    run = hardware.GpuRun()
+    run.begin()
+    run.at_start()
+    run.at_end()
+    assert run.environment() == {} and run.start is None and run.end is None
+
+
+def test_a_driver_that_never_answers_costs_one_bounded_wait(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # nvidia-smi stuck in the kernel cannot even be killed and reaped: the call is
+    # abandoned after its deadline, and the later samples are not tried at all.
+    _install(tmp_path, monkeypatch, cards(1))
+    release = threading.Event()
+    calls = []
+
+    def stuck(timeout_s: float = 0.0) -> Any:
+        calls.append(timeout_s)
+        release.wait(30)
+        return {}
+
+    monkeypatch.setattr(hardware, "gpu_fingerprint", stuck)
+    try:
+        run = hardware.GpuRun(timeout_s=0.05)
+        t = time.monotonic()
+        run.begin()
+        run.at_start()
+        run.at_end()
+        assert time.monotonic() - t < 10  # bounded (1.2 s here), never the 30 s hang
+        assert len(calls) == 1
+        env = run.environment()
+        assert env["gpu"] == {} and "did not answer" in env["gpu_state"]["problem"]
+    finally:
+        release.set()
+
+
+def test_a_slow_nvidia_smi_is_killed_after_its_timeout(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    directory = tmp_path / "slow"
+    directory.mkdir()
+    exe = directory / "nvidia-smi"
+    exe.write_text("#!/bin/sh\nexec sleep 30\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{directory}{os.pathsep}{os.environ['PATH']}")
+    run = hardware.GpuRun(timeout_s=0.2)
+    t = time.monotonic()
+    run.begin()
+    assert time.monotonic() - t < 10
+    assert run.environment() == {}  # no answer: treated as no GPU
+
+
+# -- the verdict ------------------------------------------------------------------------
+def _state(mask: str, sm: int = 1410) -> list[dict[str, Any]]:
+    """Two GPUs as gpu_state gives them; GPU 1 with the reasons of ``mask``."""
+    return [
+        {"index": 0, "uuid": "GPU-0", "sm_clock_mhz": 1410, "sm_clock_max_mhz": 1410,
+         "throttle_reasons": []},
+        {"index": 1, "uuid": "GPU-1", "sm_clock_mhz": sm, "sm_clock_max_mhz": 1410,
+         "throttle_reasons": hardware.throttle_reasons(int(mask, 16))}]
+
+
+def _env(start: str, end: str, sm_end: int = 1410) -> dict[str, Any]:
+    env = fake_environment("gpu-box", gpus=2)
+    env["gpu"] = {"nccl": None, "topology": None, "gpu_state": _state(start)}
+    env["gpu_state"] = {"start": _state(start), "end": _state(end, sm_end)}
+    return env
+
+
+def _verdicts(results: list[RunResult], key: str) -> dict[str, Verdict]:
+    (machine,) = [m for m in build_from_results(results, Path("/nonexistent/sweep")).machines
+                  if key in m.verdicts]
+    return {v.kind: v for v in machine.verdicts[key]}
+
+
+def test_a_run_that_throttled_gets_a_verdict() -> None:
+    ok = _env("0x0", "0x0")
+    runs = [*replicated("mirrored", 2, 64, 1800.0, env=ok, run_cv=0.02)]
+    runs[1].environment = _env("0x0", POWER_CAP, sm_end=1005)
+    steady = measured("one_device", 1, 64, 1000.0, env=ok)
+    v = _verdicts([*runs, steady], runs[0].key)["GPU throttled"]
+    assert v.severity == "high"
+    assert "1 of 3 runs (run 2: GPU 1 at the end of the windows: sw_power_cap; SM clock " \
+           "1005 of 1410 MHz)" in v.text
+    assert "GPU throttled" not in _verdicts([*runs, steady], steady.key)
+
+
+def test_idle_application_clocks_and_old_results_are_no_verdict() -> None:
+    idle = measured("mirrored", 2, 64, 1800.0, env=_env(IDLE_AND_APP_CLOCKS,
+                                                         IDLE_AND_APP_CLOCKS))
+    cpu = measured("one_device", 1, 64, 1000.0)  # no GPU state recorded at all
+    results = [idle, cpu]
+    assert "GPU throttled" not in _verdicts(results, idle.key)
+    assert "GPU throttled" not in _verdicts(results, cpu.key)
+
+
+def test_a_thermal_slowdown_at_the_start_of_a_single_run() -> None:
+    hot = measured("one_device", 1, 64, 1000.0, env=_env("0x40", "0x0"))
+    v = _verdicts([hot], hot.key)["GPU throttled"]
+    assert "its run (GPU 1 at the start of the windows: hw_thermal_slowdown" in v.text
+
+
+def test_gpu_row_fields_cover_the_state() -> None:
+    # The fake answers every field gpu_state asks for (else the tests above test less).
+    row = gpu_row(0)
+    for f in [*hardware._STATE_FIELDS, *hardware._REASON_FIELDS]:
+        assert f in row
