@@ -141,6 +141,14 @@ class StrategyFactory:
             return loop
         if hw.gpus and spec.devices > len(hw.gpus):
             return f"{spec.devices} devices requested but only {len(hw.gpus)} GPU(s) are visible"
+        # Said up front rather than left to fail at device setup: CUDA gives a process
+        # one MIG slice, whatever CUDA_VISIBLE_DEVICES lists, so a process of the plan
+        # that trains on several slices would see only the first.
+        if hw.mig and any(t.local_devices > 1 for t in self.plan(spec, hw)):
+            return (f"a CUDA process can use only one MIG slice, and {self.name} trains "
+                    f"{spec.devices} devices in one process; use devices=1, or one process "
+                    f"per slice (multi_worker_mirrored, independent). "
+                    f"Received: devices={spec.devices}")
         return None
 
     def plan(self, spec: RunSpec, hw: Hardware) -> list[Task]:
