@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.cli.common import UsageError
+from bench.cli.common import UsageError, writable_dir
 from bench.cli.compare import EXIT_CODES, add_compare_args
 from bench.regress.compare import CompareError, Thresholds
 from bench.regress.history import HistoryError
@@ -43,12 +43,13 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         if not 0 < args.alpha < 1 or not 0 < args.power < 1:
             raise UsageError(f"--alpha and --power must be between 0 and 1. Received: "
                              f"--alpha {args.alpha} --power {args.power}")
+        if args.report_only and not out.is_dir():
+            raise UsageError(f"--report-only needs an existing nightly directory. "
+                             f"Received: --out {out}")
+        out = writable_dir(out)  # the results, nightly.md and trend.png go there
         rc = None
         if not args.report_only:
             rc = run_matrix(out, shlex.split(args.pytest_args), args.timeout, runs=runs)
-        elif not out.is_dir():
-            raise UsageError(f"--report-only needs an existing nightly directory. "
-                             f"Received: --out {out}")
         outcome = report_nightly(out, history_path=args.history, thresholds=thresholds,
                                  alpha=args.alpha, power=args.power, pytest_rc=rc,
                                  baseline_nightlies=nightlies)

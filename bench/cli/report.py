@@ -8,9 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.cli.common import (
-    UsageError,
-)
+from bench.cli.common import UsageError, writable_dir
 from bench.exits import Exit
 from reports.report import SweepReport, Written, build, default_out, write
 
@@ -56,8 +54,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not args.sweep_dir.is_dir():
         raise UsageError(f"no sweep directory at {args.sweep_dir}. "
                          f"Received: sweep_dir={str(args.sweep_dir)!r}")
+    out = writable_dir(args.out or default_out(args.sweep_dir))  # before any work
     t0 = time.monotonic()
-    report, paths = generate(args.sweep_dir, args.out)
+    report, paths = generate(args.sweep_dir, out)
     print(recommendations_text(report))
     print(f"report: {paths.html}\nsummary: {paths.markdown}\ncsv: {paths.csv}\n"
           f"({time.monotonic() - t0:.1f} s)")

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench.cli.common import UsageError, add_matrix_args, specs_from_args
+from bench.cli.common import UsageError, add_matrix_args, specs_from_args, writable_dir
 from bench.launch import worker
 from bench.spec import RunSpec
 
@@ -45,11 +45,20 @@ def cmd_worker(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
 
 
+def _out_dir(text: str) -> Path:
+    """``--out`` checked as ``bench run`` checks it, before the run's processes start:
+    a file, or a directory this user cannot write in, is a usage error (exit 2)."""
+    try:
+        return writable_dir(Path(text))
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_parser(sub: Any) -> None:
     """Register ``worker``."""
     p = sub.add_parser("worker", help="run one task of a multi-host run (TF_CONFIG or Slurm)")
     add_matrix_args(p)
-    p.add_argument("--out", type=Path, required=True,
+    p.add_argument("--out", type=_out_dir, required=True,
                    help="sweep directory where the chief writes the result")
     p.add_argument("--spec", type=Path,
                    help="the configuration as a RunSpec JSON file (or a stored result) "
