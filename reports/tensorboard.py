@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.results.store import SweepStore
 from reports.configs import Ratio
 from reports.report import SweepReport, build
 from reports.runs import MIB, RunView
@@ -31,7 +32,7 @@ from reports.scaling import Scaling
 
 # <sweep>/tensorboard/events.out.tfevents.*: the experiment (hyperparameter and metric
 # definitions); <sweep>/tensorboard/<run name>/events.out.tfevents.*: one session per run.
-DIRNAME = "tensorboard"
+# The directory's name is the store's (SweepStore.tensorboard_dir).
 
 
 @dataclass(frozen=True)
@@ -253,8 +254,8 @@ def _session(writer: _EventFile, run: RunView, scaling: Scaling,
 
 
 def tensorboard_dir(sweep_dir: Path) -> Path:
-    """Where a sweep's TensorBoard export goes."""
-    return sweep_dir / DIRNAME
+    """Where a sweep's TensorBoard export goes (the store owns the layout)."""
+    return SweepStore(sweep_dir).tensorboard_dir
 
 
 def write_report(report: SweepReport, out_dir: Path) -> int:

@@ -8,6 +8,7 @@ A sweep directory holds::
     profiles/<key>[.run<r>]/   profiles captured after the windows
     sweep.jsonl             one line per invocation: when, what matrix, how it ended
     report/                 the HTML/Markdown/CSV report
+    tensorboard/            the results as TensorBoard HParams sessions (reports.tensorboard)
 
 Everything else (launcher, sweep, CLI, reports, regression tracking) asks this
 module for paths instead of joining names itself.
@@ -27,6 +28,7 @@ from bench.results.schema import RunResult
 from bench.spec import RunSpec
 
 RESULTS, LOGS, PROFILES, JOURNAL, REPORT = "results", "logs", "profiles", "sweep.jsonl", "report"
+TENSORBOARD = "tensorboard"
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,11 @@ class SweepStore:
     @property
     def report_dir(self) -> Path:
         return self.root / REPORT
+
+    @property
+    def tensorboard_dir(self) -> Path:
+        """The TensorBoard export: beside profiles/, so one ``--logdir`` shows both."""
+        return self.root / TENSORBOARD
 
     def has_result(self, spec: RunSpec, replicate: int = 1) -> bool:
         return self.paths(spec, replicate).result.exists()
