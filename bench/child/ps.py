@@ -52,10 +52,65 @@ def check_data_source(spec: RunSpec, gpus: int) -> None:
             "Use data=tfdata. Received: data='synthetic'")
 
 
+def pool_size(spec: RunSpec) -> int:
+    """Batches in a worker's pool: as many as the in-process trainer holds."""
+    shape = WORKLOADS.get(spec.workload).input_shape(spec.workload_params())
+    return pool_batches(4 * math.prod(shape) * spec.per_replica_batch)  # float32 inputs
+
+
+def worker_dataset_fn(spec: RunSpec) -> Callable[[], Any]:
+    """The ``dataset_fn`` each worker builds its input pipeline from.
+
+    ``create_per_worker_dataset`` traces it on the coordinator and sends the graph to
+    every worker, so anything it closes over travels inside that graph: a numpy pool
+    would be embedded as constants, past protobuf's 2 GB limit for ResNet50 at 224x224
+    and large batches. The pool is therefore generated on the worker from the seed,
+    with stateless random ops (same pool on every worker and in every run), labelled
+    by the workload's kind of teacher (argmax of a fixed random linear map of the,
+    possibly average-pooled, inputs; see ``Workload.make_pool``), so the task stays
+    learnable. It is made as one element on the worker's first step (warm-up) and
+    cached: later steps read the cache, as they read the prebuilt pool before.
+    """
+    import tensorflow as tf
+
+    workload = WORKLOADS.get(spec.workload)
+    params = spec.workload_params()
+    shape = tuple(workload.input_shape(params))
+    classes = workload.num_classes(params)
+    b = spec.per_replica_batch
+    pool = pool_size(spec)
+    n = pool * b
+    seed = spec.seed
+
+    def generate(_: Any) -> tuple[Any, Any]:
+        x = tf.random.stateless_normal((n, *shape), seed=(seed, 0), dtype=tf.float32)
+        feats = x
+        if workload.teacher_pool and len(shape) == 3:
+            h, w, c = shape
+            p = max(1, min(workload.teacher_pool, h, w))
+            hp, wp = h - h % p, w - w % p
+            feats = tf.reduce_mean(tf.reshape(x[:, :hp, :wp, :],
+                                              (n, p, hp // p, p, wp // p, c)), axis=(2, 4))
+        feats = tf.reshape(feats, (n, -1))
+        teacher = tf.random.stateless_normal((int(feats.shape[1]), classes),
+                                             seed=(seed + 1, 0), dtype=tf.float32)
+        return x, tf.cast(tf.argmax(tf.matmul(feats, teacher), axis=1), tf.int32)
+
+    def dataset_fn() -> Any:
+        whole = tf.data.Dataset.range(1).map(generate).cache()
+        if spec.data == "synthetic":  # pre-built batches, handed out in turn
+            return whole.flat_map(lambda x, y: tf.data.Dataset.from_tensor_slices(
+                (tf.reshape(x, (pool, b, *shape)), tf.reshape(y, (pool, b))))).repeat()
+        return (whole.flat_map(lambda x, y: tf.data.Dataset.from_tensor_slices((x, y)))
+                .repeat().batch(b, drop_remainder=True).prefetch(tf.data.AUTOTUNE))
+
+    return dataset_fn
+
+
 def run_coordinator(spec: RunSpec, launch_ts: float, mark_ready: Callable[[], None],
                     log: Callable[[str], None]) -> dict[str, Any]:
     """Build the PS strategy from TF_CONFIG, train through the coordinator, measure."""
-    from bench.hardware import detect
+    from bench.hardware import GpuRun, detect
 
     machine_gpus = len(detect().gpus)
     check_data_source(spec, machine_gpus)
@@ -71,24 +126,14 @@ def run_coordinator(spec: RunSpec, launch_ts: float, mark_ready: Callable[[], No
     strategy = build_strategy(spec, [])
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     mark_ready()
+    # The workers' GPUs are remote to this process; nvidia-smi shows this host's GPUs
+    # (theirs on one machine), whatever this process's CUDA_VISIBLE_DEVICES hides.
+    gpu = GpuRun()
+    gpu.begin()
     model, opt = build_model(spec, strategy)
     apply = make_apply(spec, model, opt)
     stats = model_stats(model)
-    workload = WORKLOADS.get(spec.workload)
-    params = spec.workload_params()
-    b = spec.per_replica_batch
-    x1, _ = workload.make_pool(params, 1, spec.seed)
-    pool = pool_batches(x1.nbytes * b)
-    x, y = workload.make_pool(params, pool * b, spec.seed)
-
-    def dataset_fn() -> Any:
-        if spec.data == "synthetic":  # pre-built batches, handed out in turn
-            batches = (x.reshape(pool, b, *x.shape[1:]), y.reshape(pool, b, *y.shape[1:]))
-            return tf.data.Dataset.from_tensor_slices(batches).repeat()
-        return (tf.data.Dataset.from_tensor_slices((x, y)).repeat()
-                .batch(b, drop_remainder=True).prefetch(tf.data.AUTOTUNE))
-
-    iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
+    iterator = iter(coordinator.create_per_worker_dataset(worker_dataset_fn(spec)))
 
     @tf.function
     def step(it: Any) -> Any:
@@ -118,7 +163,9 @@ def run_coordinator(spec: RunSpec, launch_ts: float, mark_ready: Callable[[], No
                       memory=NoDeviceMemory("per_task (see tasks)"),
                       replica_divergence=lambda: 0.0, progress=log,
                       # Every worker has run a step before the windows open.
-                      warm_target=max(spec.warmup_steps, workers))
+                      warm_target=max(spec.warmup_steps, workers),
+                      before_windows=gpu.at_start)
+    gpu.at_end()
     # MFU against the machine's peak: the coordinator runs with TensorFlow's default
     # threads on every core, as the worker servers do, so its cached peak is theirs.
     # On GPUs the workers train on cards the coordinator does not see: no peak here.
@@ -140,5 +187,6 @@ def run_coordinator(spec: RunSpec, launch_ts: float, mark_ready: Callable[[], No
     env["threads"] = {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
                       "inter_op": tf.config.threading.get_inter_op_parallelism_threads()}
     env["peak_flops"] = settled.peak_entry
+    env.update(gpu.environment())
     return {"status": "ok", "reason": "; ".join(problems) or None,
             "figures": asdict(figures), "environment": env, "local_replicas": 0}
