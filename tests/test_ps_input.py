@@ -40,7 +40,7 @@ def case() -> dict[str, Any]:
     from tests.helpers import tiny_spec
 
     out: dict[str, Any] = {}
-    # ResNet50 at 224x224, batch 1024: a 616 MB pool.
+    # ResNet50 at 224x224, batch 1024: a 617 MB pool.
     big = tiny_spec(workload="resnet50", size="default", strategy="parameter_server",
                     batch=1024, data="tfdata")
     out["big_pool_bytes"] = pool_size(big) * big.per_replica_batch * 224 * 224 * 3 * 4

@@ -35,7 +35,7 @@ from typing import Any
 
 from bench.child.gather import gather_hosts
 from bench.errors import Unsupported
-from bench.hardware import detect
+from bench.hardware import GpuRun, detect
 from bench.results.store import write_new
 from bench.spec import RunSpec
 from bench.tasks import Task
@@ -138,6 +138,9 @@ def run_train(ctx: Context) -> dict[str, Any]:
                             ctx.task.gpu_memory_limit_mb or spec.gpu_memory_limit_mb)
     phases["device_setup_s"] = time.perf_counter() - t
     env = _environment(tf, devices, threads, ctx.task)
+    gpu = GpuRun()  # clocks, power, throttling; nothing without nvidia-smi
+    gpu.begin()
+    env.update(gpu.environment())
     t = time.perf_counter()
     strategy = build_strategy(spec, devices.names)
     if not ctx.task.barrier:
@@ -153,7 +156,9 @@ def run_train(ctx: Context) -> dict[str, Any]:
     _log(f"built {spec.label()} in {phases['build_s']:.2f}s "
          f"({trainer.stats.params:,} params, pool of {trainer.pool} batches)")
     figures = trainer.measure(ctx.launch_ts, phases, progress=_log,
-                              before_windows=_before_windows(ctx))
+                              before_windows=_before_windows(ctx, gpu.at_start))
+    gpu.at_end()  # the state at both ends of the windows, for throttle_findings
+    env.update(gpu.environment())
     from bench.child.probes.hooks import after_windows  # MFU, then the profile
 
     profile_dir = ctx.profile_dir
@@ -166,7 +171,7 @@ def run_train(ctx: Context) -> dict[str, Any]:
             "weights_checksum": trainer.weights_checksum()}
 
 
-def _before_windows(ctx: Context) -> Callable[[], None]:
+def _before_windows(ctx: Context, at_start: Callable[[], None]) -> Callable[[], None]:
     def hook() -> None:
         _fault(ctx.task, "kill_after_warmup")
         if ctx.task.barrier:
@@ -174,6 +179,7 @@ def _before_windows(ctx: Context) -> Callable[[], None]:
             # no copy's windows run beside another's tracing or first steps.
             ctx.mark_ready()
             ctx.wait_for_go()
+        at_start()  # after the barrier: the state as the windows open
     return hook
 
 
