@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.child.gather import gather_hosts
+from bench.child.keras_lane import select_keras
 from bench.errors import Unsupported
 from bench.hardware import GpuRun, detect
 from bench.results.store import write_new
@@ -127,7 +128,7 @@ def run_train(ctx: Context) -> dict[str, Any]:
     phases["import_tf_s"] = time.perf_counter() - t
     from bench.child.build import build as build_strategy
     from bench.child.devices import setup_devices
-    from bench.child.trainer import Trainer
+    from bench.child.fit import TRAINERS  # the spec's loop: custom or Keras fit
     from bench.strategies import STRATEGIES
 
     factory = STRATEGIES.get(ctx.spec.strategy)
@@ -151,7 +152,7 @@ def run_train(ctx: Context) -> dict[str, Any]:
         probe = run_points(spec, strategy, plan(spec), progress=_log)
         return {"status": "ok", "reason": None, "figures": None, "allreduce": asdict(probe),
                 "environment": env}
-    trainer = Trainer(spec, strategy, devices)
+    trainer = TRAINERS.get(spec.loop)(spec, strategy, devices)
     phases["build_s"] = time.perf_counter() - t
     _log(f"built {spec.label()} in {phases['build_s']:.2f}s "
          f"({trainer.stats.params:,} params, pool of {trainer.pool} batches)")
@@ -254,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     _fault(task, "exit_at_start")
     ctx = Context(spec, task, args.run_dir, args.launch_ts, args.profile_dir)
     try:
+        select_keras(spec.keras)  # before anything imports TensorFlow
         payload = RUNNERS[task.runner](ctx)
     except Unsupported as exc:
         payload = {"status": "unsupported", "reason": str(exc)}
