@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from reports.columns import definitions
+from reports.loops import cost_line
 from reports.plots import Plot, allreduce_plot, workload_plots
 from reports.recommend import WorkloadAnswer
 from reports.report import MachineReport, SweepReport
@@ -217,6 +218,11 @@ def _machine(mr: MachineReport, n: int) -> str:
     ar = allreduce_plot(mr)
     if ar is not None:
         parts.append("<h3>All-reduce probes</h3>" + _figure(ar) + _allreduce_table(mr))
+    if mr.loop_costs:
+        items = "".join(f"<li>{html.escape(cost_line(c))}</li>" for c in mr.loop_costs)
+        parts.append("<h3>Keras fit vs the custom loop</h3><p>Each configuration measured "
+                     "with both loops: the throughput of <code>fit</code> over the custom "
+                     f"loop's, with its interval from the runs.</p><ul>{items}</ul>")
     parts.append(f"<h3>Runs without figures ({len(mr.problems)})</h3>" + _problems(mr))
     return "".join(parts)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from reports.columns import definitions
+from reports.loops import cost_line
 from reports.report import MachineReport, SweepReport
 from reports.tables import comparison
 
@@ -44,6 +45,11 @@ def _machine(mr: MachineReport, n: int, many: bool) -> list[str]:
             rows = [[str(n_), *[row[i] for i in keep]]
                     for n_, group in table.groups for row in group]
             out += [f"**{rk.label}**", "", md_table(headers, rows), ""]
+    if mr.loop_costs:
+        out += ["### Keras fit vs the custom loop", "",
+                "Each configuration measured with both loops: the throughput of `fit` over the "
+                "custom loop's, with its interval from the runs (ties are ties).", "",
+                *[f"- {cost_line(c)}" for c in mr.loop_costs], ""]
     probs = mr.problems
     if probs:
         out += [f"### Runs without figures ({len(probs)})", "",

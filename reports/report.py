@@ -19,6 +19,7 @@ from bench.results.schema import RunResult
 from bench.results.store import load_sweep
 from reports.columns import SCALING_FIGURES
 from reports.configs import ConfigView, Ratio, group_configs
+from reports.loops import LoopCost, loop_costs
 from reports.machines import Machine, by_machine
 from reports.recommend import WorkloadAnswer, answer_workload
 from reports.results_table import to_frame
@@ -40,6 +41,8 @@ class MachineReport:
     scaling: dict[str, Scaling]  # by result key (a configuration)
     verdicts: dict[str, list[Verdict]]
     overhead: dict[str, float]  # estimated share of step beyond ideal, by key
+    # Configurations measured with both loops: what Keras fit costs over a custom loop.
+    loop_costs: list[LoopCost] = field(default_factory=list)
 
     @property
     def problems(self) -> list[RunView]:
@@ -79,7 +82,8 @@ def build_machine(machine: Machine) -> MachineReport:
             groups.setdefault(config.variant, []).append(config)
     workloads = [answer_workload(v, cs, machine, scaling, inputs)
                  for v, cs in sorted(groups.items(), key=lambda kv: kv[0].label())]
-    return MachineReport(machine, configs, workloads, scaling, verdicts, overhead)
+    costs = loop_costs(r.result for r in machine.runs)
+    return MachineReport(machine, configs, workloads, scaling, verdicts, overhead, costs)
 
 
 def build_from_results(results: Sequence[RunResult], source: Path,

@@ -44,7 +44,7 @@ _STRATEGY_KNOBS = (("cross_device_ops", ""), ("communication", "comm="),
 # count and batch). Measurement knobs (repeats, max_seconds, timeout) are left out:
 # they change how long we look, not what is looked at.
 _VARIANT_FIELDS = ("workload", "size", "precision", "xla", "grad_accum", "steps_per_call",
-                   "data", "optimizer", "mode")
+                   "data", "optimizer", "mode", "loop", "keras")
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,11 @@ class Variant:
     data: str
     optimizer: str
     mode: str
+    # The training loop (custom or Keras fit) and the Keras major version: what a user
+    # will run, so each is answered apart (results before these existed read as the
+    # defaults).
+    loop: str = "custom"
+    keras: int = 3
 
     def label(self) -> str:
         """Short human label: ``mlp``, ``resnet50 image_size=32 classes=10 mixed_bfloat16``."""
@@ -196,7 +201,8 @@ def strategy_label(spec: Any) -> str:
 
 def variant_of(result: RunResult) -> Variant:
     spec = result.spec
-    values: dict[str, Any] = {name: getattr(spec, name, "train" if name == "mode" else None)
+    defaults = {"mode": "train", "loop": "custom", "keras": 3}
+    values: dict[str, Any] = {name: getattr(spec, name, defaults.get(name))
                               for name in _VARIANT_FIELDS}
     return Variant(machine=machine_of(result),
                    params=json.dumps(dict(spec.params), sort_keys=True), **values)
