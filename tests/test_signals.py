@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 SCRIPT = """
@@ -21,12 +23,15 @@ except KeyboardInterrupt:
 """
 
 
-def test_sigterm_during_a_command_raises_keyboard_interrupt() -> None:
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_during_a_command_raises_keyboard_interrupt(sig: signal.Signals) -> None:
+    # SIGINT ignored on entry, as for a background job of a non-interactive shell.
     proc = subprocess.Popen([sys.executable, "-c", SCRIPT], cwd=ROOT, text=True,
-                            stdout=subprocess.PIPE)
+                            stdout=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
         out, _ = proc.communicate(timeout=30)
     finally:
         proc.kill()
@@ -36,7 +41,7 @@ def test_sigterm_during_a_command_raises_keyboard_interrupt() -> None:
 def test_the_previous_handler_is_restored() -> None:
     from bench.cli.main import _sigterm_as_interrupt
 
-    before = signal.getsignal(signal.SIGTERM)
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     with _sigterm_as_interrupt():
-        assert signal.getsignal(signal.SIGTERM) is not before
-    assert signal.getsignal(signal.SIGTERM) is before
+        assert signal.getsignal(signal.SIGTERM) is not before[0]
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before

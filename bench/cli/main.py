@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from bench.cli import (
     allreduce,
@@ -51,24 +52,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 @contextlib.contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
-    """Treat SIGTERM (a CI job cancelled, `kill`) like Ctrl-C while a command runs.
+    """Treat SIGTERM (a CI job cancelled, `kill`) and SIGINT like Ctrl-C while a command runs.
 
     The run's children live in their own process groups, so they do not get the
     parent's signal; the KeyboardInterrupt path is the one that kills every process of
-    the current run and keeps the finished results. The previous handler is restored.
+    the current run and keeps the finished results. SIGINT is set explicitly because a
+    process started in the background by a non-interactive shell inherits it ignored
+    (and Python then leaves it ignored). The previous handlers are restored.
     """
     def handler(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
+    previous: dict[signal.Signals, Any] = {}
     try:
-        previous = signal.signal(signal.SIGTERM, handler)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous[sig] = signal.signal(sig, handler)
     except ValueError:  # not the main thread: signals cannot be handled here
-        yield
-        return
+        pass
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
