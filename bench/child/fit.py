@@ -44,7 +44,14 @@ import numpy as np
 from bench.child.devices import DeviceSetup
 from bench.child.keras_lane import variable_handle
 from bench.child.memory import DeviceMemory, host_peak_rss_bytes, reset_host_peak
-from bench.child.trainer import Trainer, build_model, pool_batches, shard_rows
+from bench.child.trainer import (
+    Trainer,
+    build_model,
+    pool_batches,
+    replica_divergence,
+    shard_rows,
+    weights_checksum,
+)
 from bench.child.windows import DeviceMemoryProbe, Rules, summarize
 from bench.env import INJECT_SLOWDOWN_VAR, injected_slowdown, stall_until
 from bench.registry import Registry
@@ -308,20 +315,11 @@ class FitTrainer:
 
     def replica_divergence(self) -> float:
         """Largest |w_r - w_0| over all variables and replicas (0 with one copy)."""
-        worst = 0.0
-        for v in self.variables:
-            copies = [c.numpy() for c in
-                      self.strategy.experimental_local_results(variable_handle(v))]
-            for c in copies[1:]:
-                worst = max(worst, float(np.max(np.abs(c - copies[0]))))
-        return worst
+        return replica_divergence(self.strategy, self.variables)
 
     def weights_checksum(self) -> float:
         """Sum of all trainable weights (first local copy), to compare across workers."""
-        return float(sum(
-            float(np.sum(self.strategy.experimental_local_results(
-                variable_handle(v))[0].numpy(), dtype=np.float64))
-            for v in self.variables))
+        return weights_checksum(self.strategy, self.variables)
 
     # -- measurement -----------------------------------------------------------------
     def measure(self, launch_ts: float, phases: dict[str, float],

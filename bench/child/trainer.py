@@ -64,6 +64,23 @@ def build_model(spec: RunSpec, strategy: Any) -> tuple[Any, Any]:
     return model, opt
 
 
+def weights_checksum(strategy: Any, variables: list[Any]) -> float:
+    """Sum of all ``variables`` (first local copy each), to compare across workers."""
+    return float(sum(
+        float(np.sum(strategy.experimental_local_results(variable_handle(v))[0].numpy(),
+                     dtype=np.float64)) for v in variables))
+
+
+def replica_divergence(strategy: Any, variables: list[Any]) -> float:
+    """Largest |w_r - w_0| over ``variables`` and their replicas (0 with one copy)."""
+    worst = 0.0
+    for v in variables:
+        copies = [c.numpy() for c in strategy.experimental_local_results(variable_handle(v))]
+        for c in copies[1:]:
+            worst = max(worst, float(np.max(np.abs(c - copies[0]))))
+    return worst
+
+
 def make_apply(spec: RunSpec, model: Any, opt: Any) -> Callable[[list[tuple[Any, Any]]], Any]:
     """The per-replica step: gradients over micro-batches, then one optimizer update.
 
@@ -255,19 +272,11 @@ class Trainer:
 
     def weights_checksum(self) -> float:
         """Sum of all trainable weights (first local copy), to compare across workers."""
-        return float(sum(
-            float(np.sum(self.strategy.experimental_local_results(variable_handle(v))[0].numpy(),
-                         dtype=np.float64)) for v in self.variables))
+        return weights_checksum(self.strategy, self.variables)
 
     def replica_divergence(self) -> float:
         """Largest |w_r - w_0| over all variables and replicas (0 with one copy)."""
-        worst = 0.0
-        for v in self.variables:
-            copies = [c.numpy() for c in
-                      self.strategy.experimental_local_results(variable_handle(v))]
-            for c in copies[1:]:
-                worst = max(worst, float(np.max(np.abs(c - copies[0]))))
-        return worst
+        return replica_divergence(self.strategy, self.variables)
 
     def loop(self) -> Loop:
         """This trainer as the window loop drives it (bench.child.windows)."""
