@@ -9,9 +9,10 @@ The fingerprint has two parts that are kept apart on purpose:
   model and cores, GPU models and count, memory. Two results with the same
   ``machine_id`` come from comparable machines; the nightly picks its baseline by it;
 - the software stack (``software_stack``, hashed as ``software_id``): TensorFlow,
-  Keras, numpy, CUDA/cuDNN (TensorFlow's build), GPU driver, Python, OS, and the
-  ``TF_*``/``NCCL_*``/... variables. An upgrade changes it but not the machine, so
-  the nightly still finds its baseline and names the upgrade as the likely cause.
+  Keras, numpy, CUDA/cuDNN (TensorFlow's build), GPU driver, NCCL library (GPU
+  machines), Python, OS, and the ``TF_*``/``NCCL_*``/... variables. An upgrade
+  changes it but not the machine, so the nightly still finds its baseline and names
+  the upgrade as the likely cause.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.hardware import detect
+from bench.hardware import Hardware, detect, nccl_version
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 _ENV_PATTERN = re.compile(
@@ -94,6 +95,19 @@ def relevant_env() -> dict[str, str]:
     return {k: v for k, v in sorted(os.environ.items()) if _ENV_PATTERN.match(k)}
 
 
+def installed_nccl(hw: Hardware) -> str | None:
+    """The version of the NCCL library a run on ``hw`` would load, found without loading
+    it (``bench.hardware.nccl_version``); None when none is installed.
+
+    Looked for only where nvidia-smi shows GPUs: NCCL runs on nothing else, so a CPU
+    machine's figures cannot depend on it, and its software id stays what it was.
+    """
+    if not (hw.machine_gpus or hw.gpus):
+        return None
+    found = nccl_version()
+    return found["version"] if found else None
+
+
 def fingerprint(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Everything needed to tell whether two results are comparable.
 
@@ -113,6 +127,7 @@ def fingerprint(extra: dict[str, Any] | None = None) -> dict[str, Any]:
         "gpus": [{"name": g.name, "memory_mib": g.memory_mib, "driver": g.driver}
                  for g in hw.gpus],
         "tpu": hw.tpu,
+        "nccl": installed_nccl(hw),
         "machine_cores": hw.machine_cores or hw.cores,
         "machine_gpus": [{"name": g.name, "memory_mib": g.memory_mib, "driver": g.driver}
                          for g in hw.machine_gpus or hw.gpus],
@@ -155,8 +170,13 @@ def hardware_identity(env: dict[str, Any]) -> dict[str, Any]:
 
 def software_stack(env: dict[str, Any]) -> dict[str, Any]:
     """The software a result ran on: versions, TensorFlow's build (CUDA, cuDNN), GPU
-    drivers, and the relevant environment variables (``TF_*``, ``NCCL_*``, ...)."""
+    drivers, the NCCL library, and the relevant environment variables (``TF_*``,
+    ``NCCL_*``, ...)."""
     out: dict[str, Any] = {k: env.get(k) for k in SOFTWARE_FIELDS}
+    # Only when found: results without it (CPU machines, results from before it was
+    # recorded) keep the software id they had.
+    if env.get("nccl"):
+        out["nccl"] = env["nccl"]
     gpus = env.get("machine_gpus") or env.get("gpus") or []
     out["gpu_driver"] = sorted({str(g.get("driver")) for g in gpus if g.get("driver")})
     out["env_vars"] = {k: v for k, v in sorted((env.get("env_vars") or {}).items())

@@ -126,14 +126,23 @@ def _query(fields: list[str], timeout_s: float = _SMI_TIMEOUT_S) -> list[dict[st
     return rows
 
 
-def _int(text: str | None) -> int | None:
+def parse_int(text: str | None) -> int | None:
+    """An integer read from tool output ("6", "0x1f", "81920.0"), or None when absent or
+    unreadable."""
+    if text is None:
+        return None
     try:
-        return int(float(text)) if text is not None else None
+        return int(text, 0)  # base 0: the hexadecimal of /proc/cpuinfo fields too
     except ValueError:
+        pass
+    try:  # a decimal ("81920.0"), or a leading zero, which base 0 refuses ("010")
+        return int(float(text))
+    except (ValueError, OverflowError):  # OverflowError: "inf"
         return None
 
 
-def _float(text: str | None) -> float | None:
+def parse_float(text: str | None) -> float | None:
+    """A float read from tool output, or None when absent or unreadable."""
     try:
         return float(text) if text is not None else None
     except ValueError:
@@ -152,10 +161,10 @@ def nvidia_gpus(timeout_s: float = _SMI_TIMEOUT_S) -> tuple[GpuInfo, ...]:
         rows = _query(["index", "name", "memory.total", "driver_version"], timeout_s)
     gpus = []
     for r in rows:
-        index = _int(r.get("index"))
+        index = parse_int(r.get("index"))
         if index is None:
             continue
-        gpus.append(GpuInfo(index, r.get("name") or "GPU", _int(r.get("memory.total")),
+        gpus.append(GpuInfo(index, r.get("name") or "GPU", parse_int(r.get("memory.total")),
                             r.get("driver_version"), uuid=r.get("uuid"),
                             pci_bus_id=r.get("pci.bus_id"),
                             mig_enabled=(r.get("mig.mode.current") or "") == "Enabled"))
@@ -282,13 +291,14 @@ def gpu_state(timeout_s: float = _SMI_TIMEOUT_S) -> list[dict[str, Any]]:
         except ValueError:
             mask = None
         states.append({
-            "index": _int(r.get("index")), "uuid": r.get("uuid"),
-            "sm_clock_mhz": _int(r.get("clocks.sm")), "mem_clock_mhz": _int(r.get("clocks.mem")),
-            "sm_clock_max_mhz": _int(r.get("clocks.max.sm")),
-            "mem_clock_max_mhz": _int(r.get("clocks.max.mem")),
-            "power_draw_w": _float(r.get("power.draw")),
-            "power_limit_w": _float(r.get("power.limit")),
-            "temperature_c": _int(r.get("temperature.gpu")),
+            "index": parse_int(r.get("index")), "uuid": r.get("uuid"),
+            "sm_clock_mhz": parse_int(r.get("clocks.sm")),
+            "mem_clock_mhz": parse_int(r.get("clocks.mem")),
+            "sm_clock_max_mhz": parse_int(r.get("clocks.max.sm")),
+            "mem_clock_max_mhz": parse_int(r.get("clocks.max.mem")),
+            "power_draw_w": parse_float(r.get("power.draw")),
+            "power_limit_w": parse_float(r.get("power.limit")),
+            "temperature_c": parse_int(r.get("temperature.gpu")),
             "persistence_mode": r.get("persistence_mode"),
             "throttle_mask": raw, "throttle_reasons": throttle_reasons(mask)})
     return states
@@ -324,11 +334,44 @@ _NCCL_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/l
               "/usr/local/cuda/lib64", "/usr/local/nccl/lib")
 
 
+# `ldconfig -p` only reads the loader's cache file: it answers in milliseconds.
+_LDCONFIG_TIMEOUT_S = 2.0
+# ldconfig lives in sbin, which a user's PATH often lacks.
+_LDCONFIG_PATHS = ("/sbin/ldconfig", "/usr/sbin/ldconfig")
+# "\tlibnccl.so.2 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libnccl.so.2"
+_LD_CACHE_LINE = re.compile(r"^\s*(\S+)\s+\(.*\)\s+=>\s+(\S+)\s*$")
+
+
+def ld_cache_dirs(prefix: str = "libnccl.so",
+                  timeout_s: float = _LDCONFIG_TIMEOUT_S) -> list[str]:
+    """Directories holding the libraries named ``prefix*`` in the dynamic loader's cache
+    (``ldconfig -p``), each entry's own and its resolved target's. Empty without
+    ldconfig, or when it fails or does not answer in ``timeout_s``."""
+    exe = shutil.which("ldconfig") or next(
+        (p for p in _LDCONFIG_PATHS if os.access(p, os.X_OK)), None)
+    if exe is None:
+        return []
+    try:
+        out = subprocess.run([exe, "-p"], capture_output=True, text=True, timeout=timeout_s,
+                             check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    dirs: list[str] = []
+    for line in out.splitlines():
+        m = _LD_CACHE_LINE.match(line)
+        if m and m.group(1).startswith(prefix):
+            # The cache names the soname (libnccl.so.2), a link to the versioned file.
+            path = m.group(2)
+            dirs += [os.path.dirname(path), os.path.dirname(os.path.realpath(path))]
+    return list(dict.fromkeys(dirs))
+
+
 def nccl_version(dists: tuple[str, ...] = _NCCL_DISTS,
                  dirs: list[str] | None = None) -> dict[str, str] | None:
     """The NCCL TensorFlow would load, without loading it: the pip wheel that
-    ``tensorflow[and-cuda]`` installs, else the newest ``libnccl.so.X.Y.Z`` on the
-    library path. None when there is none."""
+    ``tensorflow[and-cuda]`` installs, else the newest ``libnccl.so.X.Y.Z`` in ``dirs``
+    (default: LD_LIBRARY_PATH, the wheels' directories, the usual system ones and those
+    of the loader's cache). None when there is none."""
     for dist in dists:
         try:
             return {"version": importlib.metadata.version(dist), "source": f"pip {dist}"}
@@ -337,7 +380,7 @@ def nccl_version(dists: tuple[str, ...] = _NCCL_DISTS,
     if dirs is None:
         dirs = [*os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep),
                 *(os.path.join(p, "nvidia", "nccl", "lib") for p in sys.path if p),
-                *_NCCL_DIRS]
+                *_NCCL_DIRS, *ld_cache_dirs()]
     found: list[tuple[tuple[int, ...], str, str]] = []
     for d in dict.fromkeys(d for d in dirs if d):
         try:

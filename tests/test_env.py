@@ -3,10 +3,19 @@ it) apart from the software stack, so an upgrade keeps the machine's baseline.""
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
 import pytest
 
-from bench.env import fingerprint, machine_id, software_id, stored_machine_id
+from bench import env as env_module
+from bench import hardware
+from bench.env import fingerprint, machine_id, software_id, software_stack, stored_machine_id
 from bench.hardware import GpuInfo, visible
+from tests.gpu_fakes import cards
 
 GPUS = ({"name": "A100", "memory_mib": 40000, "driver": "550"},
         {"name": "A100", "memory_mib": 40000, "driver": "550"})
@@ -81,3 +90,116 @@ def test_visible_gpus_follow_cuda_visible_devices(monkeypatch: pytest.MonkeyPatc
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", listed)
     assert [g.index for g in visible(gpus)] == indices
+
+
+# -- NCCL: part of the software stack on GPU machines ------------------------------------
+_LDCONFIG = """#!{python}
+import sys
+if sys.argv[1:] != ["-p"]:
+    sys.exit(1)
+print("3 libs found in cache `/etc/ld.so.cache'")
+print("\\tlibz.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libz.so.1")
+print("\\tlibnccl.so.2 (libc6,x86-64) => {lib}/libnccl.so.2")
+print("\\tlibnccl.so (libc6,x86-64) => {lib}/libnccl.so")
+"""
+
+
+def fake_ldconfig(bin_dir: Path, lib: Path, version: str) -> None:
+    """An ``ldconfig -p`` whose cache has NCCL ``version`` in ``lib`` (sonames as links)."""
+    lib.mkdir(parents=True, exist_ok=True)
+    (lib / f"libnccl.so.{version}").write_bytes(b"")
+    for link in ("libnccl.so.2", "libnccl.so"):
+        (lib / link).symlink_to(f"libnccl.so.{version}")
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    exe = bin_dir / "ldconfig"
+    exe.write_text(_LDCONFIG.format(python=sys.executable, lib=lib))
+    exe.chmod(0o755)
+
+
+@pytest.fixture
+def gpu_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fake nvidia-smi (one A100) first on PATH; yields the directory to put fakes in."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    bin_dir = cards(1).write(tmp_path / "bin")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    hardware.detect.cache_clear()
+    yield bin_dir
+    hardware.detect.cache_clear()
+
+
+def nccl_from_the_ld_cache() -> dict[str, str] | None:
+    # Only the loader's cache: a real NCCL on the test machine (a pip wheel, a system
+    # library) must not decide what the fake one says.
+    return hardware.nccl_version(dists=(), dirs=hardware.ld_cache_dirs())
+
+
+def test_nccl_is_found_through_the_loaders_cache(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    lib = tmp_path / "opt" / "nccl" / "lib"
+    fake_ldconfig(tmp_path / "bin", lib, "2.21.5")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    assert hardware.ld_cache_dirs() == [str(lib)]
+    assert nccl_from_the_ld_cache() == {"version": "2.21.5",
+                                        "source": str(lib / "libnccl.so.2.21.5")}
+
+
+@pytest.mark.parametrize("script", ["exit 1", "exec sleep 30", "echo 'no cache here'"])
+def test_a_failing_or_stuck_ldconfig_means_no_directories(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str) -> None:
+    exe = tmp_path / "ldconfig"
+    exe.write_text(f"#!/bin/sh\n{script}\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    assert hardware.ld_cache_dirs(timeout_s=0.5) == []
+
+
+def test_nccl_version_is_in_the_software_stack_and_id(
+        gpu_machine: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(env_module, "nccl_version", nccl_from_the_ld_cache)
+    fake_ldconfig(gpu_machine, tmp_path / "nccl-2.21", "2.21.5")
+    fp = fingerprint()
+    assert fp["nccl"] == "2.21.5" and software_stack(fp)["nccl"] == "2.21.5"
+    assert fp["software_id"] == software_id(fp)
+
+    (gpu_machine / "ldconfig").unlink()
+    fake_ldconfig(gpu_machine, tmp_path / "nccl-2.19", "2.19.3")
+    upgraded = fingerprint()
+    assert upgraded["nccl"] == "2.19.3"
+    assert upgraded["software_id"] != fp["software_id"]
+    assert upgraded["machine_id"] == fp["machine_id"]
+
+
+def test_absent_nccl_is_recorded_as_none(gpu_machine: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(env_module, "nccl_version", lambda: None)
+    fp = fingerprint()
+    assert fp["nccl"] is None and "nccl" not in software_stack(fp)
+    # A result without the field (recorded before NCCL was) keeps its software id.
+    assert software_id({k: v for k, v in fp.items() if k != "nccl"}) == fp["software_id"]
+
+
+def test_a_cpu_machine_does_not_look_for_nccl(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    def looked() -> Any:
+        raise AssertionError("NCCL looked for on a machine without GPUs")
+
+    monkeypatch.setattr(env_module, "nccl_version", looked)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no nvidia-smi (nor git)
+    hardware.detect.cache_clear()
+    try:
+        assert fingerprint()["nccl"] is None
+    finally:
+        hardware.detect.cache_clear()
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("6", 6), (" 7 ", 7), ("0x1f", 31), ("81920.0", 81920), ("010", 10), ("inf", None),
+    ("nan", None), ("[N/A]", None), ("", None), (None, None)])
+def test_parse_int_reads_what_tools_print(text: str | None, expected: int | None) -> None:
+    assert hardware.parse_int(text) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("2596.000", 2596.0), ("250.5 W", None), ("[N/A]", None), (None, None)])
+def test_parse_float_reads_what_tools_print(text: str | None, expected: float | None) -> None:
+    assert hardware.parse_float(text) == expected

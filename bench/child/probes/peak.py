@@ -41,6 +41,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.hardware import parse_float, parse_int
+
 # Which dtype's peak bounds a run of each precision (the dtype of its matmuls).
 PRECISION_DTYPE = {"float32": "float32", "mixed_bfloat16": "bfloat16",
                    "mixed_float16": "float16"}
@@ -92,29 +94,16 @@ def parse_cpuinfo(text: str, usable: Iterable[int] | None = None) -> CpuInfo:
             procs.append(entry)
     wanted = set(usable) if usable is not None else None
     chosen = [p for p in procs if wanted is None
-              or _int(p.get("processor")) in wanted] or procs
+              or parse_int(p.get("processor")) in wanted] or procs
     first = chosen[0] if chosen else {}
     cores = {(p.get("physical id", "0"), p.get("core id", p.get("processor", str(i))))
              for i, p in enumerate(chosen)}
     flags = first.get("flags", first.get("Features", ""))
-    return CpuInfo(vendor=first.get("vendor_id", ""), family=_int(first.get("cpu family")),
-                   model=_int(first.get("model")), model_name=first.get("model name", ""),
+    return CpuInfo(vendor=first.get("vendor_id", ""),
+                   family=parse_int(first.get("cpu family")),
+                   model=parse_int(first.get("model")), model_name=first.get("model name", ""),
                    flags=frozenset(flags.split()), physical_cores=max(1, len(cores)),
-                   mhz=_float(first.get("cpu MHz")))
-
-
-def _int(text: str | None) -> int | None:
-    try:
-        return int(text, 0) if text is not None else None
-    except ValueError:
-        return None
-
-
-def _float(text: str | None) -> float | None:
-    try:
-        return float(text) if text is not None else None
-    except ValueError:
-        return None
+                   mhz=parse_float(first.get("cpu MHz")))
 
 
 def cpu_flops_per_cycle(info: CpuInfo) -> dict[str, tuple[float, str]]:
