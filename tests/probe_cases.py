@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from tests.tf_cases import MARK, run_case
+
 ROOT = Path(__file__).resolve().parent.parent
-MARK = "PROBE_CASE_RESULT "
 # Short runs of the tiny MLP unless a case overrides (RunSpec built here, not through
 # tests.helpers, so that these cases import only what they exercise).
 BASE_SPEC: dict[str, Any] = {"workload": "mlp", "strategy": "mirrored", "devices": 2,
@@ -37,15 +37,8 @@ def spec_of(**over: Any) -> Any:
 
 def run_probe_case(case: str, devices: int, timeout: float = 240, **kwargs: Any) -> Any:
     """Run ``case`` in a child process with ``devices`` logical CPUs; return its result."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run([sys.executable, "-m", "tests.probe_cases", case, str(devices),
-                           json.dumps(kwargs)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, env=env)
-    for line in proc.stdout.splitlines():
-        if line.startswith(MARK):
-            return json.loads(line[len(MARK):])
-    raise AssertionError(f"probe case {case}({kwargs}) on {devices} devices exited "
-                         f"{proc.returncode} without a result:\n{proc.stderr[-4000:]}")
+    return run_case(case, timeout, module="tests.probe_cases", args=(str(devices),),
+                    env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), **kwargs)
 
 
 # -- cases (run inside the child) ------------------------------------------------------

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,10 +29,9 @@ from bench.results.schema import RunResult
 from bench.spec import RunSpec
 from bench.strategies import STRATEGIES
 from reports.loops import cost_line, loop_costs
+from tests import tf_cases
 from tests.helpers import fake_figures, tiny_spec
 
-ROOT = Path(__file__).resolve().parent.parent
-MARK = "FIT_CASE_RESULT "
 CPU = Hardware("test cpu", 2, 2**34)
 # fit and the custom loop differ only in the order of floating-point operations (Keras
 # averages the loss per replica, then over replicas): after 20 Adam steps on the tiny
@@ -242,15 +240,9 @@ def test_loop_costs_calls_a_tie_a_tie() -> None:
 
 
 # -- TensorFlow: fit trains, and matches the custom loop ----------------------------------
-def run_case(case: str, timeout: float = 240, **kwargs: Any) -> Any:
-    """Run ``case`` in a child process with 2 logical CPUs; return its result."""
-    proc = subprocess.run([sys.executable, "-m", "tests.test_fit", case, json.dumps(kwargs)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=timeout)
-    for line in proc.stdout.splitlines():
-        if line.startswith(MARK):
-            return json.loads(line[len(MARK):])
-    raise AssertionError(f"case {case}({kwargs}) exited {proc.returncode} without a result:\n"
-                         f"{proc.stderr[-4000:]}")
+def run_case(case: str, **kwargs: Any) -> Any:
+    """Run a case of this module in a child process (``tests.tf_cases.run_case``)."""
+    return tf_cases.run_case(case, module="tests.test_fit", **kwargs)
 
 
 # Fixed-length windows (min = max steps): both loops take exactly the same steps.
@@ -360,7 +352,7 @@ def main() -> None:
 
     case, kwargs = sys.argv[1], json.loads(sys.argv[2])
     setup = setup_devices(tf, 2, force_cpu=True)
-    print(MARK + json.dumps(CASES[case](setup, **kwargs)), flush=True)
+    print(tf_cases.MARK + json.dumps(CASES[case](setup, **kwargs)), flush=True)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ aborts with "Shape mismatch in the collective instance ..." (tensorflow#62790),
 after which the runtime is poisoned. The harness runs every configuration in
 its own process for the same reason; the tests do the same.
 
-    python -m tests.tf_cases CASE JSON_KWARGS   -> prints one RESULT line
+    python -m tests.tf_cases CASE JSON_KWARGS   -> prints one MARK line (the result)
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +23,24 @@ MARK = "TF_CASE_RESULT "
 DEVICES = 2
 
 
-def run_case(case: str, timeout: float = 240, **kwargs: Any) -> Any:
-    """Run ``case`` in a child process with 2 logical CPUs; return its result."""
-    proc = subprocess.run([sys.executable, "-m", "tests.tf_cases", case, json.dumps(kwargs)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+def run_case(case: str, timeout: float = 240, module: str = "tests.tf_cases",
+             args: Sequence[str] = (), env: Mapping[str, str] | None = None,
+             **kwargs: Any) -> Any:
+    """Run ``case`` in a child process (2 logical CPUs unless ``args`` say); return its result.
+
+    ``module`` holds the case: run as ``python -m MODULE CASE *ARGS JSON_KWARGS``, its
+    ``main`` prints the result on one line after ``MARK`` (tests.test_fit's cases
+    choose the Keras lane before TensorFlow is imported; tests.probe_cases take the
+    device count as an argument).
+    """
+    proc = subprocess.run([sys.executable, "-m", module, case, *args, json.dumps(kwargs)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          env=None if env is None else dict(env))
     for line in proc.stdout.splitlines():
         if line.startswith(MARK):
             return json.loads(line[len(MARK):])
-    raise AssertionError(f"case {case}({kwargs}) exited {proc.returncode} without a result:\n"
-                         f"{proc.stderr[-4000:]}")
+    raise AssertionError(f"case {case}{list(args)}({kwargs}) exited {proc.returncode} "
+                         f"without a result:\n{proc.stderr[-4000:]}")
 
 
 # -- cases (run inside the child) ------------------------------------------------
