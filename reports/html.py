@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import html
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -9,6 +10,9 @@ from typing import Any
 from reports.columns import definitions
 from reports.loops import cost_line
 from reports.plots import Plot, allreduce_plot, workload_plots
+from reports.projection import SweepProjection, machine_projections
+from reports.projection import plot as projection_plot
+from reports.projection import text as projection_text
 from reports.recommend import WorkloadAnswer
 from reports.report import MachineReport, SweepReport
 from reports.runs import RunView
@@ -31,6 +35,7 @@ dl.defs dt{font-weight:600;margin-top:.4rem}dl.defs dd{margin-left:1rem}
 .sev-high{color:#c92a2a;font-weight:600}.sev-moderate{color:#b7791f}
 .scroll{overflow-x:auto;max-width:100%}tr.hasv td{border-bottom:none}
 tr.v td{border-top:none;color:#8a4b08;font-size:.74rem;padding-top:0}
+pre.wide{white-space:pre}
 """
 
 
@@ -182,6 +187,33 @@ def _allreduce_table(mr: MachineReport) -> str:
                    "median (ms)", "p90 (ms)", "algbw (GB/s)", "busbw (GB/s)"], rows, left=3)
 
 
+def _projection(sp: SweepProjection, mr: MachineReport) -> str:
+    """One workload's projection: the plot, what the model assumes, the numbers."""
+    p = sp.projection
+    title = (f"Projected scaling: {sp.workload}, link of the {sp.strategy} probe "
+             f"(n={p.link.probe_replicas})\n{mr.machine.hardware}, {mr.machine.dates}")
+    png = base64.b64encode(projection_plot(p, sp.checks, title)).decode("ascii")
+    caption = (f"Scaling efficiency (throughput / (n x one replica)) projected to "
+               f"{p.points[-1].n} replicas from one replica's step ({sp.single}) and the "
+               f"all-reduce probe ({sp.probe}): the band runs from no overlap (lower edge) to "
+               f"full overlap of communication with the backward pass"
+               + ("; the points are the runs measured here, labelled with the projection's "
+                  "error there." if sp.checks else "."))
+    return (f"<h4>{e(sp.workload)}: link of the {e(sp.strategy)} probe</h4>"
+            + _figure(Plot("projected-scaling", f"Projected scaling: {sp.workload}", png,
+                           caption))
+            + f"<p>{e(sp.limits(mr.machine.cpu_only))}</p>"
+            "<details open><summary>Inputs, fitted link, formulas, the projection at powers "
+            "of two and the measured points</summary><div class='scroll'><pre class='wide'>"
+            f"{e(projection_text(p, sp.checks))}</pre></div></details>")
+
+
+def _projections(mr: MachineReport) -> str:
+    found, missing = machine_projections(mr)
+    return ("<h3>Projected scaling</h3>" + "".join(_projection(sp, mr) for sp in found)
+            + "".join(f"<p class='muted'>{e(line)}</p>" for line in missing))
+
+
 def _problems(mr: MachineReport) -> str:
     probs = mr.problems
     if not probs:
@@ -218,6 +250,7 @@ def _machine(mr: MachineReport, n: int) -> str:
     ar = allreduce_plot(mr)
     if ar is not None:
         parts.append("<h3>All-reduce probes</h3>" + _figure(ar) + _allreduce_table(mr))
+    parts.append(_projections(mr))
     if mr.loop_costs:
         items = "".join(f"<li>{html.escape(cost_line(c))}</li>" for c in mr.loop_costs)
         parts.append("<h3>Keras fit vs the custom loop</h3><p>Each configuration measured "

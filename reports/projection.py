@@ -27,6 +27,11 @@ the probe's time at S itself (its all-reduce of the workload's own gradient
 shapes, else interpolated between the sizes around S). Without S, a least-squares
 fit on relative error over all sizes. The projection is a band: no overlap
 (slowest) to full overlap (fastest).
+
+In a report (``machine_projections``), each workload of a machine is projected from
+that machine's own runs: a single-replica run (compute, S) and an all-reduce probe
+(alpha, B), with the sweep's multi-replica runs of the probed strategy at the same
+per-replica batch as the measured points.
 """
 
 from __future__ import annotations
@@ -35,8 +40,15 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from bench.results.schema import AllReduceFigures, RunResult
+from reports.runs import ONE_DEVICE_BASELINES
+
+if TYPE_CHECKING:  # the report's views; `bench project` needs none of them
+    from reports.configs import ConfigView
+    from reports.report import MachineReport
+    from reports.runs import RunView, Variant
 
 FORMULAS = (
     "comm(n) = 2(n-1)*alpha*(1 + c) + 2(n-1)/n * S/B  (ring all-reduce of S bytes, plus c "
@@ -424,3 +436,148 @@ def plot(projection: Projection, checks: Sequence[Check] = (), title: str = "") 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     return buf.getvalue()
+
+
+# -- a sweep's projections (the report's "Projected scaling") --------------------------
+@dataclass(frozen=True)
+class SweepProjection:
+    """A workload's projection from a sweep: one replica's run and an all-reduce probe of
+    the same machine; the sweep's multi-replica runs of the probe's strategy at the same
+    per-replica batch are set against it."""
+
+    workload: str  # the variant's label
+    strategy: str  # the probe's strategy label, that of the checked runs
+    projection: Projection
+    checks: tuple[Check, ...]
+    single: str  # result key of the single-replica configuration (compute, S)
+    probe: str  # result key of the all-reduce probe (alpha, B)
+
+    def limits(self, shared_cores: bool = False) -> str:
+        """The model's assumptions and its measured error, in one sentence."""
+        link = self.projection.link
+        # An anchored fit misses other sizes by design (the model is used at S only), so
+        # its residual over every size would only mislead here; the printout keeps it.
+        if link.anchored_bytes:
+            fit = " (alpha from its small buffers, B from its time at the gradient size)"
+        elif link.max_rel_residual is not None:
+            fit = f" (a line through its sizes, worst residual {link.max_rel_residual:.0%})"
+        else:
+            fit = ""
+        shared = (", which logical devices sharing this machine's cores do not give (each "
+                  "replica's compute slows as n grows)" if shared_cores else "")
+        if self.checks:
+            worst = max(self.checks, key=lambda c: abs(c.error))
+            runs = "the run" if len(self.checks) == 1 else f"the {len(self.checks)} runs"
+            error = (f"set against {runs} measured here its no-overlap edge is off by "
+                     f"{worst.error:+.1%}" + (f" at worst (n={worst.n})" if len(self.checks) > 1
+                                               else f" (n={worst.n})"))
+        else:
+            error = (f"no multi-replica {self.strategy} run at this per-replica batch was "
+                     f"measured here, so its error is unknown")
+        return (f"A model, not a measurement: a ring all-reduce whose latency and bandwidth "
+                f"were fitted to one probe at n={link.probe_replicas}{fit}, the per-replica "
+                f"batch fixed and one replica's compute unchanged at every n{shared}, "
+                f"extrapolated beyond the replicas measured; {error}.")
+
+
+def _single_choice(singles: Sequence[ConfigView], strategy: str) -> ConfigView:
+    """The single-replica configuration whose step is the compute term: the probed
+    strategy's own (its per-step framework work is then in compute, and the gap at n
+    is what the model calls communication), else a one-device baseline, else the
+    fastest."""
+    for c in singles:
+        if c.strategy == strategy:
+            return c
+    for name in ONE_DEVICE_BASELINES:
+        for c in singles:
+            if c.base_strategy == name and c.strategy == name:
+                return c
+    return max(singles, key=lambda c: (c.throughput or 0.0, c.key))
+
+
+def _measured(configs: Sequence[ConfigView], strategy: str, batch: int
+              ) -> list[ConfigView]:
+    """The ok multi-replica configurations of ``strategy`` at per-replica ``batch``, one
+    per replica count: unprofiled first (a profiler slows the steps it records), then a
+    per-replica batch setting (the model's regime), then the most runs."""
+    by_n: dict[int, ConfigView] = {}
+    for c in sorted(configs, key=lambda c: (bool(c.result.spec.profile_steps),
+                                            c.batch_mode != "per_replica", -c.n_runs, c.key)):
+        if (c.ok and c.replicas >= 2 and c.strategy == strategy and not c.batch_per_worker
+                and c.per_replica_batch == batch and (c.throughput or 0) > 0):
+            by_n.setdefault(c.replicas, c)
+    return [by_n[n] for n in sorted(by_n)]
+
+
+def _sweep_inputs(single: ConfigView) -> Inputs:
+    inputs = inputs_from_result(single.ok_runs[0].result)
+    runs = len(single.ok_runs)
+    if runs < 2 or single.step_s is None:
+        return inputs
+    return replace(inputs, compute_s=single.step_s,
+                   source=f"{single.key} (median step over its {runs} runs)")
+
+
+def _probe_rank(probe: RunView, variant: Variant) -> tuple[bool, int, int, str]:
+    """Prefer a probe of the workload's own gradients, then more replicas, then the latest."""
+    spec = probe.result.spec
+    own = (spec.workload, spec.size, probe.variant.params) == (
+        variant.workload, variant.size, variant.params)
+    return own, probe.replicas, probe.result.replicate, probe.key
+
+
+def workload_projections(variant: Variant, configs: Sequence[ConfigView],
+                         probes: Sequence[RunView], max_replicas: int = 512
+                         ) -> tuple[list[SweepProjection], list[str]]:
+    """One projection per probed strategy for a workload's ``configs`` (one machine),
+    and one line per input it lacks or cannot use."""
+    label = variant.label()
+    singles = [c for c in configs if c.ok and c.replicas == 1]
+    if not singles:
+        return [], [f"{label}: not projected: no single-replica training run (one "
+                    f"replica's step time and gradient bytes)"]
+    best: dict[str, RunView] = {}
+    for p in probes:
+        if p.strategy not in best or _probe_rank(p, variant) > _probe_rank(best[p.strategy],
+                                                                           variant):
+            best[p.strategy] = p
+    found, missing = [], []
+    for strategy, probe in sorted(best.items()):
+        assert probe.allreduce is not None
+        # The per-replica batch with the most measured points to check, then the largest.
+        batch = max({c.per_replica_batch for c in singles},
+                    key=lambda b: (len(_measured(configs, strategy, b)), b))
+        single = _single_choice([c for c in singles if c.per_replica_batch == batch], strategy)
+        try:
+            inputs = _sweep_inputs(single)
+            projection = project(inputs, link_from_probe(probe.allreduce, inputs.grad_bytes),
+                                 max_replicas)
+            checks = tuple(check(projection, c.replicas, c.throughput or 0.0,
+                                 f"{strategy} n={c.replicas}")
+                           for c in _measured(configs, strategy, batch))
+        except ProjectionError as exc:
+            missing.append(f"{label}: not projected from the {strategy} probe: {exc}")
+            continue
+        found.append(SweepProjection(label, strategy, projection, checks, single.key,
+                                     probe.key))
+    return found, missing
+
+
+def machine_projections(machine: MachineReport, max_replicas: int = 512
+                        ) -> tuple[list[SweepProjection], list[str]]:
+    """Every training workload's projections on one machine (the link from its own
+    all-reduce probes only), and one line per missing input."""
+    probes = [r for r in machine.machine.runs if r.status == "ok" and r.allreduce is not None
+              and r.allreduce.replicas >= 2]
+    if not machine.workloads:
+        return [], ["Not projected: no training run on this machine."]
+    if not probes:
+        return [], ["Not projected: no all-reduce probe on this machine to fit the link's "
+                    "latency and bandwidth to (python -m bench allreduce --out SWEEP_DIR "
+                    "adds one)."]
+    found, missing = [], []
+    for w in machine.workloads:
+        f, m = workload_projections(w.variant, w.configs, probes, max_replicas)
+        found += f
+        missing += m
+    return found, missing

@@ -1,10 +1,14 @@
-"""The scaling projection: its arithmetic on constructed inputs, the fit, the CLI, and the
-plumbing of scripts/projection_check.py (with a fake runner: no TensorFlow, no namespaces)."""
+"""The scaling projection: its arithmetic on constructed inputs, the fit, the CLI, the
+report's "Projected scaling" section (synthetic result files), and the plumbing of
+scripts/projection_check.py (with a fake runner: no TensorFlow, no namespaces)."""
 
 from __future__ import annotations
 
+import base64
+import html
 import importlib.util
 import itertools
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +21,7 @@ from bench.results.schema import AllReduceFigures, AllReducePoint, RunResult
 from bench.results.store import SweepStore, save
 from bench.spec import RunSpec
 from reports.projection import (
+    DEFAULT_BACKWARD_SHARE,
     Inputs,
     Link,
     ProjectionError,
@@ -30,7 +35,8 @@ from reports.projection import (
     project_point,
     text,
 )
-from tests.helpers import ROOT, measured
+from reports.report import build, write
+from tests.helpers import ROOT, fake_environment, measured
 
 LINK = Link(alpha_s=1e-4, bandwidth_Bps=1e9, source="test")
 INPUTS = Inputs(compute_s=0.3, grad_bytes=1e8, per_replica_batch=8)
@@ -206,6 +212,86 @@ def test_project_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert main(["project", "--compute-ms", "10", "--grad-bytes", "1e6", "--batch", "8",
                  "--bandwidth", "fast", "--latency-us", "1"]) == 2
     assert "Received: 'fast'" in capsys.readouterr().err
+
+
+# -- the report's "Projected scaling" section -----------------------------------------
+TRUTH = Link(alpha_s=2e-5, bandwidth_Bps=1e8, source="truth")
+
+
+def probe_result(env: dict[str, Any] | None = None) -> RunResult:
+    """A mirrored all-reduce probe over 2 replicas timed exactly as ``TRUTH``."""
+    r = measured("mirrored", 2, 32, 1.0, mode="allreduce", env=env)
+    r.figures = None
+    r.allreduce = AllReduceFigures("CollectiveAllReduce", 2, "float32", 3, [
+        AllReducePoint(f"{s} B", s, 1, TRUTH.allreduce_s(2, s), 0.0, 0.0, 0.0, 5)
+        for s in (2**k for k in range(10, 20))])
+    return r
+
+
+def report_html(tmp: Path, results: list[RunResult]) -> str:
+    """The HTML report of a sweep directory holding ``results`` as stored files."""
+    for r in results:
+        save(r, tmp / "sweep" / "results" / f"{r.key}.json")
+    return write(build(tmp / "sweep"), tmp / "out").html.read_text(encoding="utf-8")
+
+
+def section(page: str) -> str:
+    """The (first) "Projected scaling" section, unescaped, images left as their tags."""
+    start = page.index("<h3>Projected scaling</h3>")
+    end = page.index("<h3>Runs without figures", start)
+    return html.unescape(page[start:end])
+
+
+def test_the_report_projects_a_sweep_with_a_probe_and_checks_its_runs(tmp_path: Path) -> None:
+    single = measured("mirrored", 1, 32, 950.0)  # the probed strategy's own: preferred
+    inputs = Inputs(compute_s=32 / 950.0, grad_bytes=400, per_replica_batch=32,
+                    backward_share=1 - 200 / 600)
+    assert inputs.backward_share != DEFAULT_BACKWARD_SHARE  # read from the stored FLOPs
+    p2, p4 = project_point(inputs, TRUTH, 2), project_point(inputs, TRUTH, 4)
+    results = [measured("one_device", 1, 32, 1000.0), single, probe_result(),
+               # global batches 64 and 128: 32 per replica, the single run's
+               measured("mirrored", 2, 64, p2.throughput_low / 1.25),
+               measured("mirrored", 4, 128, p4.throughput_low),
+               measured("mirrored", 2, 32, 500.0)]  # 16 per replica: not a check
+    got = section(report_html(tmp_path, results))
+    figures = re.findall(r"data-plot='projected-scaling'><img alt='[^']*' "
+                         r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", got)
+    assert len(figures) == 1
+    assert base64.b64decode(figures[0]).startswith(b"\x89PNG")
+    assert "mlp[tiny]: link of the mirrored probe" in got
+    assert single.key in got and f"compute  = {32 / 950.0 * 1e3:.3f} ms" in got
+    assert f"alpha    = {TRUTH.alpha_s * 1e6:.2f} us" in got  # the probe's link, refitted
+    rows = {ln.split()[1]: ln for ln in got.splitlines() if ln.startswith("mirrored n=")}
+    assert set(rows) == {"n=2", "n=4"}
+    assert "+25.0%" in rows["n=2"] and re.search(r" [+-]0\.0% ", rows["n=4"])
+    assert "A model, not a measurement" in got
+    assert "set against the 2 runs measured here its no-overlap edge is off by +25.0% at " \
+           "worst (n=2)" in got
+    assert "a line through its sizes, worst residual 0%" in got  # S is below the probe
+    assert "logical devices sharing this machine's cores" in got  # a CPU-only fingerprint
+    assert "Not projected" not in got
+
+
+def test_the_report_says_in_one_line_what_a_projection_lacks(tmp_path: Path) -> None:
+    other = fake_environment("box-b")
+    # The only probe is another machine's: machines never lend each other figures.
+    page = report_html(tmp_path / "a", [measured("one_device", 1, 32, 1000.0),
+                                        measured("mirrored", 2, 64, 1500.0),
+                                        probe_result(env=other)])
+    assert "data-plot='projected-scaling'" not in page
+    machines = {("box-b" if "<td class='l'>box-b</td>" in m else "cpu-box"): section(m)
+                for m in page.split("<h2 id='machine-")[1:]}
+    assert "Not projected: no all-reduce probe on this machine" in machines["cpu-box"]
+    assert "Not projected: no training run on this machine." in machines["box-b"]
+    # A probe but no single-replica run: the workload names what it lacks.
+    got = section(report_html(tmp_path / "b", [measured("mirrored", 2, 64, 1500.0),
+                                                probe_result()]))
+    assert "mlp[tiny]: not projected: no single-replica training run" in got
+    assert "<img" not in got
+    # Both inputs and no multi-replica run: projected, its error unknown.
+    got = section(report_html(tmp_path / "c", [measured("mirrored", 1, 32, 950.0),
+                                                probe_result()]))
+    assert "data:image/png;base64," in got and "its error is unknown" in got
 
 
 # -- scripts/projection_check.py ------------------------------------------------------
