@@ -8,7 +8,10 @@ STAMP  := $(VENV)/.stratbench-installed
 # CPU build of TensorFlow unless an NVIDIA driver is visible; override with
 # `make TF_EXTRA=tf bench` to keep a TensorFlow you installed yourself.
 TF_EXTRA ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo gpu || echo cpu)
-OUT    ?= results/bench-$(shell date +%Y%m%d-%H%M%S)
+# Expanded once (`?=` would re-run `date` at every use and split one sweep in two).
+ifndef OUT
+OUT    := results/bench-$(shell date +%Y%m%d-%H%M%S)
+endif
 ARGS   ?=
 # TensorFlow's major.minor as installed (whichever distribution brings it).
 TF_MINOR = $(PY) -c "import importlib.metadata as m; print('.'.join(m.version(m.packages_distributions()['tensorflow'][0]).split('.')[:2]))"
@@ -29,7 +32,10 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP) ## create the virtual environment and install the project
 
+# The all-reduce probe first (about 20 s) so that the sweep's report can project scaling
+# from it; a failed probe is recorded in the sweep and does not stop the sweep.
 bench: $(STAMP) ## run the default sweep for this hardware and print a summary
+	-$(PY) -m bench allreduce --max-seconds 0.5 --out $(OUT)
 	$(PY) -m bench run --preset default --out $(OUT) $(ARGS)
 
 smoke: $(STAMP) ## a tiny sweep end to end (about a minute)
@@ -43,7 +49,7 @@ lint: $(STAMP) ## ruff, mypy and the import contracts (pyproject.toml)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-overhead: $(STAMP) ## harness vs hand-written loop throughput (prints figures)
+overhead: $(STAMP) ## harness vs hand-written loop and fit throughput (prints figures)
 	$(PY) scripts/overhead.py $(ARGS)
 
 probes: $(STAMP) ## all-reduce bus bandwidth and communication-fraction figures (prints figures)
