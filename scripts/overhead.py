@@ -127,7 +127,6 @@ def run_one(config: str, rounds: int, seconds: float) -> dict[str, Any]:
 
 # -- fit: the harness's fit mode vs a hand-written model.fit vs the Keras helper ----------
 FIT_SET = ["mlp,one_device,1,256", "mlp,mirrored,2,256"]
-FIT_MARK = "OVERHEAD_FIT_RESULT "
 
 
 def hand_written_fit(keras: Any, strategy: Any, spec: Any, dataset: Any) -> Any:
@@ -270,6 +269,24 @@ def run_fit_one(config: str, keras_version: int, rounds: int, seconds: float
     return {"config": config, "keras": keras_version, **rates}
 
 
+def run_child(args: list[str], timeout: float, label: str) -> dict[str, Any] | None:
+    """Run this script with ``args`` in its own process (its own devices, as in a sweep)
+    and return the result it prints after ``MARK``; None after printing why there is
+    none (a timeout, or the child's stderr)."""
+    try:
+        proc = subprocess.run([sys.executable, __file__, *args], capture_output=True,
+                              text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        print(f"{label} timed out after {timeout:g} s")
+        return None
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)), None)
+    if line is None:
+        print(f"{label} failed:\n{proc.stderr[-2000:]}")
+        return None
+    result: dict[str, Any] = json.loads(line[len(MARK):])
+    return result
+
+
 def _ratios(ours: list[float], other: list[float]) -> str:
     """Median of the per-round ratios and their range: ``0.98 [0.91-1.04]``."""
     per_round = [a / b for a, b in zip(ours, other, strict=True)]
@@ -279,6 +296,8 @@ def _ratios(ours: list[float], other: list[float]) -> str:
 def fit_comparison(configs: list[str], lanes: list[int], rounds: int, seconds: float,
                    timeout: float) -> None:
     """Print harness fit vs hand-written fit (vs the Keras helper) per configuration."""
+    if not configs:  # --fit-config none
+        return
     print(f"\nfit, examples/s (medians of {rounds} rounds of {seconds:g} s, the order rotating "
           f"each round), all in the steady state: the harness's windows; the hand-written "
           f"fit's second epoch; the helper's mean epoch. 'helper call' is the helper's own "
@@ -289,20 +308,10 @@ def fit_comparison(configs: list[str], lanes: list[int], rounds: int, seconds: f
           f"{'harness/helper':>19s}")
     for config in configs:
         for lane in lanes:
-            try:
-                proc = subprocess.run(
-                    [sys.executable, __file__, "--fit-one", config, "--keras", str(lane),
-                     "--rounds", str(rounds), "--seconds", str(seconds)],
-                    capture_output=True, text=True, timeout=timeout)
-            except subprocess.TimeoutExpired:
-                print(f"fit: {config:26s} {lane:5d} timed out after {timeout:g} s")
+            r = run_child(["--fit-one", config, "--keras", str(lane), "--rounds", str(rounds),
+                           "--seconds", str(seconds)], timeout, f"fit: {config:26s} {lane:5d}")
+            if r is None:
                 continue
-            line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(FIT_MARK)),
-                        None)
-            if line is None:
-                print(f"fit: {config:26s} {lane:5d} failed:\n{proc.stderr[-2000:]}")
-                continue
-            r = json.loads(line[len(FIT_MARK):])
             helper, epoch = r.get("helper"), r.get("helper_epoch")
             print(f"fit: {config:26s} {lane:5d} {statistics.median(r['harness']):8,.0f} "
                   f"{statistics.median(r['hand']):8,.0f} "
@@ -331,7 +340,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.fit_one:
         result = run_fit_one(args.fit_one, args.keras, args.rounds, args.seconds)
-        print(FIT_MARK + json.dumps(result), flush=True)
+        print(MARK + json.dumps(result), flush=True)
         return 0
     if args.one:
         print(MARK + json.dumps(run_one(args.one, args.rounds, args.seconds)), flush=True)
@@ -343,18 +352,10 @@ def main() -> int:
               f"of the per-round harness/hand ratios)")
     worst = None
     for config in configs:
-        try:
-            proc = subprocess.run([sys.executable, __file__, "--one", config, "--rounds",
-                                   str(args.rounds), "--seconds", str(args.seconds)],
-                                  capture_output=True, text=True, timeout=args.timeout)
-        except subprocess.TimeoutExpired:
-            print(f"{config:32s} timed out after {args.timeout:g} s")
+        r = run_child(["--one", config, "--rounds", str(args.rounds), "--seconds",
+                       str(args.seconds)], args.timeout, f"{config:32s}")
+        if r is None:
             continue
-        line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)), None)
-        if line is None:
-            print(f"{config:32s} failed:\n{proc.stderr[-2000:]}")
-            continue
-        r = json.loads(line[len(MARK):])
         h, m = statistics.median(r["harness"]), statistics.median(r["hand"])
         # Each round pairs the two loops within seconds of each other: the median of the
         # per-round ratios is immune to the machine drifting over the whole run.
