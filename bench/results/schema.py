@@ -161,6 +161,9 @@ class Memory:
     host_peak_rss_bytes: int | None = unit("bytes", label="peak host RSS", detail=True,
                                            define="peak resident memory of the process")
     host_scope: str = unit("")  # "window" or "lifetime"
+    # Why device_peak_bytes is empty (e.g. the allocator keeps no statistics on this
+    # machine): a missing figure always says why, and the reports show the reason.
+    device_peak_reason: str | None = None
 
 
 @dataclass
