@@ -39,6 +39,15 @@ _ENV_PATTERN = re.compile(
 # it is recorded in the fingerprint, so a slowed result can never pass for a real one.
 INJECT_SLOWDOWN_VAR = "STRATBENCH_INJECT_SLOWDOWN"
 
+# TensorFlow's default CPU allocator keeps statistics only where oneDNN's own
+# (BFC-based) allocator is registered, i.e. where TF_ENABLE_ONEDNN_OPTS is on: by
+# default only on CPUs with AVX-512 VNNI/BF16 or AMX. Elsewhere get_memory_info("CPU:0")
+# raises, and even with tsl::EnableCPUAllocatorStats it counts zeros (allocation sizes
+# come from tcmalloc, which the wheels do not link). Run processes therefore get the
+# BFC CPU allocator (the one GPU builds use for host memory anyway) unless the user
+# set this variable.
+CPU_ALLOCATOR_VAR = "TF_CPU_ALLOCATOR_USE_BFC"
+
 
 def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")

@@ -5,12 +5,14 @@ Each TensorFlow check runs in its own process (see tests/tf_cases.py for why).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
 import pytest
 
 from bench.child.trainer import shard_rows
+from bench.env import CPU_ALLOCATOR_VAR
 from tests.tf_cases import run_case
 
 STRATEGY_CASES = [("default", 1), ("one_device", 1), ("mirrored", 2), ("central_storage", 2)]
@@ -121,7 +123,30 @@ def test_measure_figures_are_consistent() -> None:
     assert f["loss_end"] < f["loss_start"] and f["learned"]
     assert f["model"]["params"] > 0 and f["model"]["train_flops_per_example"] > 0
     assert f["memory"]["device_scope"] == "process"
-    assert f["memory"]["device_peak_bytes"]["CPU:0"] > 0
+    assert_device_peak_or_reason(f["memory"]["device_peak_bytes"],
+                                 f["memory"]["device_peak_reason"])
+
+
+def assert_device_peak_or_reason(peaks: dict[str, int], reason: str | None) -> None:
+    """A device peak where the allocator keeps statistics, else the reason it does not."""
+    if peaks:
+        assert peaks["CPU:0"] > 0 and reason is None
+    else:
+        assert reason and "CPU:0" in reason and "no statistics" in reason
+
+
+@pytest.mark.parametrize("bfc", ["1", "0"])
+def test_device_memory_is_a_figure_or_says_why(bfc: str) -> None:
+    # With the BFC CPU allocator (what the launcher asks for) TensorFlow keeps
+    # statistics on every machine; with the default one only on some (oneDNN's
+    # allocator): whichever this machine does, the probe gives a figure or the reason.
+    env = {**os.environ, CPU_ALLOCATOR_VAR: bfc}
+    r = run_case("memory_probe", env=env)
+    assert_device_peak_or_reason(r["peaks"], r["reason"])
+    if bfc == "1":
+        assert r["peaks"]["CPU:0"] > 0
+    elif not r["peaks"]:
+        assert f"{CPU_ALLOCATOR_VAR}=0" in r["reason"]
 
 
 def test_flops_of_mlp_count_the_backward_pass_as_executed() -> None:

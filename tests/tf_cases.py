@@ -71,6 +71,19 @@ def case_curves(setup: Any, runs: list[dict[str, Any]], steps: int) -> list[list
     return [_losses(_trainer(setup, **over), steps) for over in runs]
 
 
+def case_memory_probe(setup: Any) -> dict[str, Any]:
+    """The device memory probe after one matmul, with this process's allocator."""
+    import tensorflow as tf
+
+    from bench.child.memory import DeviceMemory
+
+    probe = DeviceMemory(tf, setup.kind, len(setup.names))
+    probe.reset()
+    x = tf.random.normal((256, 256))
+    float(tf.reduce_sum(tf.matmul(x, x)))
+    return {"peaks": probe.peaks(), "reason": probe.reason}
+
+
 def case_measure(setup: Any, **over: Any) -> dict[str, Any]:
     from dataclasses import asdict
 
@@ -166,6 +179,7 @@ def case_executed_flops(setup: Any, models: list[dict[str, Any]],
 
 CASES: dict[str, Callable[..., Any]] = {
     "train": case_train, "curves": case_curves, "measure": case_measure, "stats": case_stats,
+    "memory_probe": case_memory_probe,
     "executed_flops": case_executed_flops,
 }
 

@@ -364,6 +364,7 @@ class FitTrainer:
         return summarize(clock.windows, clock.step_times, clock.warmup, clock.startup,
                          self.stats, clock.loss_start, replicas=self.replicas,
                          device_scope=clock.memory.scope, host_scope=clock.host_scope,
+                         device_reason=clock.memory.reason,
                          replica_divergence=self.replica_divergence())
 
 

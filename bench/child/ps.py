@@ -160,7 +160,9 @@ def run_coordinator(spec: RunSpec, launch_ts: float, mark_ready: Callable[[], No
     # servers' memory is sampled by the launcher (per task). One copy of the
     # variables, on the parameter servers: no divergence between replicas.
     figures = measure(loop, Rules.of(spec), stats=stats, launch_ts=launch_ts, phases=phases,
-                      memory=NoDeviceMemory("per_task (see tasks)"),
+                      memory=NoDeviceMemory("per_task (see tasks)", reason=(
+                          "the coordinator holds no model state; each task's memory is in "
+                          "tasks")),
                       replica_divergence=lambda: 0.0, progress=log,
                       # Every worker has run a step before the windows open.
                       warm_target=max(spec.warmup_steps, workers),

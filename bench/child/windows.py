@@ -88,6 +88,7 @@ class Rules:
 
 class DeviceMemoryProbe(Protocol):
     scope: str
+    reason: str | None  # why peaks() is empty, once it found out
 
     def reset(self) -> None: ...
 
@@ -99,6 +100,7 @@ class NoDeviceMemory:
     """For loops that hold no model state on their own devices (the PS coordinator)."""
 
     scope: str
+    reason: str | None = None
 
     def reset(self) -> None:
         return None
@@ -203,12 +205,14 @@ def measure(loop: Loop, rules: Rules, *, stats: ModelStats, launch_ts: float,
                  f"loss {loss:.4f}")
     return summarize(windows, all_times, warmup, startup, stats, loss_start,
                      replicas=loop.replicas, device_scope=memory.scope,
-                     host_scope=host_scope, replica_divergence=replica_divergence())
+                     device_reason=memory.reason, host_scope=host_scope,
+                     replica_divergence=replica_divergence())
 
 
 def summarize(windows: list[Window], step_times: list[float], warmup: Warmup,
               startup: Startup, stats: ModelStats, loss_start: float, *, replicas: int,
-              device_scope: str, host_scope: str, replica_divergence: float) -> Figures:
+              device_scope: str, host_scope: str, replica_divergence: float,
+              device_reason: str | None = None) -> Figures:
     """The run's figures from its measured windows (headline = median window).
 
     Raises FloatingPointError when the loss is no longer finite: a diverged run's
@@ -232,7 +236,8 @@ def summarize(windows: list[Window], step_times: list[float], warmup: Warmup,
         startup=startup,
         memory=Memory(device_peak_bytes=device_peak, device_scope=device_scope,
                       host_peak_rss_bytes=max(host_peaks) if host_peaks else None,
-                      host_scope=host_scope),
+                      host_scope=host_scope,
+                      device_peak_reason=None if device_peak else device_reason),
         model=ModelInfo(**dataclasses.asdict(stats)),
         achieved_flops_per_s=stats.train_flops_per_example * median,
         loss_start=loss_start,

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bench.env import fingerprint, now_iso
+from bench.env import CPU_ALLOCATOR_VAR, fingerprint, now_iso
 from bench.hardware import Hardware, detect
 from bench.results.schema import (
     STATUSES,
@@ -83,6 +83,10 @@ def child_env(task: Task, tf_config: dict[str, Any] | None, hw: Hardware) -> dic
     """
     env = dict(os.environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    # The BFC CPU allocator keeps the statistics the device memory figure reads; the
+    # default one keeps them only on some CPUs (bench/child/memory.py). A value the
+    # user set is kept, and an empty figure then says why.
+    env.setdefault(CPU_ALLOCATOR_VAR, "1")
     env["PYTHONUNBUFFERED"] = "1"
     # The child must import this checkout, wherever the CLI was started from
     # (bench/launch/launcher.py -> the directory that holds bench/).
