@@ -84,7 +84,7 @@ def child_env(task: Task, tf_config: dict[str, Any] | None, hw: Hardware) -> dic
     env = dict(os.environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     # The BFC CPU allocator keeps the statistics the device memory figure reads; the
-    # default one keeps them only on some CPUs (bench/child/memory.py). A value the
+    # default one keeps them only on some CPUs (see CPU_ALLOCATOR_VAR). A value the
     # user set is kept, and an empty figure then says why.
     env.setdefault(CPU_ALLOCATOR_VAR, "1")
     env["PYTHONUNBUFFERED"] = "1"
