@@ -46,6 +46,23 @@ def test_parent_side_modules_do_not_load_tensorflow() -> None:
     assert loaded == [], f"parent-side imports loaded {loaded[:5]}"
 
 
+def test_child_side_modules_do_not_load_scipy() -> None:
+    # scipy serves the parent's comparisons of runs; in a measured process it would
+    # only add import time and host memory to the figures.
+    modules = [name for pkg in (bench, workloads)
+               for info in pkgutil.walk_packages(pkg.__path__, prefix=pkg.__name__ + ".")
+               if (name := info.name).startswith(CHILD_SIDE) and not name.endswith("__main__")]
+    assert {"bench.child.main", "bench.child.windows", "bench.child.fit"} <= set(modules)
+    code = ("import importlib, json, sys\n"
+            f"for name in {modules!r}:\n"
+            "    importlib.import_module(name)\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120, check=True)
+    loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    assert loaded == [], f"child-side imports loaded {loaded[:5]}"
+
+
 def test_every_strategy_has_a_child_side_builder() -> None:
     # The two halves of a strategy (traits here, TensorFlow constructor in the child)
     # name the same strategies; read statically so that TensorFlow stays unloaded.

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from bench.errors import SchemaError
+from bench.results.samples import coefficient_of_variation, step_time_stats
 from bench.results.schema import SCHEMA_VERSION, STATUSES, RunResult, units_table
-from bench.results.stats import coefficient_of_variation, step_time_stats
 from bench.results.store import load, save
 from tests.helpers import fake_result
 

@@ -55,8 +55,8 @@ from bench.child.trainer import (
 from bench.child.windows import DeviceMemoryProbe, Rules, summarize
 from bench.env import INJECT_SLOWDOWN_VAR, injected_slowdown, stall_until
 from bench.registry import Registry
+from bench.results.samples import step_time_stats
 from bench.results.schema import Figures, Startup, Warmup, Window
-from bench.results.stats import step_time_stats
 from bench.spec import RunSpec
 from workloads import WORKLOADS
 from workloads.flops import ModelStats, model_stats

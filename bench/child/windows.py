@@ -33,8 +33,8 @@ import numpy as np
 
 from bench.child.memory import host_peak_rss_bytes, reset_host_peak
 from bench.env import INJECT_SLOWDOWN_VAR, injected_slowdown, stall_until
+from bench.results.samples import coefficient_of_variation, step_time_stats
 from bench.results.schema import Figures, Memory, ModelInfo, Startup, Warmup, Window
-from bench.results.stats import coefficient_of_variation, step_time_stats
 from bench.spec import RunSpec
 from workloads.flops import ModelStats
 

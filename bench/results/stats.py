@@ -1,17 +1,15 @@
 """Statistics of measured figures, pure numpy (no TensorFlow, no scipy).
 
-Two kinds live here:
-
-- summaries of one run's steps (``step_time_stats``, ``coefficient_of_variation``);
-- comparisons of *runs*. A run (one process) is the unit of replication: its
-  windows share the process's conditions (load, memory layout, thread placement),
-  so they describe how precisely that one run was measured, not how much another
-  run of the same code would differ. Each run contributes one figure (the median
-  of its windows); a group of runs is summarised by ``summarize_runs``; two groups
-  are compared by ``compare_runs`` (the decision: interval, p-value and minimum
-  detectable change from the measured run-to-run noise) or, for a distribution-
-  free interval with many runs a side, ``hierarchical_bootstrap_ratio``.
-  ``minimum_detectable_change`` plans how many runs a given noise needs.
+Comparisons of *runs* (one run's own samples are summarised in
+``bench.results.samples``, which the child uses). A run (one process) is the unit
+of replication: its windows share the process's conditions (load, memory layout, thread placement),
+so they describe how precisely that one run was measured, not how much another
+run of the same code would differ. Each run contributes one figure (the median
+of its windows); a group of runs is summarised by ``summarize_runs``; two groups
+are compared by ``compare_runs`` (the decision: interval, p-value and minimum
+detectable change from the measured run-to-run noise) or, for a distribution-
+free interval with many runs a side, ``hierarchical_bootstrap_ratio``.
+``minimum_detectable_change`` plans how many runs a given noise needs.
 
 Everything is computed on the log scale, where a ratio is a difference and a
 slowdown and the matching throughput loss are the same number seen both ways up.
@@ -28,7 +26,8 @@ from statistics import NormalDist
 
 import numpy as np
 
-from bench.results.schema import RunResult, StepTimes
+from bench.results.samples import coefficient_of_variation
+from bench.results.schema import RunResult
 
 Runs = Sequence[Sequence[float]]
 
@@ -38,25 +37,6 @@ BOOTSTRAP_RESAMPLES = 4000
 # Fixed: the same inputs must always give the same answer (and the same verdict).
 BOOTSTRAP_SEED = 0
 FLOOR_RESAMPLES = 500  # window resamples per run for the run's own precision
-
-
-def step_time_stats(samples: Sequence[float]) -> StepTimes:
-    """Median, p90, p99, mean, std (population), min and max of per-step times."""
-    if not samples:
-        raise ValueError("step_time_stats needs at least one sample. Received: []")
-    a = np.asarray(samples, dtype=np.float64)
-    p50, p90, p99 = np.percentile(a, [50, 90, 99])
-    return StepTimes(median_s=float(p50), p90_s=float(p90), p99_s=float(p99),
-                     mean_s=float(a.mean()), std_s=float(a.std()), min_s=float(a.min()),
-                     max_s=float(a.max()), samples=int(a.size))
-
-
-def coefficient_of_variation(values: Sequence[float]) -> float:
-    """std / mean (0 for fewer than two values)."""
-    if len(values) < 2:
-        return 0.0
-    a = np.asarray(values, dtype=np.float64)
-    return float(a.std(ddof=1) / a.mean()) if a.mean() else 0.0
 
 
 # -- Student's t (for small numbers of runs; no scipy) ----------------------------------
