@@ -1,24 +1,24 @@
 """Every figure a report shows, in one list: header, cell text, CSV name, definition.
 
-A run's own figures come from the result schema: each field of ``Figures`` (or of a
-dataclass inside it) labelled in its metadata (``bench.results.schema.unit(...,
-label=...)``) is a column of the ranking tables (unless it is a ``detail``), of the
-CSV and of ``bench show``, and its definition is printed with the others. How a value
-is shown follows its unit (``DISPLAYS``). Figures the report derives from several runs
-(scaling against baselines) are declared here beside them (``SCALING_FIGURES``). So a
-labelled field added to the schema shows up in every rendering without touching
-``reports/``.
+A run's own figures come from the result schema's catalogue
+(``bench.results.figures.FIGURES``): each field of ``Figures`` (or of a dataclass inside
+it) labelled in its metadata (``bench.results.schema.unit(..., label=...)``) is a column
+of the ranking tables (unless it is a ``detail``), of the CSV and of ``bench show``, a
+TensorBoard metric, and its definition is printed with the others, all under the one
+name the catalogue gives it. How a value is shown follows its unit (``DISPLAYS``).
+Figures the report derives from several runs (scaling against baselines) are declared
+here beside them (``SCALING_FIGURES``). So a labelled field added to the schema shows up
+in every rendering without touching ``reports/``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import typing
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from bench.results.schema import DEFINITIONS, Figures
+from bench.results.figures import FIGURES, Figure
+from bench.results.schema import DEFINITIONS
 from reports.configs import ANSWER_DEFINITION, RUNS_DEFINITION, Ratio
 from reports.runs import IDEAL_BASELINE, ONE_DEVICE_BASELINES
 from reports.scaling import Scaling
@@ -115,36 +115,13 @@ def display(unit: str) -> Display:
 
 
 @dataclass(frozen=True)
-class SchemaFigure:
-    """One labelled field of ``Figures`` (possibly nested, e.g. step_time.median_s)."""
-
-    path: tuple[str, ...]
-    label: str
-    unit: str  # as stored (the schema's unit)
-    define: str
-    detail: bool  # CSV, ``bench show`` and definitions only
-    optional: bool  # may be absent (probe figures): a column only when some row has it
-
-    @property
-    def name(self) -> str:
-        """CSV column: the field's path, values in the stored unit."""
-        return "_".join(self.path)
+class SchemaFigure(Figure):
+    """A figure of the schema's catalogue with its report display (header, cell text)."""
 
     @property
     def header(self) -> str:
         shown = display(self.unit).unit
         return f"{self.label} ({shown})" if shown else self.label
-
-    def value(self, figures: Figures | None) -> float | None:
-        """The stored value (a dict of per-device values reads as its largest)."""
-        obj: Any = figures
-        for part in self.path:
-            if obj is None:
-                return None
-            obj = getattr(obj, part)
-        if isinstance(obj, dict):
-            obj = max(obj.values()) if obj else None
-        return float(obj) if isinstance(obj, (int, float)) else None
 
     def text(self, value: float | None) -> str:
         if value is None:
@@ -153,30 +130,9 @@ class SchemaFigure:
         return d.text(value * d.scale)
 
 
-def _optional(tp: Any) -> bool:
-    return type(None) in typing.get_args(tp)
-
-
-def _walk(cls: type, prefix: tuple[str, ...], optional: bool) -> list[SchemaFigure]:
-    hints = typing.get_type_hints(cls)
-    out: list[SchemaFigure] = []
-    for f in dataclasses.fields(cls):
-        tp = hints[f.name]
-        maybe = optional or _optional(tp)
-        inner = [a for a in typing.get_args(tp) if a is not type(None)] if maybe else [tp]
-        sub = inner[0] if len(inner) == 1 else None
-        # Nested dataclasses are walked; lists (windows, tasks) are per-window or per-task
-        # detail, not figures of the run.
-        if isinstance(sub, type) and dataclasses.is_dataclass(sub):
-            out += _walk(sub, (*prefix, f.name), maybe)
-        elif f.metadata.get("label"):
-            out.append(SchemaFigure((*prefix, f.name), f.metadata["label"],
-                                    f.metadata.get("unit", ""), f.metadata.get("define", ""),
-                                    bool(f.metadata.get("detail")), maybe))
-    return out
-
-
-SCHEMA_FIGURES: tuple[SchemaFigure, ...] = tuple(_walk(Figures, (), False))
+SCHEMA_FIGURES: tuple[SchemaFigure, ...] = tuple(
+    SchemaFigure(**{f.name: getattr(fig, f.name) for f in dataclasses.fields(Figure)})
+    for fig in FIGURES)
 TABLE_FIGURES = tuple(f for f in SCHEMA_FIGURES if not f.detail)
 
 
@@ -227,7 +183,10 @@ def definitions() -> dict[str, str]:
     """Every definition a report prints, by the header it explains (one list)."""
     out = {"runs and intervals": RUNS_DEFINITION, "recommendation": ANSWER_DEFINITION}
     out |= {topic.replace("_", " "): text for topic, text in DEFINITIONS.items()}
-    out |= {f.header: f"{f.define} (CSV {f.name}, in {f.unit})" for f in SCHEMA_FIGURES}
+    out |= {f.header: f"{f.define} (named {f.name} in every output, in {f.unit}; "
+                      f"{f.better} is better"
+                      + (f"; judged by bench compare, family {f.family})" if f.family else ")")
+            for f in SCHEMA_FIGURES}
     out |= {f.header: f"{f.define}. [low-high]: its 95% interval from the runs of both "
                       f"configurations (CSV {f.name}, {f.name}_low, {f.name}_high)"
             for f in SCALING_FIGURES}

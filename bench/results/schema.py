@@ -80,19 +80,36 @@ DEFINITIONS = {
 }
 
 
+# Which way a figure improves (``unit(..., better=...)``).
+BETTER = ("higher", "lower")
+
+
 def unit(u: str, default: Any = dataclasses.MISSING, *, label: str = "", define: str = "",
-         detail: bool = False) -> Any:
+         detail: bool = False, better: str = "", window: str = "", compare: str = "") -> Any:
     """A dataclass field carrying its unit in metadata.
 
-    ``label`` (a short name, without the unit) makes the field a figure the reports
-    show: a column of their tables, of the CSV and of ``bench show``, with ``define`` in
-    their definitions. ``detail`` keeps it out of the ranking tables (CSV, ``bench show``
-    and definitions only). Reports read these fields, so labelling one is all it takes
-    to add a figure to them.
+    ``label`` (a short name, without the unit) makes the field a figure
+    (``bench.results.figures``): its path is its one machine name in the CSV, ``bench
+    show``, TensorBoard, ``bench compare`` and the pytest-benchmark output; the label
+    heads the reports' columns, ``define`` joins their definitions. A figure says which
+    way is ``better`` ("higher" or "lower"); ``window`` is the field of ``Window`` (a
+    dotted path) holding each window's own value, where windows carry one; ``compare``
+    names the family of ``bench compare`` whose verdict the figure takes part in.
+    ``detail`` keeps it out of the ranking tables (CSV, ``bench show`` and definitions
+    only). Every consumer reads these fields, so labelling one is all it takes to add a
+    figure to them.
     """
     meta: dict[str, Any] = {"unit": u}
     if label:
-        meta.update(label=label, define=define, detail=detail)
+        if better not in BETTER:
+            raise SchemaError(f"unit(label={label!r}) needs better= one of "
+                              f"{', '.join(BETTER)}. Received: better={better!r}")
+        meta.update(label=label, define=define, detail=detail, better=better, window=window,
+                    compare=compare)
+    elif better or window or compare:
+        raise SchemaError(f"unit(better=, window=, compare=) describe a figure, which needs a "
+                          f"label. Received: better={better!r}, window={window!r}, "
+                          f"compare={compare!r}")
     if default is dataclasses.MISSING:
         return field(metadata=meta)
     return field(default=default, metadata=meta)
@@ -100,10 +117,11 @@ def unit(u: str, default: Any = dataclasses.MISSING, *, label: str = "", define:
 
 @dataclass
 class StepTimes:
-    median_s: float = unit("s", label="step median",
+    median_s: float = unit("s", label="step median", better="lower",
+                           window="step_time.median_s",
                            define="median time of one optimizer step (see step time)")
-    p90_s: float = unit("s", label="step p90", detail=True,
-                        define="90th percentile of the step times")
+    p90_s: float = unit("s", label="step p90", detail=True, better="lower",
+                        window="step_time.p90_s", define="90th percentile of the step times")
     p99_s: float = unit("s")
     mean_s: float = unit("s")
     std_s: float = unit("s")
@@ -147,18 +165,21 @@ class Startup:
     device_setup_s: float = unit("s")
     build_s: float = unit("s")  # strategy, model, optimizer, data on devices
     launch_to_first_step_s: float = unit(
-        "s", label="launch to first step", detail=True,
+        "s", label="launch to first step", detail=True, better="lower",
         define="process start until the first step returned (import, build, tracing)")
 
 
 @dataclass
 class Memory:
     device_peak_bytes: dict[str, int] = unit(
-        "bytes", label="peak device memory",
+        "bytes", label="peak device memory", better="lower", window="device_peak_bytes",
+        compare="memory",
         define="allocator peak in the measured windows, the largest over the devices; on "
                "CPU process-wide (all logical devices share one allocator)")
     device_scope: str = unit("")  # "per_device" or "process"
     host_peak_rss_bytes: int | None = unit("bytes", label="peak host RSS", detail=True,
+                                           better="lower", window="host_peak_rss_bytes",
+                                           compare="memory",
                                            define="peak resident memory of the process")
     host_scope: str = unit("")  # "window" or "lifetime"
     # Why device_peak_bytes is empty (e.g. the allocator keeps no statistics on this
@@ -181,10 +202,13 @@ class Communication:
     """Where a profiled step's wall time went (see COMMUNICATION_DEFINITION)."""
 
     step_s: float = unit("s")  # mean over the profiled steps, as are the three below
-    collective_s: float = unit("s")
+    collective_s: float = unit("s", label="collective time", detail=True, better="lower",
+                               define="wall time of a profiled step during which a "
+                                      "communication op ran (see communication)")
     compute_s: float = unit("s")
     other_s: float = unit("s")
     comm_fraction: float = unit("ratio (collective_s / step_s)", label="collectives",
+                                better="lower",
                                 define="share of a profiled step during which a "
                                        "communication op ran (see communication)")
     op_types: dict[str, int] = unit("trace events per op type, all profiled steps")
@@ -241,11 +265,16 @@ class TaskFigures:
 
 @dataclass
 class Figures:
+    # bench compare judges the time family on this figure alone: per-replica throughput,
+    # step time, FLOP/s and MFU are the same measurement seen other ways up, and judging
+    # each again would only multiply the chances of a false alarm.
     global_throughput: float = unit(
-        "examples/s", label="throughput",
+        "examples/s", label="throughput", better="higher", window="global_throughput",
+        compare="time",
         define="examples by all replicas per second of the measured window, median of "
                "the windows (see throughput)")
     per_replica_throughput: float = unit("examples/s per replica", label="per replica",
+                                         better="higher", window="per_replica_throughput",
                                          define="global throughput / replicas")
     step_time: StepTimes = unit("s")
     windows: list[Window] = unit("")
@@ -254,26 +283,32 @@ class Figures:
     memory: Memory = unit("bytes")
     model: ModelInfo = unit("")
     achieved_flops_per_s: float = unit("FLOP/s", label="achieved FLOP/s", detail=True,
+                                       better="higher",
                                        define="train FLOPs per example x global throughput")
     loss_start: float = unit("nats (mean cross-entropy)", label="loss at start", detail=True,
+                             better="lower",
                              define="loss of the first warm-up step, before any update")
     loss_end: float = unit("nats (mean cross-entropy)", label="loss at end", detail=True,
+                           better="lower",
                            define="loss of the last measured step")
     learned: bool = unit("")  # loss_end < loss_start
     replica_divergence: float = unit("max |w_i - w_0| over variables and replicas")
     throughput_cv: float = unit("ratio (std/mean over windows)", label="window cv",
-                                detail=True, define="std / mean of the window throughputs "
-                                                    "of one run (within-run noise)")
+                                detail=True, better="lower",
+                                define="std / mean of the window throughputs of one run "
+                                       "(within-run noise)")
     # Probe figures: optional, absent from results of runs made without the probes.
     communication: Communication | None = unit("", None)
     mfu: float | None = unit("ratio (achieved / achievable peak FLOP/s)", None, label="MFU",
+                             better="higher",
                              define="model FLOPs utilisation (see mfu)")
     peak_flops_per_s: float | None = unit("FLOP/s", None)  # achievable (measured) peak
     # Against the hardware's theoretical peak (None where it cannot be known, or where
     # it reads below the measured achievable peak: then its inputs are wrong).
     mfu_theoretical: float | None = unit(
         "ratio (achieved / theoretical peak FLOP/s)", None, label="MFU theoretical",
-        detail=True, define="achieved FLOP/s over the hardware's theoretical peak (see mfu)")
+        detail=True, better="higher",
+        define="achieved FLOP/s over the hardware's theoretical peak (see mfu)")
     theoretical_peak_flops_per_s: float | None = unit("FLOP/s", None)
     # Why mfu is empty although the run was measured: it beat the achievable peak even
     # after the peak was measured again (a fault of the peak, not a fast run).
