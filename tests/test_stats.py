@@ -11,15 +11,15 @@ import math
 
 import numpy as np
 import pytest
+from scipy.stats import ttest_ind
 
 from bench.results.stats import (
     compare_runs,
+    detectable_log_change,
     hierarchical_bootstrap_ratio,
     minimum_detectable_change,
     run_figure,
     summarize_runs,
-    t_quantile,
-    t_sf,
     throughput_runs,
 )
 
@@ -39,14 +39,26 @@ def runs(rng: np.random.Generator, n: int, *, run_sd: float = 0.05, window_sd: f
                                 + rng.normal(0.0, window_sd, windows))) for _ in range(n)]
 
 
-def test_student_t_matches_tables() -> None:
-    # Values from printed t tables.
-    for p, df, t in ((0.975, 1, 12.706), (0.975, 2, 4.303), (0.975, 10, 2.228),
-                     (0.9, 10, 1.372), (0.95, 30, 1.697)):
-        assert t_quantile(p, df) == pytest.approx(t, abs=1e-3)
-        assert t_sf(t, df) == pytest.approx(1 - p, abs=1e-4)
-    assert t_quantile(0.975, math.inf) == pytest.approx(1.95996, abs=1e-4)
-    assert t_quantile(0.025, 5) == pytest.approx(-t_quantile(0.975, 5))
+def test_detectable_change_uses_the_t_quantiles_of_printed_tables() -> None:
+    # (t[0.975] + t[0.9]) x SE: t[0.975, 2] = 4.302653, t[0.9, 2] = 1.885618,
+    # t[0.975, 10] = 2.228139, t[0.9, 10] = 1.372184; normal 1.959964 + 1.281552.
+    assert detectable_log_change(1.0, 2) == pytest.approx(4.302653 + 1.885618, abs=1e-5)
+    assert detectable_log_change(0.5, 10) == pytest.approx(0.5 * (2.228139 + 1.372184),
+                                                           abs=1e-5)
+    assert detectable_log_change(1.0, math.inf) == pytest.approx(1.959964 + 1.281552, abs=1e-5)
+    assert detectable_log_change(1.0, 0) == math.inf
+
+
+def test_one_window_runs_are_students_two_sample_t_test_on_the_logs() -> None:
+    # With one window a run there is no window floor: compare_runs is then exactly the
+    # pooled two-sample t test of the log figures, as scipy computes it on its own.
+    base, cur = [1000.0, 1020.0, 985.0, 1010.0], [1080.0, 1050.0, 1100.0]
+    r = compare_runs([[v] for v in base], [[v] for v in cur])
+    ref = ttest_ind(np.log(cur), np.log(base), equal_var=True)
+    ci = ref.confidence_interval(0.95)
+    assert r.p_value == pytest.approx(ref.pvalue, rel=1e-9) and r.significant
+    assert (r.low, r.high) == pytest.approx((math.exp(ci.low), math.exp(ci.high)), rel=1e-9)
+    assert (r.df, r.unit) == (5.0, "run")
 
 
 def test_run_figure_and_summary() -> None:

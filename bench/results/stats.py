@@ -1,8 +1,12 @@
-"""Statistics of measured figures, pure numpy (no TensorFlow, no scipy).
+"""Statistics of measured figures: numpy, and ``scipy.stats`` for every distribution.
 
-Comparisons of *runs* (one run's own samples are summarised in
-``bench.results.samples``, which the child uses). A run (one process) is the unit
-of replication: its windows share the process's conditions (load, memory layout, thread placement),
+The distributions are scipy's (Student's ``t``), the library every reviewer of
+statistics already trusts; what is written here is only how benchmark runs map
+onto them. Parent side only: the child summarises its own samples with
+``bench.results.samples``.
+
+Comparisons of *runs*. A run (one process) is the unit of replication: its
+windows share the process's conditions (load, memory layout, thread placement),
 so they describe how precisely that one run was measured, not how much another
 run of the same code would differ. Each run contributes one figure (the median
 of its windows); a group of runs is summarised by ``summarize_runs``; two groups
@@ -18,13 +22,12 @@ Inputs are "runs": a sequence of runs, each a sequence of positive window values
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from statistics import NormalDist
 
 import numpy as np
+from scipy import stats as sps
 
 from bench.results.samples import coefficient_of_variation
 from bench.results.schema import RunResult
@@ -37,72 +40,6 @@ BOOTSTRAP_RESAMPLES = 4000
 # Fixed: the same inputs must always give the same answer (and the same verdict).
 BOOTSTRAP_SEED = 0
 FLOOR_RESAMPLES = 500  # window resamples per run for the run's own precision
-
-
-# -- Student's t (for small numbers of runs; no scipy) ----------------------------------
-def _beta_continued_fraction(a: float, b: float, x: float) -> float:
-    """Continued fraction of the incomplete beta function (modified Lentz method)."""
-    tiny, eps = 1e-300, 1e-15
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 500):
-        for aa in (m * (b - m) * x / ((a + 2 * m - 1.0) * (a + 2 * m)),
-                   -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1.0))):
-            d = 1.0 + aa * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + aa / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < eps:
-            break
-    return h
-
-
-def _betainc(a: float, b: float, x: float) -> float:
-    """Regularised incomplete beta function I_x(a, b)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    log_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-                 + a * math.log(x) + b * math.log1p(-x))
-    if x < (a + 1.0) / (a + b + 2.0):
-        return math.exp(log_front) * _beta_continued_fraction(a, b, x) / a
-    return 1.0 - math.exp(log_front) * _beta_continued_fraction(b, a, 1.0 - x) / b
-
-
-def t_sf(t: float, df: float) -> float:
-    """P(T > t) for Student's t with ``df`` degrees of freedom (``inf``: normal)."""
-    if df <= 0:
-        raise ValueError(f"degrees of freedom must be > 0. Received: df={df!r}")
-    if math.isinf(df):
-        return 0.5 * math.erfc(t / math.sqrt(2.0))
-    tail = 0.5 * _betainc(df / 2.0, 0.5, df / (df + t * t))
-    return tail if t >= 0 else 1.0 - tail
-
-
-@functools.lru_cache(maxsize=1024)  # the same few (p, df) pairs come back in every comparison
-def t_quantile(p: float, df: float) -> float:
-    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (bisection)."""
-    if not 0.0 < p < 1.0:
-        raise ValueError(f"a quantile needs 0 < p < 1. Received: p={p!r}")
-    if math.isinf(df):
-        return NormalDist().inv_cdf(p)
-    if p < 0.5:
-        return -t_quantile(1.0 - p, df)
-    lo, hi = 0.0, 1.0
-    while t_sf(hi, df) > 1.0 - p:
-        lo, hi = hi, hi * 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if t_sf(mid, df) > 1.0 - p:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-12 * max(1.0, hi):
-            break
-    return 0.5 * (lo + hi)
 
 
 def throughput_runs(results: Iterable[RunResult]) -> list[list[float]]:
@@ -225,7 +162,7 @@ def detectable_log_change(se: float, df: float, alpha: float = DEFAULT_ALPHA,
     """Smallest true log change a two-sided t test at ``alpha`` finds with ``power``."""
     if df <= 0 or not math.isfinite(se):
         return math.inf
-    return (t_quantile(1.0 - alpha / 2.0, df) + t_quantile(power, df)) * se
+    return float(sps.t.ppf(1.0 - alpha / 2.0, df) + sps.t.ppf(power, df)) * se
 
 
 def minimum_detectable_change(run_cv: float, n_baseline: int, n_current: int, *,
@@ -383,8 +320,8 @@ def compare_runs(baseline: Runs, current: Runs, *, alpha: float = DEFAULT_ALPHA,
         p = 1.0 if abs(delta) < 1e-12 else 0.0
         return replace(undecided, low=math.exp(delta), high=math.exp(delta), p_value=p,
                        significant=p < alpha, mde=0.0, noise_cv=0.0)
-    p = min(1.0, 2.0 * t_sf(abs(delta) / se, df))
-    half = t_quantile(1.0 - alpha / 2.0, df) * se
+    p = min(1.0, 2.0 * float(sps.t.sf(abs(delta) / se, df)))
+    half = float(sps.t.ppf(1.0 - alpha / 2.0, df)) * se
     return replace(undecided, low=math.exp(delta - half), high=math.exp(delta + half),
                    p_value=p, significant=p < alpha, noise_cv=noise_cv,
                    mde=math.expm1(detectable_log_change(se, df, alpha, power)))
