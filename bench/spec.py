@@ -47,6 +47,20 @@ def strategy_knob_defaults() -> dict[str, Any]:
     return {k: defaults[k] for k in STRATEGY_KNOBS}
 
 
+def _check_knobs_apply(spec: RunSpec, accepts: tuple[str, ...]) -> None:
+    """Refuse a strategy knob away from its default that ``spec``'s strategy does not
+    accept. Checked here rather than in the registry, which must not import the spec."""
+    from bench.strategies import STRATEGIES
+
+    for name, default in strategy_knob_defaults().items():
+        value = getattr(spec, name)
+        if value != default and name not in accepts:
+            users = [n for n, f in STRATEGIES.items() if name in f.accepts]
+            raise SpecError(
+                f"RunSpec.{name} does not apply to strategy {spec.strategy} (it is used by "
+                f"{', '.join(users) or 'no strategy yet'}). Received: {name}={value!r}")
+
+
 def _defaults() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in fields(RunSpec):
@@ -218,6 +232,7 @@ class RunSpec:
             raise _fail("allreduce_max_bytes", self.allreduce_max_bytes,
                         f"must be >= {ALLREDUCE_MIN_BYTES} (the smallest probe size)")
         strategy.validate(self)
+        _check_knobs_apply(self, strategy.accepts)
         workload.resolve(self.size, self.params)  # raises on unknown or bad parameters
         if self.batch_mode == "global" and self.batch % STRATEGIES.get(
                 self.strategy).batch_divisor(self):

@@ -18,7 +18,6 @@ from bench.registry import Registry
 from bench.tasks import Task, shared_device_tasks
 
 if TYPE_CHECKING:
-    from bench.results.schema import Figures, TaskFigures
     from bench.spec import RunSpec
 
 
@@ -114,20 +113,16 @@ class StrategyFactory:
         return self.global_batch(spec) // self.replicas(spec)
 
     def validate(self, spec: RunSpec) -> None:
-        """Reject specs that are wrong whatever the hardware (raises SpecError)."""
+        """Reject specs that are wrong whatever the hardware (raises SpecError).
+
+        Knobs away from their default that the strategy does not ``accept`` are
+        refused by RunSpec itself, which knows the knobs' defaults.
+        """
         if spec.cross_device_ops not in self.cross_device_ops:
             raise SpecError(
                 f"RunSpec.cross_device_ops must be one of {', '.join(self.cross_device_ops)} "
                 f"for strategy {self.name}. Received: cross_device_ops={spec.cross_device_ops!r}"
             )
-        from bench.spec import strategy_knob_defaults
-
-        for name, default in strategy_knob_defaults().items():
-            value = getattr(spec, name)
-            if value != default and name not in self.accepts:
-                raise SpecError(
-                    f"RunSpec.{name} does not apply to strategy {self.name} (it is used by "
-                    f"{_users_of(name)}). Received: {name}={value!r}")
 
     def loop_reason(self, spec: RunSpec) -> str | None:
         """Why the spec's loop / Keras lane cannot train this strategy, or None."""
@@ -159,7 +154,10 @@ class StrategyFactory:
         """The spec one training process trains (the run's spec unless it is a copy)."""
         return spec
 
-    # How the run's global figures come from its processes (stored with results).
+    # How the run's global figures come from its processes: the rule (a name in
+    # bench.results.combination.COMBINERS, which holds the arithmetic) and its
+    # description, stored with results.
+    combiner = "main_task"
     combination = "single process: the figures are that process's own"
 
     def task_share(self, spec: RunSpec, local_replicas: int) -> float:
@@ -169,10 +167,6 @@ class StrategyFactory:
         share is its replicas over all replicas.
         """
         return local_replicas / self.replicas(spec)
-
-    def combine(self, spec: RunSpec, main: Figures, tasks: list[TaskFigures]) -> Figures:
-        """The run's figures from the main task's and every task's own."""
-        return dataclasses.replace(main, tasks=tasks, combination=self.combination)
 
 
 class DefaultStrategy(StrategyFactory):
@@ -433,6 +427,7 @@ class Independent(StrategyFactory):
     is_choice = False
     plainness = 40
     accepts = ("workers_per_device",)
+    combiner = "concurrent_copies"
     combination = ("independent copies started together (barrier after every copy's "
                    "warm-up): each combined window is a window of the first copy cut to the "
                    "time every copy was measuring, its throughput the sum of the copies' "
@@ -451,41 +446,6 @@ class Independent(StrategyFactory):
     def task_share(self, spec: RunSpec, local_replicas: int) -> float:
         return 1.0  # each copy measures only itself
 
-    def combine(self, spec: RunSpec, main: Figures, tasks: list[TaskFigures]) -> Figures:
-        """The copies' concurrent throughput, as windows every judge reads (compare,
-        pytest-benchmark, reports), never one copy's own."""
-        import statistics
-
-        from bench.results.concurrency import as_windows, concurrent_windows, spans
-        from bench.results.stats import coefficient_of_variation
-
-        replicas = self.replicas(spec)
-        copies = [spans(t.windows) for t in tasks]
-        timed = [c for c in copies if c is not None]
-        combined = concurrent_windows(timed) if len(timed) == len(tasks) else []
-        if not combined:
-            # Without concurrent windows there is no figure of the copies running
-            # together: the sum of their medians is kept, and the combination says so.
-            total = sum(t.throughput or 0.0 for t in tasks)
-            why = ("some copy stored no window times" if len(timed) < len(tasks) else
-                   "no window of the first copy overlapped every copy's windows")
-            return dataclasses.replace(
-                main, tasks=tasks, global_throughput=total,
-                per_replica_throughput=total / replicas,
-                achieved_flops_per_s=main.model.train_flops_per_example * total,
-                combination=f"NOT CONCURRENT ({why}): global throughput = sum of the "
-                            f"copies' median window throughputs")
-        windows = as_windows(combined, tasks[0].windows, spec.examples_per_step, replicas)
-        rates = [w.global_throughput for w in windows]
-        total = statistics.median(rates)
-        return dataclasses.replace(
-            main, tasks=tasks, windows=windows, global_throughput=total,
-            per_replica_throughput=total / replicas,
-            achieved_flops_per_s=main.model.train_flops_per_example * total,
-            throughput_cv=coefficient_of_variation(rates),
-            combination=f"{self.combination} ({len(windows)} of {len(tasks[0].windows)} "
-                        f"windows of the first copy ran while every copy measured)")
-
     def local_spec(self, spec: RunSpec, task: Task) -> RunSpec:
         # Each copy is a one-device run of a replica's share, with its own seed.
         return spec.replace(strategy="one_device", devices=1, batch=spec.per_replica_batch,
@@ -503,11 +463,6 @@ class TPU(StrategyFactory):
         if not hw.tpu:
             return "no TPU on this machine (no /dev/accel* device and TPU_NAME is not set)"
         return self.loop_reason(spec)
-
-
-def _users_of(knob: str) -> str:
-    users = [n for n, f in STRATEGIES.items() if knob in f.accepts]
-    return ", ".join(users) or "no strategy yet"
 
 
 STRATEGIES: Registry[StrategyFactory] = Registry("strategy")

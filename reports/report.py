@@ -1,14 +1,13 @@
-"""Build a report from a sweep directory and write it (HTML, Markdown, CSV).
+"""Build a report from a sweep directory: what every rendering of it shows.
 
 ``build(sweep_dir)`` is a pure function of the stored results: no TensorFlow, no
-network. ``write(report, out_dir)`` renders the three files atomically.
+network. The renderings (``reports.html``, ``reports.markdown``, the CSV of
+``frame``) read the ``SweepReport`` built here; ``reports.files.write`` writes them.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,8 +25,6 @@ from reports.results_table import to_frame
 from reports.runs import RunView, Variant, views
 from reports.scaling import Index, Scaling, scaling_of
 from reports.verdicts import RuleInputs, Verdict, overhead_share, verdicts_for
-
-HTML_NAME, MARKDOWN_NAME, CSV_NAME = "report.html", "summary.md", "results.csv"
 
 
 @dataclass
@@ -128,40 +125,3 @@ def frame(report: SweepReport) -> pd.DataFrame:
                                         for v in m.verdicts.get(c.key, []))
             extra.append(row)
     return base.merge(pd.DataFrame(extra), on="key", how="left")
-
-
-def _write_atomic(path: Path, data: str) -> None:
-    """Replace ``path`` in one step: a reader sees the old report or the new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; a report is meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-@dataclass(frozen=True)
-class Written:
-    html: Path
-    markdown: Path
-    csv: Path
-
-
-def write(report: SweepReport, out_dir: Path) -> Written:
-    """Render ``report`` into ``out_dir`` (report.html, summary.md, results.csv)."""
-    from reports.html import render_html
-    from reports.markdown import render_markdown
-
-    paths = Written(out_dir / HTML_NAME, out_dir / MARKDOWN_NAME, out_dir / CSV_NAME)
-    _write_atomic(paths.csv, frame(report).to_csv(index=False))
-    _write_atomic(paths.markdown, render_markdown(report))
-    _write_atomic(paths.html, render_html(report))
-    return paths
-
-
-def default_out(sweep_dir: Path) -> Path:
-    return sweep_dir / "report"

@@ -1,8 +1,13 @@
-"""The process boundary at run time: parent-side modules never load TensorFlow.
+"""The boundaries at run time: parent-side modules never load TensorFlow, and no
+module of bench/, reports/ or workloads/ imports another in a circle.
 
 `make lint` checks the import graph statically (import-linter, pyproject.toml);
 this imports every parent-side module in a fresh interpreter, which also catches
 imports the graph cannot see (importlib, plugins, a library that pulls TF in).
+No contract forbids a cycle, so a test does; it reads the imports inside functions
+too (where a cycle usually hides):
+
+    .venv/bin/python -m pytest tests/test_boundaries.py -k circle -q
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ import pkgutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 import bench
 import reports
@@ -72,3 +79,48 @@ def test_every_strategy_has_a_child_side_builder() -> None:
     built = {line.split('"')[1] for line in text.splitlines()
              if line.startswith("@_register(")}
     assert built == set(STRATEGIES.names())
+
+
+
+def import_cycles(packages: tuple[str, ...] = ("bench", "reports", "workloads")
+                  ) -> list[tuple[str, ...]]:
+    """Every import of one module by another that closes a circle, as the circle.
+
+    grimp reads every import statement, including those inside functions (the usual
+    way to hide a cycle from start-up). Imports under ``if TYPE_CHECKING`` are left
+    out: they never run, and the strategy registry's methods are typed with the
+    RunSpec whose validation consults the registry.
+    """
+    import grimp
+
+    graph = grimp.build_graph(*packages, exclude_type_checking_imports=True, cache_dir=None)
+    cycles = []
+    for importer in sorted(graph.modules):
+        for imported in sorted(graph.find_modules_directly_imported_by(importer)):
+            back = graph.find_shortest_chain(importer=imported, imported=importer)
+            if back is not None:
+                cycles.append((importer, *back))
+    return cycles
+
+
+def test_no_module_imports_another_in_a_circle() -> None:
+    cycles = import_cycles()
+    assert cycles == [], "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_cycle_check_counts_imports_inside_functions(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    pkg = tmp_path / "cyclic"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("", encoding="utf-8")
+    (pkg / "a.py").write_text("import cyclic.b\n", encoding="utf-8")
+    (pkg / "b.py").write_text("def f():\n    from cyclic import a\n    return a\n",
+                              encoding="utf-8")
+    # An import for type checking only never runs: c and d are no cycle.
+    (pkg / "c.py").write_text("import cyclic.d\n", encoding="utf-8")
+    (pkg / "d.py").write_text("from typing import TYPE_CHECKING\n\n"
+                              "if TYPE_CHECKING:\n    import cyclic.c\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert import_cycles(("cyclic",)) == [("cyclic.a", "cyclic.b", "cyclic.a"),
+                                          ("cyclic.b", "cyclic.a", "cyclic.b")]

@@ -10,6 +10,7 @@ import pytest
 
 from bench.child.ps import check_data_source
 from bench.errors import SpecError, Unsupported
+from bench.results.combination import COMBINERS, combine
 from bench.results.concurrency import (
     Span,
     common_span,
@@ -96,12 +97,18 @@ def _copies(spec: Any, copies: list[list[Span]]) -> tuple[Any, list[TaskFigures]
     return replace(main, windows=tasks[0].windows), tasks
 
 
+def test_every_strategy_names_a_rule_of_combination() -> None:
+    # The registry holds the trait; the arithmetic is in bench.results.combination.
+    assert {f.combiner for _, f in STRATEGIES.items()} <= set(COMBINERS.names())
+    assert STRATEGIES.get("independent").combiner == "concurrent_copies"
+
+
 def test_independent_run_is_judged_on_its_concurrent_windows() -> None:
     spec = tiny_spec(strategy="independent", devices=2, batch=32)
     a = copy((0, 1, 100), (1, 2, 120), (2, 3, 140))
     b = copy((0.2, 1.2, 300), (1.2, 2.2, 300), (2.2, 3.2, 300))
     main, tasks = _copies(spec, [a, b])
-    f = STRATEGIES.get("independent").combine(spec, main, tasks)
+    f = combine(spec, main, tasks)
     # Every window of copy 0 overlapped copy 1 for >= 80%: three combined windows,
     # each copy 0's rate + 300; the headline is their median, not copy 0's own.
     assert [w.global_throughput for w in f.windows] == pytest.approx([400, 420, 440])
@@ -119,13 +126,13 @@ def test_independent_run_is_judged_on_its_concurrent_windows() -> None:
 def test_independent_copies_without_overlap_say_they_were_not_concurrent() -> None:
     spec = tiny_spec(strategy="independent", devices=2, batch=32)
     main, tasks = _copies(spec, [copy((0, 1, 100)), copy((5, 6, 300))])
-    f = STRATEGIES.get("independent").combine(spec, main, tasks)
+    f = combine(spec, main, tasks)
     assert f.global_throughput == pytest.approx(400)
     assert f.combination is not None and f.combination.startswith("NOT CONCURRENT")
     # Results written before windows carried their times: the same fallback, said so.
     old = [replace(t, windows=[replace(w, start_ts=None) for w in t.windows]) for t in tasks]
     assert spans(old[0].windows) is None
-    g = STRATEGIES.get("independent").combine(spec, main, old)
+    g = combine(spec, main, old)
     assert g.combination is not None and "stored no window times" in g.combination
 
 

@@ -20,6 +20,7 @@ from bench.launch.netns import LinkShape
 from bench.results.schema import AllReduceFigures, AllReducePoint, RunResult
 from bench.results.store import SweepStore, save
 from bench.spec import RunSpec
+from reports.files import write
 from reports.projection import (
     DEFAULT_BACKWARD_SHARE,
     Inputs,
@@ -35,7 +36,7 @@ from reports.projection import (
     project_point,
     text,
 )
-from reports.report import build, write
+from reports.report import build
 from tests.helpers import ROOT, fake_environment, measured
 
 LINK = Link(alpha_s=1e-4, bandwidth_Bps=1e9, source="test")

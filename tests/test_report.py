@@ -20,8 +20,9 @@ from bench.cli.report import report_after_sweep
 from bench.results.schema import Communication, RunResult, TaskFigures
 from bench.results.store import save
 from bench.strategies import STRATEGIES
+from reports.files import write
 from reports.recommend import Recommendation
-from reports.report import MachineReport, SweepReport, build, build_from_results, frame, write
+from reports.report import MachineReport, SweepReport, build, build_from_results, frame
 from reports.verdicts import COMM_HIGH, COMM_MODERATE, INPUT_HIGH
 from tests.helpers import fake_environment, measured, replicated, report_results
 

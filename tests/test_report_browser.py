@@ -190,7 +190,8 @@ def _chromium_or_skip() -> str:
 
 
 def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
-    from reports.report import build_from_results, write
+    from reports.files import write
+    from reports.report import build_from_results
     from tests.helpers import report_results
 
     chromium = _chromium_or_skip()

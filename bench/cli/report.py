@@ -10,7 +10,9 @@ from typing import Any
 
 from bench.cli.common import UsageError, writable_dir
 from bench.exits import Exit
-from reports.report import SweepReport, Written, build, default_out, write
+from bench.results.store import SweepStore
+from reports.files import Written, write
+from reports.report import SweepReport, build
 
 
 def generate(sweep_dir: Path, out_dir: Path | None = None) -> tuple[SweepReport, Written]:
@@ -18,7 +20,7 @@ def generate(sweep_dir: Path, out_dir: Path | None = None) -> tuple[SweepReport,
     report = build(sweep_dir)
     for warning in report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    return report, write(report, out_dir or default_out(sweep_dir))
+    return report, write(report, out_dir or SweepStore(sweep_dir).report_dir)
 
 
 def recommendations_text(report: SweepReport) -> str:
@@ -54,7 +56,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not args.sweep_dir.is_dir():
         raise UsageError(f"no sweep directory at {args.sweep_dir}. "
                          f"Received: sweep_dir={str(args.sweep_dir)!r}")
-    out = writable_dir(args.out or default_out(args.sweep_dir))  # before any work
+    out = writable_dir(args.out or SweepStore(args.sweep_dir).report_dir)  # before any work
     t0 = time.monotonic()
     report, paths = generate(args.sweep_dir, out)
     print(recommendations_text(report))

@@ -26,6 +26,7 @@ from typing import Any
 
 from bench.env import CPU_ALLOCATOR_VAR, fingerprint, now_iso
 from bench.hardware import Hardware, detect
+from bench.results.combination import combine
 from bench.results.schema import (
     STATUSES,
     AllReduceFigures,
@@ -388,7 +389,7 @@ def _combine(spec: RunSpec, main_payload: dict[str, Any], procs: list[_Proc],
             loss_end=f.loss_end if f else None,
             weights_checksum=payload.get("weights_checksum"),
             windows=f.windows if f else []))
-    combined = factory.combine(spec, figures, tasks)
+    combined = combine(spec, figures, tasks)
     return _with_run_mfu(combined, procs, payloads)
 
 

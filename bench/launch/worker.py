@@ -41,6 +41,7 @@ from bench.errors import BenchError
 from bench.exits import Exit
 from bench.hardware import detect
 from bench.launch.launcher import STACK_DUMP_WAIT_S, child_env, kill_group, log_tail, make_result
+from bench.results.combination import combine
 from bench.results.schema import (
     Figures,
     StepTimes,
@@ -245,8 +246,7 @@ def chief_outcome(spec: RunSpec, own: str, payload: dict[str, Any], peers: list[
     if not payload.get("figures"):  # e.g. the all-reduce probe: no training figures
         return ChiefOutcome(status, reason, None, peaks)
     tasks = [task_figures_from_dict(by_name[name]["task_figures"]) for name in expected]
-    factory = STRATEGIES.get(spec.strategy)
-    figures = factory.combine(spec, figures_from_dict(payload["figures"]), tasks)
+    figures = combine(spec, figures_from_dict(payload["figures"]), tasks)
     figures = replace(figures, combination=(
         f"{figures.combination}; multi-host: every task's own figures were gathered "
         f"from its host through the cluster"))
