@@ -142,6 +142,8 @@ def test_hierarchical_bootstrap_is_deterministic_and_covers_a_known_ratio() -> N
     assert est == pytest.approx(summarize_runs(cur).center / summarize_runs(base).center)
     with pytest.raises(ValueError, match="Received"):
         hierarchical_bootstrap_ratio([], cur)
+    with pytest.raises(ValueError, match="2\\+ runs on each side"):
+        hierarchical_bootstrap_ratio(base[:1], cur)
 
 
 def test_throughput_runs_reads_successful_results() -> None:

@@ -103,22 +103,22 @@ def summarize_runs(runs: Runs) -> RunSummary:
 
 
 # -- two groups of runs: the hierarchical bootstrap ------------------------------------------
-def _resampled_log_centers(runs: Runs, rng: np.random.Generator, resamples: int
-                           ) -> np.ndarray:
-    """Log geometric mean of run medians, for ``resamples`` two-stage resamples."""
-    logs = [_log_windows(r, "hierarchical_bootstrap_ratio") for r in runs]
-    n = len(logs)
-    total = np.zeros(resamples)
-    for _ in range(n):  # each run slot: first pick a run, then resample its windows
-        picks = rng.integers(0, n, size=resamples)
-        slot = np.empty(resamples)
-        for j, w in enumerate(logs):
-            chosen = np.flatnonzero(picks == j)
-            if chosen.size:
-                idx = rng.integers(0, w.size, size=(chosen.size, w.size))
-                slot[chosen] = np.median(w[idx], axis=1)
-        total += slot
-    return total / n
+def _log_center_of_picks(logs: list[np.ndarray], picks: np.ndarray,
+                         rng: np.random.Generator) -> np.ndarray:
+    """Log geometric mean of run medians for each row of drawn run indices.
+
+    Every drawn run contributes the median of a fresh resample of its own windows:
+    the second stage of the bootstrap, which ``scipy.stats.bootstrap`` (one level
+    of resampling) cannot do itself.
+    """
+    picks = np.asarray(picks, dtype=np.intp)
+    slot = np.empty(picks.shape)
+    for j, w in enumerate(logs):
+        drawn = picks == j
+        if count := int(drawn.sum()):
+            idx = rng.integers(0, w.size, size=(count, w.size))
+            slot[drawn] = np.median(w[idx], axis=1)
+    return slot.mean(axis=-1)
 
 
 def hierarchical_bootstrap_ratio(baseline: Runs, current: Runs, confidence: float = 0.95, *,
@@ -127,25 +127,35 @@ def hierarchical_bootstrap_ratio(baseline: Runs, current: Runs, confidence: floa
     """``(low, estimate, high)`` of current / baseline, two-stage percentile bootstrap.
 
     Each side's figure is the geometric mean of its run medians; a resample draws
-    runs with replacement, then windows with replacement inside each drawn run, so
-    both levels of noise are in the interval. Deterministic for a given ``seed``.
+    runs with replacement (``scipy.stats.bootstrap``, each side on its own), then
+    windows with replacement inside each drawn run, so both levels of noise are in
+    the interval. Deterministic for a given ``seed``.
 
     A percentile bootstrap cannot know what it has not seen: with few runs a side
-    (under ~5) the interval is too narrow. ``compare_runs`` (t-based, run-level
-    noise pooled over both sides) is the one to decide with.
+    (under ~5) the interval is too narrow, and with one run there is nothing to
+    draw from (refused). ``compare_runs`` (t-based, run-level noise pooled over
+    both sides) is the one to decide with.
     """
-    if not baseline or not current:
-        raise ValueError(f"hierarchical_bootstrap_ratio needs runs on both sides. Received: "
+    if len(baseline) < 2 or len(current) < 2:
+        raise ValueError(f"hierarchical_bootstrap_ratio needs 2+ runs on each side. Received: "
                          f"{len(baseline)} baseline and {len(current)} current run(s)")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be between 0 and 1. Received: {confidence!r}")
+    b_logs = [_log_windows(r, "hierarchical_bootstrap_ratio") for r in baseline]
+    c_logs = [_log_windows(r, "hierarchical_bootstrap_ratio") for r in current]
     rng = np.random.default_rng(seed)
-    b = _resampled_log_centers(baseline, rng, resamples)
-    c = _resampled_log_centers(current, rng, resamples)
-    tail = (1.0 - confidence) / 2.0 * 100.0
-    lo, hi = np.percentile(c - b, [tail, 100.0 - tail])
+
+    def log_ratio(b_picks: np.ndarray, c_picks: np.ndarray, axis: int = -1) -> np.ndarray:
+        return _log_center_of_picks(c_logs, c_picks, rng) - _log_center_of_picks(
+            b_logs, b_picks, rng)
+
+    # Percentile interval: the statistic draws windows at random, which BCa's
+    # jackknife (it assumes a fixed function of the drawn runs) would misread.
+    ci = sps.bootstrap((np.arange(len(b_logs)), np.arange(len(c_logs))), log_ratio,
+                       n_resamples=resamples, vectorized=True, confidence_level=confidence,
+                       method="percentile", rng=rng).confidence_interval
     estimate = math.log(summarize_runs(current).center / summarize_runs(baseline).center)
-    return float(np.exp(lo)), float(np.exp(estimate)), float(np.exp(hi))
+    return float(np.exp(ci.low)), float(np.exp(estimate)), float(np.exp(ci.high))
 
 
 # -- two groups of runs: the decision ----------------------------------------------------------
@@ -222,11 +232,10 @@ def _window_floor_var(logs: list[np.ndarray], seed: int) -> float:
         if w.size >= 2:
             by_size.setdefault(w.size, []).append(w)
     out: list[float] = []
-    for size, runs in sorted(by_size.items()):  # one draw for all runs of a window count
-        stacked = np.stack(runs)[:, None, :]  # (runs, 1, windows)
-        idx = rng.integers(0, size, size=(len(runs), FLOOR_RESAMPLES, size))
-        medians = np.median(np.take_along_axis(stacked, idx, axis=2), axis=2)
-        out += list(np.var(medians, axis=1))
+    for _, runs in sorted(by_size.items()):  # one call for all runs of a window count
+        res = sps.bootstrap((np.stack(runs),), np.median, n_resamples=FLOOR_RESAMPLES,
+                            axis=-1, vectorized=True, method="percentile", rng=rng)
+        out += list(np.square(res.standard_error))
     return float(np.mean(out)) if out else 0.0
 
 
