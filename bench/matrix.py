@@ -9,41 +9,37 @@ from typing import Any
 
 from bench.errors import SpecError
 from bench.hardware import Hardware
-from bench.spec import (
-    COMMUNICATIONS,
-    PARTITIONERS,
-    STRATEGY_KNOBS,
-    RunSpec,
-    strategy_knob_defaults,
-)
+from bench.spec import RunSpec, declaration, declared
 from bench.strategies import STRATEGIES, StrategyFactory
 
-# Axes a sweep may vary; everything else in RunSpec is a fixed knob.
-AXES = ("workload", "size", "strategy", "cross_device_ops", "devices", "batch", "precision",
-        "xla", "grad_accum", "steps_per_call", "data", "loop", "keras", *STRATEGY_KNOBS)
+# Axes a sweep may vary (the RunSpec fields declared cli="axis"); everything else in
+# RunSpec is a fixed knob.
+AXES = tuple(f.name for f in declaration() if f.info.cli == "axis")
 
 # Axes only some strategies take; a value that none of a sweep's strategies takes is an
 # error (a typo must never quietly measure the default), one that only some take is
 # dropped for the others with a note.
-STRATEGY_SPECIFIC = ("cross_device_ops", *STRATEGY_KNOBS)
+STRATEGY_SPECIFIC = tuple(f.name for f in declaration()
+                          if f.info.cli == "axis" and f.info.strategies != "all")
 
 
-def _domain(axis: str) -> tuple[str, ...] | None:
-    """Values a strategy-specific axis can have at all, whatever the strategy (None: an
-    integer knob, which RunSpec checks)."""
-    if axis == "cross_device_ops":
-        return tuple(dict.fromkeys(c for _, f in STRATEGIES.items() for c in f.cross_device_ops))
-    return {"communication": COMMUNICATIONS, "partitioner": PARTITIONERS}.get(axis)
+def _domain(axis: str) -> tuple[Any, ...] | None:
+    """Values a strategy-specific axis can have at all, whatever the strategy: its
+    declared choices, or the union of every strategy's own (None: an integer knob,
+    which RunSpec checks)."""
+    if declared(axis).info.strategies == "own":
+        return tuple(dict.fromkeys(c for _, f in STRATEGIES.items() for c in getattr(f, axis)))
+    return declared(axis).info.choices or None
 
 
 def _default_of(axis: str) -> Any:
-    return "default" if axis == "cross_device_ops" else strategy_knob_defaults()[axis]
+    return declared(axis).default
 
 
 def takes(factory: StrategyFactory, axis: str, value: Any) -> bool:
     """Whether ``factory`` runs with ``axis=value`` (every strategy takes the default)."""
-    if axis == "cross_device_ops":
-        return value in factory.cross_device_ops
+    if declared(axis).info.strategies == "own":
+        return value in getattr(factory, axis)
     return value == _default_of(axis) or axis in factory.accepts
 
 
@@ -76,7 +72,7 @@ def expand_axes(axes: Mapping[str, Sequence[Any]], fixed: Mapping[str, Any] | No
                 ) -> Expansion:
     """Cartesian product of ``axes`` (each a list), with ``fixed`` knobs applied.
 
-    ``cross_device_ops`` and the multi-process knobs (spec.STRATEGY_KNOBS) only vary
+    ``cross_device_ops`` and the multi-process knobs (STRATEGY_SPECIFIC) only vary
     for strategies that take them; the others get the default once, so
     ``--strategy mirrored,central_storage --cross-device-ops default,hierarchical_copy``
     gives three configurations, not four, and a note says hierarchical_copy was dropped

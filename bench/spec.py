@@ -5,9 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, Literal
 
 from bench.errors import SpecError
 
@@ -30,21 +32,12 @@ LOOPS = ("custom", "fit")
 KERAS_VERSIONS = (3, 2)
 ALLREDUCE_MIN_BYTES = 1024  # the probe's sizes: 1 KiB doubling up to allreduce_max_bytes
 
-# Fields that change how a run is supervised but not what is measured; they are
-# left out of the identity key so that e.g. raising a timeout resumes a sweep.
-_NOT_IDENTITY = ("timeout_s",)
 _ALWAYS_IN_KEY = ("workload", "strategy", "devices", "batch")
-
-
-# Knobs only some strategies use (each strategy lists the ones it accepts); every
-# other strategy must leave them at their RunSpec default.
-STRATEGY_KNOBS = ("workers", "ps_tasks", "workers_per_device", "communication", "partitioner")
 
 
 def strategy_knob_defaults() -> dict[str, Any]:
     """``STRATEGY_KNOBS`` with their RunSpec defaults."""
-    defaults = _defaults()
-    return {k: defaults[k] for k in STRATEGY_KNOBS}
+    return {f.name: f.default for f in declaration() if f.name in STRATEGY_KNOBS}
 
 
 def _check_knobs_apply(spec: RunSpec, accepts: tuple[str, ...]) -> None:
@@ -61,14 +54,8 @@ def _check_knobs_apply(spec: RunSpec, accepts: tuple[str, ...]) -> None:
                 f"{', '.join(users) or 'no strategy yet'}). Received: {name}={value!r}")
 
 
-def _defaults() -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for f in fields(RunSpec):
-        if f.default is not MISSING:
-            out[f.name] = f.default
-        elif f.default_factory is not MISSING:
-            out[f.name] = f.default_factory()
-    return out
+def _defaults(cls: type[RunSpec] | None = None) -> dict[str, Any]:
+    return {f.name: f.default for f in declaration(cls) if f.default is not MISSING}
 
 
 def _fail(field_name: str, value: Any, rule: str) -> SpecError:
@@ -80,9 +67,11 @@ def _positive_int(name: str, value: Any) -> None:
         raise _fail(name, value, "must be a positive integer")
 
 
-def _choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise _fail(name, value, f"must be one of {', '.join(choices)}")
+def _choice(name: str, value: Any, choices: tuple[Any, ...]) -> None:
+    # True == 1: a bool is a choice only among bools.
+    if value not in choices or (isinstance(value, bool)
+                                and not all(isinstance(c, bool) for c in choices)):
+        raise _fail(name, value, f"must be one of {', '.join(map(str, choices))}")
 
 
 def _size_text(n: int) -> str:
@@ -92,29 +81,132 @@ def _size_text(n: int) -> str:
     return f"{n}B"
 
 
-def knob_labels(knobs: Any) -> list[str]:
-    """Labels of the training knobs that differ from their defaults.
+# -- the declaration ---------------------------------------------------------------------
+# Every RunSpec field is declared once, with its metadata (FieldInfo). The CLI options
+# (bench/cli/common.py), the labels (RunSpec.label, strategy_label, the reports' Variant),
+# the TensorBoard HParams, the matrix axes and their domains, and the choice checks are
+# read from the declaration, so that a new field is one edit of RunSpec.
 
-    Shared by every label of a configuration (``RunSpec.label``, the report's
-    variants), so that a knob reads the same everywhere.
+Cli = Literal["axis", "knob"]
+# Which strategies take a value other than the default: every one ("all"), those that
+# list the field in StrategyFactory.accepts ("accepts"), or each strategy its own
+# choices, held in its factory attribute of the field's name ("own").
+StrategyScope = Literal["all", "accepts", "own"]
+_META = "stratbench.spec"
+
+
+@dataclass(frozen=True)
+class FieldInfo:
+    """What is derived from one RunSpec field besides its type and default.
+
+    The defaults suit a field that changes what a run measures: a sweep axis, an
+    HParams column, part of the report's variant and of the key, but with no label
+    token (a field declared without metadata reads as this).
     """
-    parts = []
-    if knobs.precision != "float32":
-        parts.append(knobs.precision)
-    if knobs.xla:
-        parts.append("xla")
-    if knobs.grad_accum > 1:
-        parts.append(f"accum={knobs.grad_accum}")
-    if knobs.steps_per_call > 1:
-        parts.append(f"spc={knobs.steps_per_call}")
-    if knobs.data != "synthetic":
-        parts.append(f"data={knobs.data}")
-    # Read with defaults: label holders written before these knobs existed lack them.
-    if getattr(knobs, "loop", "custom") != "custom":
-        parts.append(f"loop={knobs.loop}")
-    if getattr(knobs, "keras", 3) != 3:
-        parts.append(f"keras{knobs.keras}")
-    return parts
+
+    # CLI help; "{choices}" stands for the choices, or for a registry's names.
+    help: str = ""
+    # The only values allowed, checked at construction (empty: checked elsewhere).
+    choices: tuple[Any, ...] = ()
+    # The field's token in every label, shown when the value differs from the default:
+    # "{}" stands for the value ("accum={}" -> accum=2; "xla" -> xla); None: no token.
+    label: str | None = None
+    # "axis": a comma-separated CLI list that a sweep multiplies out; "knob": one CLI
+    # value for the whole sweep; None: no generic CLI option.
+    cli: Cli | None = "axis"
+    flag: str = ""  # the CLI flag when it is not --<name-with-dashes>
+    # A field that not every strategy takes shows its token in the strategy's
+    # parentheses (``mirrored(hierarchical_copy)``), and the matrix drops its values
+    # for the strategies that do not take them.
+    strategies: StrategyScope = "all"
+    hparam: bool = True  # a column of the TensorBoard HParams dashboard
+    # Runs that differ in a variant field measure different things: the reports answer
+    # each variant apart (reports.runs.Variant).
+    variant: bool = True
+    # In RunSpec.key(). False for what changes how a run is supervised, not what is
+    # measured, so that e.g. raising a timeout resumes a sweep.
+    identity: bool = True
+
+
+def spec_field(default: Any = MISSING, *, default_factory: Callable[[], Any] | None = None,
+               **info: Any) -> Any:
+    """A RunSpec field declared with its metadata (the keywords of ``FieldInfo``)."""
+    metadata = {_META: FieldInfo(**info)}
+    if default_factory is not None:
+        return field(default_factory=default_factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+@dataclass(frozen=True, eq=False)
+class SpecField:
+    """One declared field, resolved: its name, default, value type and metadata."""
+
+    name: str
+    default: Any  # MISSING for the fields every spec names (workload, strategy)
+    type: Any  # the annotation without None: int for ``int | None``
+    info: FieldInfo
+
+    @property
+    def flag(self) -> str:
+        return self.info.flag or "--" + self.name.replace("_", "-")
+
+    def token(self, value: Any) -> str | None:
+        """The label token of ``value``; None at the default or for an unlabelled field."""
+        if self.info.label is None or value == self.default:
+            return None
+        return self.info.label.format(value)
+
+
+def declaration(cls: type[RunSpec] | None = None) -> tuple[SpecField, ...]:
+    """The fields of ``cls`` (RunSpec, or a subclass that adds fields), in order."""
+    cls = cls or RunSpec
+    if cls not in _DECLARATIONS:
+        hints = typing.get_type_hints(cls)
+        _DECLARATIONS[cls] = tuple(
+            SpecField(f.name, f.default_factory() if f.default_factory is not MISSING
+                      else f.default, _value_type(hints[f.name]),
+                      f.metadata.get(_META, FieldInfo()))
+            for f in fields(cls))
+    return _DECLARATIONS[cls]
+
+
+_DECLARATIONS: dict[type, tuple[SpecField, ...]] = {}
+
+
+def declared(name: str, cls: type[RunSpec] | None = None) -> SpecField:
+    """The declared field ``name`` of ``cls`` (RunSpec by default)."""
+    for f in declaration(cls):
+        if f.name == name:
+            return f
+    raise SpecError(f"RunSpec has no field {name}. Received: {name!r}")
+
+
+def _value_type(hint: Any) -> Any:
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and len(args) == 1:
+        return args[0]
+    return hint
+
+
+def label_tokens(holder: Any, among: Iterable[SpecField]) -> list[str]:
+    """The label tokens of ``holder``'s fields among ``among`` that are away from their
+    defaults. ``holder`` is a spec or a report's Variant; one that lacks a field (written
+    before the field existed) reads as its default."""
+    tokens = (f.token(getattr(holder, f.name, f.default)) for f in among)
+    return [t for t in tokens if t is not None]
+
+
+def workload_label(workload: str, size: str) -> str:
+    """``mlp``, or ``mlp[tiny]`` for a variant other than the default."""
+    return workload if size == "default" else f"{workload}[{size}]"
+
+
+def strategy_label(spec: RunSpec) -> str:
+    """``mirrored``, ``mirrored(hierarchical_copy)``, ``multi_worker_mirrored(workers=2)``:
+    the strategy with the tokens of the fields that not every strategy takes."""
+    tokens = label_tokens(spec, [f for f in declaration(type(spec))
+                                 if f.info.strategies != "all"])
+    return f"{spec.strategy}({','.join(tokens)})" if tokens else spec.strategy
 
 
 @dataclass(frozen=True)
@@ -124,56 +216,89 @@ class RunSpec:
     ``batch`` is interpreted according to ``batch_mode``; the resolved
     ``global_batch`` and ``per_replica_batch`` are both stored with results.
     One *step* is one optimizer update; with ``grad_accum = A`` a step
-    processes ``A * global_batch`` examples.
+    processes ``A * global_batch`` examples. Each field is declared with its metadata
+    (``spec_field``, ``FieldInfo``): the CLI, labels, HParams, report variants and
+    matrix axes are derived from it.
     """
 
-    workload: str
-    strategy: str
-    devices: int = 1
-    batch: int = 64
-    batch_mode: str = "global"
-    size: str = "default"
-    params: Mapping[str, Any] = field(default_factory=dict)
-    cross_device_ops: str = "default"
-    precision: str = "float32"
-    xla: bool = False
-    grad_accum: int = 1
-    steps_per_call: int = 1
-    data: str = "synthetic"
+    workload: str = spec_field(help="{choices}")
+    strategy: str = spec_field(help="{choices}", variant=False)
+    devices: int = spec_field(1, help="device counts, e.g. 1,2,4", variant=False)
+    batch: int = spec_field(64, help="batch sizes (see --batch-mode)", hparam=False,
+                            variant=False)
+    batch_mode: str = spec_field("global", choices=BATCH_MODES, cli="knob", variant=False)
+    size: str = spec_field("default", choices=SIZES, help="workload variant: {choices}")
+    # Shown apart (the reports' variant keeps them as JSON, HParams as param.<name>).
+    params: Mapping[str, Any] = spec_field(default_factory=dict, cli=None, hparam=False,
+                                           variant=False)
+    cross_device_ops: str = spec_field(
+        "default", help="mirrored all-reduce: default, hierarchical_copy, "
+                        "reduction_to_one_device, nccl",
+        label="{}", strategies="own", variant=False)
+    precision: str = spec_field("float32", choices=PRECISIONS, help="{choices}", label="{}")
+    xla: bool = spec_field(False, help="off,on: compile the per-replica step", label="xla")
+    grad_accum: int = spec_field(1, label="accum={}")
+    steps_per_call: int = spec_field(1, label="spc={}")
+    data: str = spec_field("synthetic", choices=DATA_SOURCES,
+                           help="synthetic (on device), tfdata", label="data={}")
     # Adam at 1e-3 trains all three workloads from scratch within the few dozen steps
     # a benchmark takes (SGD+momentum at 0.01 made ResNet50's loss rise at first).
-    optimizer: str = "adam"
-    learning_rate: float = 1e-3
-    warmup_steps: int = 3
-    min_steps: int = 5
-    max_steps: int = 200
-    max_seconds: float = 5.0
-    repeats: int = 3
-    seed: int = 0
-    timeout_s: float = 600.0
-    gpu_memory_limit_mb: int | None = None
+    optimizer: str = spec_field("adam", choices=OPTIMIZERS, cli="knob", label="opt={}")
+    # How long and how often a run looks, not what it looks at: knobs of the whole sweep,
+    # outside the variant and the HParams.
+    learning_rate: float = spec_field(1e-3, cli="knob", flag="--lr", hparam=False,
+                                      variant=False)
+    warmup_steps: int = spec_field(3, cli="knob", hparam=False, variant=False)
+    min_steps: int = spec_field(5, cli="knob", hparam=False, variant=False)
+    max_steps: int = spec_field(200, cli="knob", hparam=False, variant=False)
+    max_seconds: float = spec_field(5.0, cli="knob", help="window length bound in seconds",
+                                    hparam=False, variant=False)
+    repeats: int = spec_field(3, cli="knob", help="measured windows per configuration",
+                              hparam=False, variant=False)
+    seed: int = spec_field(0, cli="knob", hparam=False, variant=False)
+    timeout_s: float = spec_field(600.0, cli="knob", flag="--timeout",
+                                  help="hard limit per configuration, seconds",
+                                  hparam=False, variant=False, identity=False)
+    gpu_memory_limit_mb: int | None = spec_field(None, cli="knob", hparam=False,
+                                                 variant=False)
+    # The allreduce subcommand sets the mode and the probe's largest size.
+    mode: str = spec_field("train", choices=MODES, cli=None, label="{}")
     # profile_steps > 0 captures a profile of that many steps after
     # the throughput windows (never inside them) and derives the communication split.
-    mode: str = "train"
-    profile_steps: int = 0
-    allreduce_max_bytes: int = 256 * 2**20
+    profile_steps: int = spec_field(
+        0, cli="knob", help="profile this many steps after the windows (communication "
+                            "split; open with the printed tensorboard command)",
+        label="profile={}", variant=False)
+    allreduce_max_bytes: int = spec_field(256 * 2**20, cli=None, hparam=False, variant=False)
     # Multi-process strategies (see bench/strategies.py for how each uses
     # them). Worker processes: 0 = one per device (the natural layout); in-process
     # strategies always run one process. ``devices`` stays the run's total.
-    workers: int = 0
+    workers: int = spec_field(0, help="multi_worker_mirrored: worker processes "
+                                      "(0 = one per device)",
+                              label="workers={}", strategies="accepts", variant=False)
     # Parameter-server tasks (parameter_server only): 0 = one.
-    ps_tasks: int = 0
+    ps_tasks: int = spec_field(0, help="parameter_server: parameter-server tasks (0 = one)",
+                               label="ps={}", strategies="accepts", variant=False)
     # Worker processes sharing one device (GPU: each gets a memory slice; CPU: the
     # processes share that device's cores).
-    workers_per_device: int = 1
+    workers_per_device: int = spec_field(
+        1, help="multi_worker_mirrored, independent: processes sharing a device",
+        label="per_device={}", strategies="accepts", variant=False)
     # MultiWorkerMirrored collective implementation.
-    communication: str = "auto"
+    communication: str = spec_field(
+        "auto", choices=COMMUNICATIONS, help="multi_worker_mirrored collectives: {choices}",
+        label="comm={}", strategies="accepts", variant=False)
     # ParameterServer variable partitioning.
-    partitioner: str = "none"
+    partitioner: str = spec_field(
+        "none", choices=PARTITIONERS,
+        help="parameter_server variable partitioning: {choices}",
+        label="partition={}", strategies="accepts", variant=False)
     # The training loop (LOOPS) and the Keras major version (KERAS_VERSIONS). Which
     # strategies train with which: each strategy's ``loop_limits`` (bench/strategies.py).
-    loop: str = "custom"
-    keras: int = 3
+    loop: str = spec_field("custom", choices=LOOPS,
+                           help="custom (the harness's loop), fit (Keras)", label="loop={}")
+    keras: int = spec_field(3, choices=KERAS_VERSIONS, help="3, 2 (tf_keras: the keras2 extra)",
+                            label="keras{}")
 
     def __post_init__(self) -> None:
         # Imported here: both registries import this module for type hints.
@@ -200,24 +325,15 @@ class RunSpec:
             if isinstance(value, bool) or not isinstance(value, (int, float)) \
                     or not math.isfinite(value) or value <= 0:
                 raise _fail(name, value, "must be a positive number")
-        _choice("batch_mode", self.batch_mode, BATCH_MODES)
-        _choice("precision", self.precision, PRECISIONS)
-        _choice("data", self.data, DATA_SOURCES)
-        _choice("optimizer", self.optimizer, OPTIMIZERS)
-        _choice("size", self.size, SIZES)
-        _choice("communication", self.communication, COMMUNICATIONS)
-        _choice("partitioner", self.partitioner, PARTITIONERS)
-        _choice("loop", self.loop, LOOPS)
-        if isinstance(self.keras, bool) or self.keras not in KERAS_VERSIONS:
-            raise _fail("keras", self.keras,
-                        f"must be one of {', '.join(map(str, KERAS_VERSIONS))}")
+        for f in declaration(type(self)):
+            if f.info.choices:
+                _choice(f.name, getattr(self, f.name), f.info.choices)
         if not isinstance(self.xla, bool):
             raise _fail("xla", self.xla, "must be true or false")
         if self.gpu_memory_limit_mb is not None:
             _positive_int("gpu_memory_limit_mb", self.gpu_memory_limit_mb)
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
             raise _fail("seed", self.seed, "must be an integer")
-        _choice("mode", self.mode, MODES)
         if self.mode == "allreduce" and strategy.no_allreduce_reason:
             raise _fail("mode", self.mode, f"cannot be used with strategy {self.strategy}: "
                                            f"{strategy.no_allreduce_reason}")
@@ -290,30 +406,17 @@ class RunSpec:
     def replace(self, **changes: Any) -> RunSpec:
         d = self.to_dict()
         d.update(changes)
-        return RunSpec.from_dict(d)
+        return type(self).from_dict(d)
 
     def label(self) -> str:
-        """Short human label, e.g. ``mlp mirrored n=2 b=256``."""
-        parts = [self.workload if self.size == "default" else f"{self.workload}[{self.size}]",
-                 self.strategy if self.cross_device_ops == "default"
-                 else f"{self.strategy}({self.cross_device_ops})",
+        """Short human label, e.g. ``mlp mirrored n=2 b=256``, then the declared label
+        token of every field away from its default (``mlp[tiny] mirrored(nccl) n=2
+        b=64 mixed_bfloat16 accum=2``)."""
+        parts = [workload_label(self.workload, self.size), strategy_label(self),
                  f"n={self.devices}", f"b={self.global_batch}" if self.mode == "train"
                  else f"up to {_size_text(self.allreduce_max_bytes)}"]
-        parts += knob_labels(self)
-        if self.workers:
-            parts.append(f"workers={self.workers}")
-        if self.ps_tasks:
-            parts.append(f"ps={self.ps_tasks}")
-        if self.workers_per_device > 1:
-            parts.append(f"per_device={self.workers_per_device}")
-        if self.communication != "auto":
-            parts.append(self.communication)
-        if self.partitioner != "none":
-            parts.append(f"partition={self.partitioner}")
-        if self.mode != "train":
-            parts.append(self.mode)
-        if self.profile_steps:
-            parts.append(f"profile={self.profile_steps}")
+        parts += label_tokens(self, [f for f in declaration(type(self))
+                                     if f.info.strategies == "all"])
         return " ".join(parts)
 
     def key(self) -> str:
@@ -321,9 +424,10 @@ class RunSpec:
         # Fields at their default are left out, so that adding a knob in a later
         # version (with a default that keeps the old behaviour) keeps every existing
         # key, and old sweeps still resume.
-        defaults = _defaults()
+        defaults = _defaults(type(self))
+        outside = {f.name for f in declaration(type(self)) if not f.info.identity}
         ident = {k: v for k, v in self.to_dict().items()
-                 if k not in _NOT_IDENTITY and (k in _ALWAYS_IN_KEY or v != defaults.get(k))}
+                 if k not in outside and (k in _ALWAYS_IN_KEY or v != defaults.get(k))}
         digest = hashlib.sha1(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:10]
         cdo = "" if self.cross_device_ops == "default" else f"-{self.cross_device_ops}"
         mode = "" if self.mode == "train" else f"{self.mode}."
@@ -333,3 +437,8 @@ class RunSpec:
             ("" if self.keras == 3 else f".keras{self.keras}")
         return (f"{mode}{self.workload}-{self.size}.{self.strategy}{cdo}.n{self.devices}"
                 f".b{self.global_batch}.{self.precision}{lane}.{digest}")
+
+
+# Knobs only some strategies use (each strategy lists the ones it accepts); every
+# other strategy must leave them at their RunSpec default.
+STRATEGY_KNOBS = tuple(f.name for f in declaration() if f.info.strategies == "accepts")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.results.schema import AllReduceFigures, Communication, RunResult, TaskFigures
-from bench.spec import knob_labels
+from bench.spec import RunSpec, declaration, label_tokens, strategy_label, workload_label
 from bench.strategies import STRATEGIES
 
 MIB = 2**20
@@ -33,53 +33,48 @@ def trait_of(strategy: str) -> str:
     if strategy in STRATEGIES:
         return STRATEGIES.get(strategy).trait or f"of how {strategy} works"
     return f"of how {strategy} works"
-# RunSpec fields (some added by later schema additions) that turn one strategy into a
-# variant worth its own line: mirrored(hierarchical_copy), multi_worker_mirrored(w=2).
-# A knob is shown only when it differs from RunSpec's own default (read from the
-# dataclass, so a changed default never mislabels old results).
-_STRATEGY_KNOBS = (("cross_device_ops", ""), ("communication", "comm="),
-                   ("partitioner", "part="), ("workers", "w="), ("ps_tasks", "ps="),
-                   ("workers_per_device", "wpd="))
-# RunSpec fields that make two runs measure different things (beyond strategy, device
-# count and batch). Measurement knobs (repeats, max_seconds, timeout) are left out:
-# they change how long we look, not what is looked at.
-_VARIANT_FIELDS = ("workload", "size", "precision", "xla", "grad_accum", "steps_per_call",
-                   "data", "optimizer", "mode", "loop", "keras")
 
 
 @dataclass(frozen=True)
 class Variant:
-    """What a group of comparable runs shares: machine + workload + knobs."""
+    """What a group of comparable runs shares: the machine, the workload parameters and
+    the value of every RunSpec field declared ``variant`` (``bench.spec.FieldInfo``:
+    what makes two runs measure different things, beyond strategy, devices and batch),
+    read as attributes: ``variant.workload``, ``variant.data``.
+    """
 
     machine: str
-    workload: str
-    size: str
     params: str  # JSON of the workload parameters, sorted
-    precision: str
-    xla: bool
-    grad_accum: int
-    steps_per_call: int
-    data: str
-    optimizer: str
-    mode: str
-    # The training loop (custom or Keras fit) and the Keras major version: what a user
-    # will run, so each is answered apart (results before these existed read as the
-    # defaults).
-    loop: str = "custom"
-    keras: int = 3
+    # (name, value) of the spec type's variant fields, in declaration order.
+    values: tuple[tuple[str, Any], ...]
+    spec_type: type[RunSpec] = dataclasses.field(default=RunSpec, compare=False, repr=False)
+
+    def __getattr__(self, name: str) -> Any:
+        # Reached only for names that are not attributes: the variant fields.
+        for key, value in self.__dict__.get("values", ()):
+            if key == name:
+                return value
+        raise AttributeError(f"Variant has no field {name!r}. Received: {name!r}")
 
     def label(self) -> str:
-        """Short human label: ``mlp``, ``resnet50 image_size=32 classes=10 mixed_bfloat16``."""
-        parts = [self.workload if self.size == "default" else f"{self.workload}[{self.size}]"]
-        params = json.loads(self.params)
-        parts += [f"{k}={v}" for k, v in params.items()]
-        parts += knob_labels(self)
-        if self.mode != "train":
-            parts.append(f"mode={self.mode}")
+        """Short human label: ``mlp``, ``resnet50 image_size=32 classes=10 mixed_bfloat16``,
+        with the same token for each field as ``RunSpec.label``."""
+        parts = [workload_label(self.workload, self.size)]
+        parts += [f"{k}={v}" for k, v in json.loads(self.params).items()]
+        parts += label_tokens(self, [f for f in declaration(self.spec_type) if f.info.variant])
         return " ".join(parts)
 
+    def replace(self, **changes: Any) -> Variant:
+        """This variant with some fields changed (e.g. ``data="synthetic"``: its twin)."""
+        unknown = sorted(set(changes) - {k for k, _ in self.values})
+        if unknown:
+            raise AttributeError(f"Variant has no field(s) {', '.join(unknown)}. "
+                                 f"Received: {changes!r}")
+        return dataclasses.replace(
+            self, values=tuple((k, changes.get(k, v)) for k, v in self.values))
+
     def with_data(self, data: str) -> Variant:
-        return Variant(**{**self.__dict__, "data": data})
+        return self.replace(data=data)
 
 
 @dataclass(frozen=True)
@@ -188,24 +183,17 @@ class RunView:
         return (self.result.reason or "").strip().splitlines()[0] if self.result.reason else ""
 
 
-def strategy_label(spec: Any) -> str:
-    """``mirrored``, ``mirrored(hierarchical_copy)``, ``multi_worker_mirrored(w=2)``."""
-    defaults = {f.name: f.default for f in dataclasses.fields(spec)}
-    knobs = []
-    for name, prefix in _STRATEGY_KNOBS:
-        value = getattr(spec, name, None)
-        if name in defaults and value != defaults[name]:
-            knobs.append(f"{prefix}{value}")
-    return f"{spec.strategy}({','.join(knobs)})" if knobs else str(spec.strategy)
-
-
 def variant_of(result: RunResult) -> Variant:
+    """The variant of ``result``'s spec, from the declaration of the spec's type; a
+    field the stored spec lacks (written before the field existed) reads as its
+    default."""
     spec = result.spec
-    defaults = {"mode": "train", "loop": "custom", "keras": 3}
-    values: dict[str, Any] = {name: getattr(spec, name, defaults.get(name))
-                              for name in _VARIANT_FIELDS}
+    spec_type = type(spec)
+    values = tuple((f.name, getattr(spec, f.name, f.default))
+                   for f in declaration(spec_type) if f.info.variant)
     return Variant(machine=machine_of(result),
-                   params=json.dumps(dict(spec.params), sort_keys=True), **values)
+                   params=json.dumps(dict(spec.params), sort_keys=True), values=values,
+                   spec_type=spec_type)
 
 
 def machine_of(result: RunResult) -> str:

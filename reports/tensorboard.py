@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.results.store import SweepStore
+from bench.spec import RunSpec, declaration
 from reports.configs import Ratio
 from reports.report import SweepReport, build
 from reports.runs import MIB, RunView
@@ -89,11 +90,12 @@ METRICS: tuple[MetricDef, ...] = (
     MetricDef("efficiency_vs_independent", "T(N) / T(N independent copies)",
               lambda r, s: _value(s.vs_independent)),
 )
-# Spec fields shown as hyperparameters (the label's parts, each its own column).
-SPEC_HPARAMS = ("workload", "size", "strategy", "cross_device_ops", "devices", "batch_mode",
-                "precision", "xla", "grad_accum", "steps_per_call", "data", "optimizer",
-                "workers", "ps_tasks", "workers_per_device", "communication", "partitioner",
-                "mode", "profile_steps")
+
+
+def spec_hparams(spec_type: type[RunSpec] = RunSpec) -> tuple[str, ...]:
+    """Spec fields shown as hyperparameters, each its own column: those declared
+    ``hparam`` (``bench.spec.FieldInfo``)."""
+    return tuple(f.name for f in declaration(spec_type) if f.info.hparam)
 
 
 def session_name(run: RunView) -> str:
@@ -106,7 +108,7 @@ def hparams_of(run: RunView, machines: int) -> dict[str, bool | float | str]:
     """The spec of ``run`` as HParams values (bool, number or string)."""
     spec = run.result.spec
     values: dict[str, bool | float | str] = {}
-    for name in SPEC_HPARAMS:
+    for name in spec_hparams(type(spec)):
         value = getattr(spec, name, None)
         if value is not None:
             values[name] = value if isinstance(value, (bool, int, float, str)) else str(value)

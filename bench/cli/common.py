@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import tempfile
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,10 @@ from typing import Any
 from bench.errors import BenchError
 from bench.hardware import detect
 from bench.matrix import AXES, PRESETS, expand_axes
-from bench.spec import RunSpec
+from bench.registry import Registry
+from bench.spec import RunSpec, SpecField, declaration
 from bench.strategies import STRATEGIES
+from workloads import WORKLOADS
 
 
 class UsageError(BenchError):
@@ -51,23 +54,34 @@ def writable_dir(path: Path, flag: str = "--out") -> Path:
     return path
 
 
-def int_list(flag: str) -> Callable[[str], list[int]]:
-    def parse(text: str) -> list[int]:
+def on_off(text: str) -> bool:
+    """``on``/``off`` (or true/false, 1/0) as a bool; KeyError otherwise."""
+    table = {"true": True, "on": True, "1": True, "false": False, "off": False, "0": False}
+    return table[text.lower()]
+
+
+# How one CLI value of a spec field's type is read, and what the error calls it.
+_SCALARS: dict[type, tuple[Callable[[str], Any], str]] = {
+    str: (str, "values"), int: (int, "integers"), float: (float, "numbers"),
+    bool: (on_off, "on/off values"),
+}
+
+
+def list_of(kind: type, flag: str) -> Callable[[str], list[Any]]:
+    """A parser of ``flag``'s comma-separated list of ``kind`` values."""
+    convert, what = _SCALARS[kind]
+
+    def parse(text: str) -> list[Any]:
         try:
-            return [int(t) for t in split_list(text)]
-        except ValueError:
+            return [convert(t) for t in split_list(text)]
+        except (KeyError, ValueError):
             raise argparse.ArgumentTypeError(
-                f"{flag} takes comma-separated integers. Received: {text!r}") from None
+                f"{flag} takes comma-separated {what}. Received: {text!r}") from None
     return parse
 
 
-def bool_list(text: str) -> list[bool]:
-    table = {"true": True, "on": True, "1": True, "false": False, "off": False, "0": False}
-    try:
-        return [table[t.lower()] for t in split_list(text)]
-    except KeyError:
-        raise argparse.ArgumentTypeError(
-            f"--xla takes a list of on/off values. Received: {text!r}") from None
+def int_list(flag: str) -> Callable[[str], list[int]]:
+    return list_of(int, flag)
 
 
 def param(text: str) -> tuple[str, Any]:
@@ -80,64 +94,43 @@ def param(text: str) -> tuple[str, Any]:
         return key, value
 
 
-def add_matrix_args(p: argparse.ArgumentParser) -> None:
+# Fields whose values are a registry's names: "{choices}" in their help lists those.
+_REGISTRIES: dict[str, Registry[Any]] = {"workload": WORKLOADS, "strategy": STRATEGIES}
+
+
+def _help(f: SpecField) -> str | None:
+    registry = _REGISTRIES.get(f.name)
+    choices = registry.names() if registry is not None else f.info.choices
+    return f.info.help.format(choices=", ".join(map(str, choices))) or None
+
+
+def _kind(f: SpecField, spec_type: type[RunSpec]) -> type:
+    if f.type not in _SCALARS:
+        raise TypeError(f"{spec_type.__name__}.{f.name} is declared cli={f.info.cli!r}, but "
+                        f"no CLI parser reads its type. Received: {f.name}: {f.type}")
+    return typing.cast(type, f.type)
+
+
+def add_matrix_args(p: argparse.ArgumentParser, spec_type: type[RunSpec] = RunSpec) -> None:
+    """The options of every spec field declared ``cli`` (see ``bench.spec.FieldInfo``):
+    an axis takes a comma-separated list, a knob one value for the whole sweep."""
     axes = p.add_argument_group("axes (comma-separated lists; the sweep is their product)")
     axes.add_argument("--preset", choices=sorted(PRESETS),
                       help="a named matrix instead of the axes below (default: what "
                            "`make bench` runs on this hardware)")
-    axes.add_argument("--workload", type=split_list, help="mlp, cnn, resnet50")
-    axes.add_argument("--strategy", type=split_list, help=", ".join(STRATEGIES.names()))
-    axes.add_argument("--devices", type=int_list("--devices"), help="device counts, e.g. 1,2,4")
-    axes.add_argument("--batch", type=int_list("--batch"), help="batch sizes (see --batch-mode)")
-    axes.add_argument("--size", type=split_list, help="workload variant: default, tiny")
-    axes.add_argument("--cross-device-ops", type=split_list, dest="cross_device_ops",
-                      help="mirrored all-reduce: default, hierarchical_copy, "
-                           "reduction_to_one_device, nccl")
-    axes.add_argument("--precision", type=split_list,
-                      help="float32, mixed_bfloat16, mixed_float16")
-    axes.add_argument("--xla", type=bool_list, help="off,on: compile the per-replica step")
-    axes.add_argument("--grad-accum", type=int_list("--grad-accum"), dest="grad_accum")
-    axes.add_argument("--steps-per-call", type=int_list("--steps-per-call"),
-                      dest="steps_per_call")
-    axes.add_argument("--data", type=split_list, help="synthetic (on device), tfdata")
-    axes.add_argument("--loop", type=split_list, help="custom (the harness's loop), fit (Keras)")
-    axes.add_argument("--keras", type=int_list("--keras"), help="3, 2 (tf_keras: the keras2 extra)")
-    axes.add_argument("--workers", type=int_list("--workers"),
-                      help="multi_worker_mirrored: worker processes (0 = one per device)")
-    axes.add_argument("--ps-tasks", type=int_list("--ps-tasks"), dest="ps_tasks",
-                      help="parameter_server: parameter-server tasks (0 = one)")
-    axes.add_argument("--workers-per-device", type=int_list("--workers-per-device"),
-                      dest="workers_per_device",
-                      help="multi_worker_mirrored, independent: processes sharing a device")
-    axes.add_argument("--communication", type=split_list,
-                      help="multi_worker_mirrored collectives: auto, ring, nccl")
-    axes.add_argument("--partitioner", type=split_list,
-                      help="parameter_server variable partitioning: none, fixed, min_size")
     knobs = p.add_argument_group("knobs (one value for the whole sweep)")
-    knobs.add_argument("--batch-mode", choices=["global", "per_replica"], dest="batch_mode")
-    knobs.add_argument("--repeats", type=int, help="measured windows per configuration")
-    knobs.add_argument("--max-seconds", type=float, dest="max_seconds",
-                       help="window length bound in seconds")
-    knobs.add_argument("--min-steps", type=int, dest="min_steps")
-    knobs.add_argument("--max-steps", type=int, dest="max_steps")
-    knobs.add_argument("--warmup-steps", type=int, dest="warmup_steps")
-    knobs.add_argument("--timeout", type=float, dest="timeout_s",
-                       help="hard limit per configuration, seconds")
-    knobs.add_argument("--optimizer", choices=["sgd", "adam"])
-    knobs.add_argument("--lr", type=float, dest="learning_rate")
-    knobs.add_argument("--seed", type=int)
-    knobs.add_argument("--gpu-memory-limit-mb", type=int, dest="gpu_memory_limit_mb")
-    knobs.add_argument("--profile-steps", type=int, dest="profile_steps",
-                       help="profile this many steps after the windows (communication split; "
-                            "open with the printed tensorboard command)")
+    for f in declaration(spec_type):
+        if f.info.cli == "axis":
+            axes.add_argument(f.flag, type=list_of(_kind(f, spec_type), f.flag), dest=f.name,
+                              help=_help(f))
+        elif f.info.cli == "knob":
+            knobs.add_argument(f.flag, type=_SCALARS[_kind(f, spec_type)][0], dest=f.name,
+                               choices=list(f.info.choices) or None, help=_help(f))
     knobs.add_argument("--param", type=param, action="append", default=[],
                        help="workload parameter KEY=VALUE (JSON value), e.g. image_size=64")
 
 
-_KNOBS = ("batch_mode", "repeats", "max_seconds", "min_steps", "max_steps", "warmup_steps",
-          "timeout_s", "optimizer", "learning_rate", "seed", "gpu_memory_limit_mb",
-          "profile_steps")
-_AXES_DEFAULTS: dict[str, list[Any]] = {"devices": [1], "batch": [64]}
+_KNOBS = tuple(f.name for f in declaration() if f.info.cli == "knob")
 
 
 def specs_from_args(args: argparse.Namespace) -> list[RunSpec]:
@@ -152,8 +145,6 @@ def specs_from_args(args: argparse.Namespace) -> list[RunSpec]:
         return [s.replace(**knobs) for s in specs] if knobs else specs
     if "workload" not in axes or "strategy" not in axes:
         raise UsageError("give --workload and --strategy (or --preset default|smoke)")
-    for name, default in _AXES_DEFAULTS.items():
-        axes.setdefault(name, default)
     if args.param:
         knobs["params"] = dict(args.param)
     expansion = expand_axes(axes, knobs)
