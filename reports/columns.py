@@ -188,7 +188,8 @@ def definitions() -> dict[str, str]:
                       + (f"; judged by bench compare, family {f.family})" if f.family else ")")
             for f in SCHEMA_FIGURES}
     out |= {f.header: f"{f.define}. [low-high]: its 95% interval from the runs of both "
-                      f"configurations (CSV {f.name}, {f.name}_low, {f.name}_high)"
+                      f"configurations (named {f.name} in the CSV and TensorBoard; the "
+                      f"CSV's {f.name}_low, {f.name}_high)"
             for f in SCALING_FIGURES}
     out["verdicts"] = THRESHOLDS_TEXT
     return out

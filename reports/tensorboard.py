@@ -1,8 +1,8 @@
 """A sweep as TensorBoard event files: each stored run a session of the HParams dashboard.
 
 ``tensorboard --logdir <sweep>`` then shows, side by side, the HParams dashboard
-(one row per run: its spec as hyperparameters; throughput, step time, memory, MFU
-and scaling efficiency as metrics) and the profiles captured under
+(one row per run: its spec as hyperparameters; every figure of the result schema and
+the report's scaling figures as metrics, named as in the CSV) and the profiles captured under
 ``<sweep>/profiles/``. Replicates of a configuration share a session group, so the
 dashboard can show their mean, min or max.
 
@@ -26,9 +26,10 @@ from typing import Any
 
 from bench.results.store import SweepStore
 from bench.spec import RunSpec, declaration
+from reports.columns import SCALING_FIGURES, SCHEMA_FIGURES, ScalingFigure, SchemaFigure
 from reports.configs import Ratio
 from reports.report import SweepReport, build
-from reports.runs import MIB, RunView
+from reports.runs import RunView
 from reports.scaling import Scaling
 
 # <sweep>/tensorboard/events.out.tfevents.*: the experiment (hyperparameter and metric
@@ -38,21 +39,20 @@ from reports.scaling import Scaling
 
 @dataclass(frozen=True)
 class MetricDef:
-    """One HParams metric: a scalar tag, what it means, and how to read it off a run."""
+    """One HParams metric: a scalar tag (the figure's one name, as in the CSV), what it
+    means, and how to read it off a run."""
 
     tag: str
     description: str
     value: Callable[[RunView, Scaling], float | None]
 
 
-def _step_p90(run: RunView, _: Scaling) -> float | None:
-    f = run.result.figures
-    return f.step_time.p90_s if f is not None and run.ok else None
+def _schema_metric(f: SchemaFigure) -> MetricDef:
+    def value(run: RunView, _: Scaling) -> float | None:
+        return f.value(run.result.figures) if run.ok else None
 
-
-def _per_replica(run: RunView, _: Scaling) -> float | None:
-    f = run.result.figures
-    return f.per_replica_throughput if f is not None and run.ok else None
+    return MetricDef(f.name, f"{f.label}, in {f.unit} ({f.better} is better): {f.define}",
+                     value)
 
 
 def _value(ratio: Ratio | None) -> float | None:
@@ -60,35 +60,15 @@ def _value(ratio: Ratio | None) -> float | None:
     return ratio.value if ratio is not None else None
 
 
-def _mib(value: int | None) -> float | None:
-    return value / MIB if value is not None else None
+def _scaling_metric(f: ScalingFigure) -> MetricDef:
+    return MetricDef(f.name, f"{f.header}: {f.define}", lambda r, s: _value(f.value(s)))
 
 
+# Every figure of the result schema (in its stored unit), then the report's scaling
+# figures: the same names and the same list as the CSV's.
 METRICS: tuple[MetricDef, ...] = (
-    MetricDef("throughput", "examples/s, all replicas: median of the measured windows",
-              lambda r, s: r.throughput),
-    MetricDef("throughput_per_replica", "examples/s per replica", _per_replica),
-    MetricDef("step_time_median_s", "s per optimizer step, median", lambda r, s: r.step_s),
-    MetricDef("step_time_p90_s", "s per optimizer step, 90th percentile", _step_p90),
-    MetricDef("device_peak_mib", "MiB, largest device peak (process-wide on CPU)",
-              lambda r, s: _mib(r.device_peak_bytes)),
-    MetricDef("host_peak_rss_mib", "MiB, peak host resident set",
-              lambda r, s: _mib(r.host_peak_bytes)),
-    MetricDef("mfu", "ratio: achieved / achievable peak FLOP/s", lambda r, s: r.mfu),
-    MetricDef("throughput_cv", "ratio: std / mean of the window throughputs",
-              lambda r, s: r.cv),
-    MetricDef("comm_fraction", "ratio: profiled step time spent communicating",
-              lambda r, s: r.comm_fraction),
-    MetricDef("speedup", "T(N) / T(1), same strategy and global batch",
-              lambda r, s: _value(s.speedup)),
-    MetricDef("strong_efficiency", "speed-up / N (global batch fixed)",
-              lambda r, s: _value(s.strong_eff)),
-    MetricDef("weak_efficiency", "T(N) / (N x T(1)), per-replica batch fixed",
-              lambda r, s: _value(s.weak_eff)),
-    MetricDef("weak_efficiency_vs_one_device", "T(N) / (N x T_one_device(per-replica batch))",
-              lambda r, s: _value(s.weak_eff_vs_one)),
-    MetricDef("efficiency_vs_independent", "T(N) / T(N independent copies)",
-              lambda r, s: _value(s.vs_independent)),
+    *(_schema_metric(f) for f in SCHEMA_FIGURES),
+    *(_scaling_metric(f) for f in SCALING_FIGURES),
 )
 
 
@@ -244,11 +224,15 @@ def _session(writer: _EventFile, run: RunView, scaling: Scaling,
         value = metric.value(run, scaling)
         if value is not None:
             writer.summary(_scalar_summary(metric.tag, value, metric.description), ended)
-    # Window throughputs as a series too (Scalars dashboard: step = window index).
+    # The figures windows carry as series too (Scalars dashboard: step = window index).
     figures = run.result.figures
     for w in (figures.windows if figures is not None and run.ok else []):
-        writer.summary(_scalar_summary("windows/throughput", w.global_throughput,
-                                       "examples/s of one measured window"), ended, w.index)
+        for f in SCHEMA_FIGURES:
+            value = f.in_window(w)
+            if value is not None:
+                writer.summary(_scalar_summary(f"windows/{f.name}", value,
+                                               f"{f.label} of one measured window, in "
+                                               f"{f.unit}"), ended, w.index)
     status = api_pb2.STATUS_SUCCESS if run.ok else api_pb2.STATUS_FAILURE
     writer.summary(_plugin_summary(SESSION_END_INFO_TAG, plugin_data_pb2.HParamsPluginData(
         session_end_info=plugin_data_pb2.SessionEndInfo(status=status, end_time_secs=ended))),

@@ -38,18 +38,23 @@ def parent_side_modules() -> list[str]:
     return sorted(names)
 
 
-def test_parent_side_modules_do_not_load_tensorflow() -> None:
-    modules = parent_side_modules()
-    assert {"bench.launch.launcher", "bench.cli.main", "bench.regress.compare",
-            "reports.report", "bench.results.store"} <= set(modules)
+def loaded_by_importing(modules: list[str], packages: tuple[str, ...]) -> list[str]:
+    """The modules of ``packages`` loaded by importing ``modules`` in a fresh interpreter."""
     code = ("import importlib, json, sys\n"
             f"for name in {modules!r}:\n"
             "    importlib.import_module(name)\n"
             "print(json.dumps(sorted(m for m in sys.modules\n"
-            "                        if m.split('.')[0] in ('tensorflow', 'keras'))))\n")
+            f"                        if m.split('.')[0] in {packages!r})))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, timeout=120, check=True)
-    loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    return list(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_parent_side_modules_do_not_load_tensorflow() -> None:
+    modules = parent_side_modules()
+    assert {"bench.launch.launcher", "bench.cli.main", "bench.regress.compare",
+            "reports.report", "bench.results.store"} <= set(modules)
+    loaded = loaded_by_importing(modules, ("tensorflow", "keras"))
     assert loaded == [], f"parent-side imports loaded {loaded[:5]}"
 
 
@@ -60,13 +65,7 @@ def test_child_side_modules_do_not_load_scipy() -> None:
                for info in pkgutil.walk_packages(pkg.__path__, prefix=pkg.__name__ + ".")
                if (name := info.name).startswith(CHILD_SIDE) and not name.endswith("__main__")]
     assert {"bench.child.main", "bench.child.windows", "bench.child.fit"} <= set(modules)
-    code = ("import importlib, json, sys\n"
-            f"for name in {modules!r}:\n"
-            "    importlib.import_module(name)\n"
-            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy')))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=ROOT, timeout=120, check=True)
-    loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    loaded = loaded_by_importing(modules, ("scipy",))
     assert loaded == [], f"child-side imports loaded {loaded[:5]}"
 
 

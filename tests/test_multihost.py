@@ -31,7 +31,9 @@ from bench.launch.netns import (
     parse_rate,
     unavailable_reason,
 )
-from bench.launch.worker import Member, chief_outcome, members, task_figures_from_dict
+from bench.launch.worker import Member, chief_outcome, members
+from bench.results.payload import HostReport, TaskReport
+from bench.results.schema import TaskFigures
 from tests.helpers import ROOT, fake_figures, tiny_spec
 
 NETNS_REASON = unavailable_reason()
@@ -95,21 +97,17 @@ PEERS = [Member("worker1", "198.18.0.2:20000")]
 
 
 def report(task: str, status: str = "ok", peak: float | None = 1e11,
-           reason: str | None = None) -> dict[str, Any]:
-    return {"task_figures": {"task": task, "role": "worker", "pid": 1, "local_replicas": 1,
-                             "throughput": 500.0, "cores": [0], "threads": {},
-                             "device_peak_bytes": {}},
-            "status": status, "reason": reason, "peak_flops_per_s": peak}
+           reason: str | None = None) -> HostReport:
+    return HostReport(TaskFigures(task=task, role="worker", pid=1, local_replicas=1,
+                                  throughput=500.0, cores=[0]),
+                      status, reason, peak_flops_per_s=peak)
 
 
-def payload(**over: Any) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    base = {"status": "ok", "reason": None,
-            "figures": asdict(fake_figures(throughputs=(1000.0, 1000.0))),
-            "hosts": [report("worker0"), report("worker1", peak=3e11)]}
+def payload(**over: Any) -> TaskReport:
+    base: dict[str, Any] = {"figures": fake_figures(throughputs=(1000.0, 1000.0)),
+                            "hosts": [report("worker0"), report("worker1", peak=3e11)]}
     base.update(over)
-    return base
+    return TaskReport("ok", **base)
 
 
 def never_probed(peers: list[Member]) -> list[Member]:
@@ -131,12 +129,12 @@ def test_peak_faults_and_theoretical_peaks_across_hosts() -> None:
     spec = tiny_spec(strategy="multi_worker_mirrored", devices=2)
     hosts = [report("worker0"), report("worker1", peak=3e11)]
     for r, theo in zip(hosts, (2e11, 5e11), strict=True):
-        r["theoretical_peak_flops_per_s"] = theo
+        r.theoretical_peak_flops_per_s = theo
     out = chief_outcome(spec, "worker0", payload(hosts=hosts), PEERS, never_probed)
     f = out.figures
     assert f is not None and f.theoretical_peak_flops_per_s == pytest.approx(7e11)
     assert f.mfu_theoretical == pytest.approx(f.achieved_flops_per_s / 7e11)
-    hosts[1]["peak_fault"] = "no MFU: the peak read low"
+    hosts[1].peak_fault = "no MFU: the peak read low"
     out = chief_outcome(spec, "worker0", payload(hosts=hosts, reason="no MFU: own share"),
                         PEERS, never_probed)
     assert out.status == "ok" and out.figures is not None and out.figures.mfu is None
@@ -177,7 +175,7 @@ def test_a_host_that_never_reported_fails_the_run_by_name() -> None:
 def test_the_chiefs_own_failure_names_the_unreachable_peers() -> None:
     spec = tiny_spec(strategy="multi_worker_mirrored", devices=2)
     for status in ("failed", "timeout"):
-        p = {"status": status, "reason": "UnavailableError: socket closed"}
+        p = TaskReport(status, "UnavailableError: socket closed")
         out = chief_outcome(spec, "worker0", p, PEERS, lambda peers: peers)
         assert out.status == status
         assert (out.reason or "").startswith("host(s) not reachable: worker1 (198.18.0.2")
@@ -186,10 +184,19 @@ def test_the_chiefs_own_failure_names_the_unreachable_peers() -> None:
         assert alone.reason == "UnavailableError: socket closed"
 
 
-def test_reports_of_a_newer_schema_keep_the_known_fields() -> None:
-    t = task_figures_from_dict({"task": "ps0", "role": "ps", "cores": [0, 1],
-                                "field_of_the_future": 1})
-    assert t.task == "ps0" and t.cores == [0, 1] and t.throughput is None
+def test_host_reports_travel_as_json_and_a_newer_schema_is_refused_by_name() -> None:
+    import json
+
+    from bench.errors import SchemaError
+
+    sent = report("worker1", "failed", reason="boom")
+    assert HostReport.from_dict(json.loads(json.dumps(sent.to_dict()))) == sent
+    future = sent.to_dict()
+    future["task_figures"]["field_of_the_future"] = 1
+    with pytest.raises(SchemaError, match="TaskFigures has no field.s. field_of_the_future"):
+        HostReport.from_dict(future)
+    with pytest.raises(SchemaError, match="status=.finished."):
+        HostReport.from_dict({**sent.to_dict(), "status": "finished"})
 
 
 def test_a_server_ends_once_the_coordinators_port_closed(monkeypatch: pytest.MonkeyPatch

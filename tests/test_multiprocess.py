@@ -43,6 +43,8 @@ def test_multi_worker_mirrored_two_workers_train_in_sync(tmp_path: Path) -> None
     assert a.throughput == pytest.approx(f.global_throughput / 2)
     assert a.cores and b.cores and not set(a.cores) & set(b.cores)  # split cores
     assert a.threads["intra_op"] >= 1 and a.host_peak_rss_bytes
+    # A missing device figure says why, per task as for the run.
+    assert all(t.device_peak_bytes or t.device_peak_reason for t in (a, b))
 
 
 def test_parameter_server_one_ps_two_workers(tmp_path: Path) -> None:
@@ -201,4 +203,7 @@ def test_worker_command_runs_two_hosts_worth_of_tasks(tmp_path: Path) -> None:
     (result,) = load_sweep(out).results
     assert result.status == "ok" and result.figures is not None and result.figures.learned
     assert result.replicas == 2
+    # Every host's own figures, gathered through the cluster as typed host reports.
+    assert [t.task for t in result.figures.tasks or []] == ["worker0", "worker1"]
+    assert result.launcher["gather_s"] is not None
     assert not child_processes(tmp_path)

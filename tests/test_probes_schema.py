@@ -255,40 +255,43 @@ def test_mfu_is_achieved_over_peak_times_physical_devices() -> None:
     assert peak.mfu(1e9, 100.0, None, 1) == (None, None)
 
 
-def _proc(name: str, cores: tuple[int, ...], intra: int) -> Any:
-    from types import SimpleNamespace
+def _peak(name: str, cores: tuple[int, ...], intra: int, achievable: float | None,
+          theoretical: float | None = None, fault: str | None = None) -> Any:
+    from bench.results.mfu import TaskPeak
 
-    from bench.tasks import Task
-
-    return SimpleNamespace(task=Task(name.rstrip("0123456789"), int(name[-1]), "train",
-                                     cores=cores, intra_threads=intra))
+    return TaskPeak(name, achievable, theoretical, fault, cores=cores, intra_threads=intra)
 
 
 def test_run_mfu_adds_the_peaks_of_disjoint_or_thread_split_hardware() -> None:
-    from bench.launch.launcher import _with_run_mfu
+    from bench.results.mfu import run_mfu
     from tests.helpers import fake_figures
 
     f = fake_figures()  # achieved = 600 FLOP/example x median throughput
     achieved = f.achieved_flops_per_s
-    task = {"peak_flops_per_s": achieved, "theoretical_peak_flops_per_s": 2 * achieved}
-    payloads: dict[str, Any] = {"replica0": {"figures": task}, "replica1": {"figures": task}}
-    disjoint = [_proc("replica0", (0,), 1), _proc("replica1", (1,), 1)]
-    g = _with_run_mfu(f, disjoint, payloads)
+
+    def pair(cores: tuple[tuple[int, ...], tuple[int, ...]], intra: int) -> list[Any]:
+        return [_peak(f"replica{i}", c, intra, achieved, 2 * achieved)
+                for i, c in enumerate(cores)]
+
+    g = run_mfu(f, pair(((0,), (1,)), 1))
     assert g.mfu == pytest.approx(0.5) and g.peak_flops_per_s == pytest.approx(2 * achieved)
     assert g.mfu_theoretical == pytest.approx(0.25) and g.peak_fault is None
-    split = [_proc("replica0", (0, 1), 1), _proc("replica1", (0, 1), 1)]
-    assert _with_run_mfu(f, split, payloads).mfu == pytest.approx(0.5)
+    assert run_mfu(f, pair(((0, 1), (0, 1)), 1)).mfu == pytest.approx(0.5)
     # Sharing cores with all their threads each: the core set's peak counts once.
-    shared = [_proc("replica0", (0, 1), 2), _proc("replica1", (0, 1), 2)]
-    assert _with_run_mfu(f, shared, payloads).mfu == pytest.approx(1.0)
-    half = {"peak_flops_per_s": achieved / 4}
-    over = _with_run_mfu(f, shared, {"replica0": {"figures": half},
-                                     "replica1": {"figures": half}})
-    assert over.mfu is None and over.peak_fault is not None  # never above 100%
-    faulty = {**task, "peak_fault": "no MFU: the peak probe reads low"}
-    g = _with_run_mfu(f, disjoint, {"replica0": {"figures": faulty},
-                                    "replica1": {"figures": task}})
-    assert g.mfu is None and g.peak_fault == faulty["peak_fault"]
+    assert run_mfu(f, pair(((0, 1), (0, 1)), 2)).mfu == pytest.approx(1.0)
+    half = [_peak("replica0", (0, 1), 2, achieved / 4), _peak("replica1", (0, 1), 2,
+                                                              achieved / 4)]
+    over = run_mfu(f, half)
+    assert over.mfu is None  # never above 100%
+    assert "above the sum of its tasks' achievable peaks" in (over.peak_fault or "")
+    faulty = [_peak("replica0", (0,), 1, achieved, fault="no MFU: the peak probe reads low"),
+              _peak("replica1", (1,), 1, achieved)]
+    g = run_mfu(f, faulty)
+    assert g.mfu is None and g.peak_fault == "no MFU: the peak probe reads low"
+    # Hardware without a measured peak: no MFU at all, rather than one over the rest.
+    unmeasured = run_mfu(f, [_peak("replica0", (0,), 1, achieved),
+                             _peak("replica1", (1,), 1, None)])
+    assert unmeasured.mfu is None and unmeasured.peak_flops_per_s is None
 
 
 def test_oom_result_names_the_largest_batch_that_fit() -> None:

@@ -95,15 +95,15 @@ def test_step_time_stats_known_values() -> None:
 
 
 def test_failure_reasons_say_what_went_wrong() -> None:
-    from bench.child.main import failure_payload
+    from bench.child.main import failure_report
+    from bench.results.payload import TaskReport
 
     tf_style = AttributeError("in user code:\n\n    File x.py, line 3\n\n"
                               "    AttributeError: 'Thing' object has no attribute 'h'\n")
-    assert failure_payload(tf_style) == {
-        "status": "failed", "reason": "AttributeError: AttributeError: 'Thing' object has no "
-                                      "attribute 'h'"}
-    assert failure_payload(ValueError("bad batch\nmore"))["reason"] == "ValueError: bad batch"
-    assert failure_payload(MemoryError())["status"] == "oom"
+    assert failure_report(tf_style) == TaskReport(
+        "failed", "AttributeError: AttributeError: 'Thing' object has no attribute 'h'")
+    assert failure_report(ValueError("bad batch\nmore")).reason == "ValueError: bad batch"
+    assert failure_report(MemoryError()).status == "oom"
     sharded = AttributeError("in user code:\n 'ShardedVariable' object has no attribute 'handle'")
-    known = failure_payload(sharded)
-    assert known["status"] == "unsupported" and "partitioner" in known["reason"]
+    known = failure_report(sharded)
+    assert known.status == "unsupported" and "partitioner" in (known.reason or "")

@@ -216,19 +216,20 @@ def test_sweep_export_reads_back_with_tensorboards_reader(tmp_path: Path) -> Non
           and r["hparams"]["mode"] == "train"]
     assert ok and all(r["status"] == 1 for r in ok)  # api_pb2.STATUS_SUCCESS
     for r in ok:
-        for tag in ("throughput", "step_time_median_s", "device_peak_mib"):
+        # The figures' one names (the CSV's), memory in its stored unit.
+        for tag in ("global_throughput", "step_time_median_s", "memory_device_peak_bytes"):
             assert len(r["scalars"][tag]) == 1, (tag, r["scalars"].keys())
-        assert len(r["scalars"]["windows/throughput"]) == 3
+        assert len(r["scalars"]["windows/global_throughput"]) == 3
     failed = [r for r in sessions.values() if r["hparams"]["status"] != "ok"]
-    assert failed and all(r["status"] == 2 and "throughput" not in r["scalars"]
+    assert failed and all(r["status"] == 2 and "global_throughput" not in r["scalars"]
                           for r in failed)  # api_pb2.STATUS_FAILURE
     # Stored figures come back exactly (float32 in the event file).
     mirrored2 = [r for r in ok if r["hparams"]["strategy"] == "mirrored"
                  and r["hparams"]["devices"] == 2 and r["hparams"]["global_batch"] == 32]
-    assert mirrored2 and mirrored2[0]["scalars"]["throughput"][0][1] == pytest.approx(
+    assert mirrored2 and mirrored2[0]["scalars"]["global_throughput"][0][1] == pytest.approx(
         20_000.0 * 0.7, rel=1e-6)
     # Efficiencies come from the report's scaling (one device of the same strategy).
-    assert mirrored2[0]["scalars"]["strong_efficiency"][0][1] == pytest.approx(
+    assert mirrored2[0]["scalars"]["strong_eff"][0][1] == pytest.approx(
         0.7 / 0.97 / 2, rel=1e-6)
     # Replicates of a configuration are one session group (the dashboard aggregates).
     groups = [r["group"] for r in sessions.values()]
@@ -279,7 +280,8 @@ def test_tensorboard_on_the_sweep_shows_hparams_beside_the_profiles(tmp_path: Pa
         assert listing["hparams"]["enabled"], listing["hparams"]
         names = {h["name"] for h in experiment["hparamInfos"]}
         assert {"strategy", "devices", "global_batch"} <= names
-        assert {m["name"]["tag"] for m in experiment["metricInfos"]} >= {"throughput", "mfu"}
+        assert {m["name"]["tag"] for m in experiment["metricInfos"]} >= {"global_throughput",
+                                                                          "mfu"}
         assert len(groups["sessionGroups"]) == len(
             list((sweep / "results").glob("*.json"))) - 1  # the replicate shares a group
 

@@ -3,10 +3,9 @@
 A multi-host run has no shared filesystem: the chief can only learn what the
 other hosts measured over the network the run already uses. ``bench worker``
 marks its task with ``extra["gather"]``; once the task's runner returned, the
-child calls ``gather_hosts`` and the chief's payload gains ``hosts``: one report
-per cluster task, in cluster order, each ``{"task_figures": <TaskFigures as a
-dict>, "status", "reason", "peak_flops_per_s", "theoretical_peak_flops_per_s",
-"peak_fault"}`` (the peaks of this task's own devices).
+child calls ``gather_hosts`` and the chief's report gains ``hosts``: one
+``HostReport`` per cluster task, in cluster order (its TaskFigures, status, reason
+and the peaks of its own devices), serialised and loaded like the task report.
 
 - MultiWorkerMirrored (runner ``train``): every worker serialises its own report
   (JSON) and all workers all-gather them with two collective ops (lengths, then
@@ -30,11 +29,12 @@ import os
 import re
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from bench.registry import Registry
+from bench.results.payload import HostReport, TaskReport, task_figures
 from bench.results.schema import TaskFigures
 from bench.spec import RunSpec
 from bench.strategies import STRATEGIES
@@ -47,60 +47,46 @@ INSTANCE_KEYS = (0x5B_0001, 0x5B_0002)
 GATHER_TIMEOUT_S = 60.0
 REASON_CHARS = 1500
 
-Gatherer = Callable[[Task, RunSpec, dict[str, Any]], list[dict[str, Any]]]
+Gatherer = Callable[[Task, RunSpec, TaskReport], list[HostReport]]
 GATHERERS: Registry[Gatherer] = Registry("host gatherer")
 
 
-def gather_hosts(task: Task, spec: RunSpec, run_dir: Path,
-                 payload: dict[str, Any]) -> dict[str, Any]:
-    """``payload`` plus ``hosts`` (every task's report) for tasks marked to gather.
+def gather_hosts(task: Task, spec: RunSpec, run_dir: Path, report: TaskReport) -> TaskReport:
+    """``report`` plus ``hosts`` (every task's report) for tasks marked to gather.
 
     Skipped when the task never brought its strategy up (no ``ready`` file: there
     is no cluster connection to gather over). A failed gather costs the reports,
     not the task's own result: ``hosts_error`` says what happened.
     """
     if not task.extra.get(GATHER_FLAG) or task.runner not in GATHERERS:
-        return payload
+        return report
     if not (run_dir / f"ready.{task.name}").exists():
-        return payload
+        return report
     t0 = time.perf_counter()
+    hosts: list[HostReport] | None = None
+    error: str | None = None
     try:
-        payload["hosts"] = GATHERERS.get(task.runner)(task, spec, payload)
+        hosts = GATHERERS.get(task.runner)(task, spec, report)
     except Exception as exc:
         lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-        payload["hosts_error"] = f"{type(exc).__name__}: {(lines or [''])[0][:500]}"
-    payload["gather_s"] = time.perf_counter() - t0
-    return payload
+        error = f"{type(exc).__name__}: {(lines or [''])[0][:500]}"
+    return replace(report, hosts=hosts, hosts_error=error, gather_s=time.perf_counter() - t0)
 
 
-def own_report(task: Task, spec: RunSpec, payload: dict[str, Any]) -> dict[str, Any]:
-    """This task's report: its TaskFigures (its replicas' share), status and peak."""
-    f = payload.get("figures") or {}
-    local = payload.get("local_replicas")
-    share = STRATEGIES.get(spec.strategy).task_share(spec, local) if local else 1.0
-    windows = f.get("windows") or []
-    mem = f.get("memory") or {}
-    threads = (payload.get("environment") or {}).get("threads") or {}
-    tf_ = TaskFigures(
-        task=task.name, role=task.role, pid=os.getpid(), local_replicas=local,
-        examples=int(sum(w["examples"] for w in windows) * share) if windows else None,
-        throughput=f["global_throughput"] * share if f else None,
-        step_median_s=f["step_time"]["median_s"] if f else None,
-        launch_to_first_step_s=f["startup"]["launch_to_first_step_s"] if f else None,
-        host_peak_rss_bytes=mem.get("host_peak_rss_bytes") or _status_fields(
-            _read_lines("/proc/self/status")).get("host_peak_rss_bytes"),
-        device_peak_bytes=dict(mem.get("device_peak_bytes") or {}),
-        cores=sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [],
-        threads=dict(threads), loss_end=f.get("loss_end"),
-        weights_checksum=payload.get("weights_checksum"))
-    figures = asdict(tf_)
-    if "windows" in figures:  # this task's own windows, where the schema keeps them
-        figures["windows"] = windows
-    return {"task_figures": figures, "status": payload.get("status", "failed"),
-            "reason": (payload.get("reason") or "")[:REASON_CHARS] or None,
-            "peak_flops_per_s": f.get("peak_flops_per_s"),
-            "theoretical_peak_flops_per_s": f.get("theoretical_peak_flops_per_s"),
-            "peak_fault": f.get("peak_fault")}
+def own_report(task: Task, spec: RunSpec, report: TaskReport) -> HostReport:
+    """This task's host report: its TaskFigures (its replicas' share), status and peaks."""
+    factory = STRATEGIES.get(spec.strategy)
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    rss = _status_fields(_read_lines("/proc/self/status")).get("host_peak_rss_bytes")
+    figures = task_figures(task, report, lambda local: factory.task_share(spec, local),
+                           pid=os.getpid(), cores=cores, threads={}, host_peak_rss_bytes=rss)
+    f = report.figures
+    return HostReport(
+        task_figures=figures, status=report.status,
+        reason=(report.reason or "")[:REASON_CHARS] or None,
+        peak_flops_per_s=f.peak_flops_per_s if f else None,
+        theoretical_peak_flops_per_s=f.theoretical_peak_flops_per_s if f else None,
+        peak_fault=f.peak_fault if f else None)
 
 
 def _tf_config() -> tuple[dict[str, list[str]], str, int]:
@@ -108,7 +94,7 @@ def _tf_config() -> tuple[dict[str, list[str]], str, int]:
     return conf["cluster"], conf["task"]["type"], int(conf["task"]["index"])
 
 
-def _all_gather(task: Task, spec: RunSpec, payload: dict[str, Any]) -> list[dict[str, Any]]:
+def _all_gather(task: Task, spec: RunSpec, report: TaskReport) -> list[HostReport]:
     """All-gather every worker's report over the collectives (MultiWorkerMirrored)."""
     import numpy as np
     import tensorflow as tf
@@ -117,7 +103,8 @@ def _all_gather(task: Task, spec: RunSpec, payload: dict[str, Any]) -> list[dict
     # Cluster order: the chief job (if any) first, then the workers, as TF ranks them.
     members = [(j, i) for j in ("chief", "worker") for i in range(len(cluster.get(j, [])))]
     n = len(members)
-    data = np.frombuffer(json.dumps(own_report(task, spec, payload)).encode(), np.uint8)
+    own = json.dumps(own_report(task, spec, report).to_dict())
+    data = np.frombuffer(own.encode(), np.uint8)
     device = f"/job:{job}/replica:0/task:{index}/device:CPU:0"
 
     def gather(values: Any, key: int) -> Any:
@@ -131,41 +118,39 @@ def _all_gather(task: Task, spec: RunSpec, payload: dict[str, Any]) -> list[dict
         padded = np.zeros(width, np.int32)  # collectives carry no uint8 on CPU
         padded[:data.size] = data
         rows = gather(tf.constant(padded), INSTANCE_KEYS[1]).numpy().reshape(n, width)
-    return [json.loads(bytes(row[:size].astype(np.uint8)).decode())
+    return [HostReport.from_dict(json.loads(bytes(row[:size].astype(np.uint8)).decode()))
             for row, size in zip(rows, lengths, strict=True)]
 
 
-def _through_coordinator(task: Task, spec: RunSpec,
-                         payload: dict[str, Any]) -> list[dict[str, Any]]:
+def _through_coordinator(task: Task, spec: RunSpec, report: TaskReport) -> list[HostReport]:
     """The coordinator reads every server's figures through its cluster connection."""
     import tensorflow as tf
 
     from bench.child.probes.peak import PRECISION_DTYPE, measure_dtype
 
     cluster, _, _ = _tf_config()
-    reports = [own_report(task, spec, payload)]
-    if payload.get("status") != "ok":
+    reports = [own_report(task, spec, report)]
+    if report.status != "ok":
         return reports
     dtype = PRECISION_DTYPE[spec.precision]
     for job in ("ps", "worker"):
         for i in range(len(cluster.get(job, []))):
             device = f"/job:{job}/replica:0/task:{i}/device:CPU:0"
             fig = TaskFigures(task=f"{job}{i}", role=job)
-            report: dict[str, Any] = {"status": "ok", "reason": None, "peak_flops_per_s": None}
+            status, reason, peak = "ok", None, None
             try:
                 fields = _status_fields(_remote_lines(tf, device, "/proc/self/status"))
                 fig.pid = fields.get("pid")
                 fig.host_peak_rss_bytes = fields.get("host_peak_rss_bytes")
                 fig.cores = fields.get("cores", [])
                 if job == "worker":  # where the steps run: its peak counts for MFU
-                    report["peak_flops_per_s"] = measure_dtype(tf, dtype, device)
+                    peak = measure_dtype(tf, dtype, device)
             except Exception as exc:
                 lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-                report.update(status="failed", reason=(
+                status, reason = "failed", (
                     f"not reachable through the cluster ({cluster[job][i]}): "
-                    f"{type(exc).__name__}: {(lines or [''])[0][:300]}"))
-            report["task_figures"] = asdict(fig)
-            reports.append(report)
+                    f"{type(exc).__name__}: {(lines or [''])[0][:300]}")
+            reports.append(HostReport(fig, status, reason, peak_flops_per_s=peak))
     return reports
 
 

@@ -5,8 +5,8 @@
 The process does its task's job (``Task.runner``: train, serve as a cluster
 server, or coordinate a parameter-server run) and leaves files in ``DIR``:
 ``ready.<task>`` once its strategy or server is up (the launcher's start-up
-deadline watches for it) and ``payload.<task>.json`` (status, reason, figures,
-environment) when it finishes, whatever happened. Tasks with ``barrier``
+deadline watches for it) and ``payload.<task>.json`` (its ``TaskReport``: status,
+reason, figures, environment) when it finishes, whatever happened. Tasks with ``barrier``
 (independent copies) mark themselves ready only after their warm-up, then wait for
 ``DIR/go`` (written by the launcher once every task is ready) before their measured
 windows: the copies' windows start together, after every copy has warmed up.
@@ -29,7 +29,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ from bench.child.gather import gather_hosts
 from bench.child.keras_lane import select_keras
 from bench.errors import Unsupported
 from bench.hardware import GpuRun, detect
-from bench.results.store import write_new
+from bench.results.payload import TaskReport
 from bench.spec import RunSpec
 from bench.tasks import Task
 
@@ -119,7 +119,7 @@ def _environment(tf: Any, devices: Any, threads: dict[str, int], task: Task) -> 
     return env
 
 
-def run_train(ctx: Context) -> dict[str, Any]:
+def run_train(ctx: Context) -> TaskReport:
     """Build the strategy and model for this task and measure training."""
     phases: dict[str, float] = {}
     t = time.perf_counter()
@@ -150,8 +150,7 @@ def run_train(ctx: Context) -> dict[str, Any]:
         from bench.child.probes.allreduce import plan, run_points
 
         probe = run_points(spec, strategy, plan(spec), progress=_log)
-        return {"status": "ok", "reason": None, "figures": None, "allreduce": asdict(probe),
-                "environment": env}
+        return TaskReport("ok", allreduce=probe, environment=env)
     trainer = TRAINERS.get(spec.loop)(spec, strategy, devices)
     phases["build_s"] = time.perf_counter() - t
     _log(f"built {spec.label()} in {phases['build_s']:.2f}s "
@@ -167,9 +166,9 @@ def run_train(ctx: Context) -> dict[str, Any]:
         profile_dir = profile_dir / ctx.task.name
     extras = after_windows(trainer, figures, profile_dir, progress=_log)
     env["peak_flops"] = extras.peak_entry
-    return {"status": "ok", "reason": extras.reason, "figures": asdict(figures),
-            "environment": env, "local_replicas": trainer.local_replicas,
-            "weights_checksum": trainer.weights_checksum()}
+    return TaskReport("ok", extras.reason, figures=figures, environment=env,
+                      local_replicas=trainer.local_replicas,
+                      weights_checksum=trainer.weights_checksum())
 
 
 def _before_windows(ctx: Context, at_start: Callable[[], None]) -> Callable[[], None]:
@@ -184,7 +183,7 @@ def _before_windows(ctx: Context, at_start: Callable[[], None]) -> Callable[[], 
     return hook
 
 
-def run_server(ctx: Context) -> dict[str, Any]:
+def run_server(ctx: Context) -> TaskReport:
     """A TensorFlow cluster server (parameter-server or worker task): serve until killed."""
     import tensorflow as tf
 
@@ -195,28 +194,28 @@ def run_server(ctx: Context) -> dict[str, Any]:
     ctx.mark_ready()
     _log(f"serving as {resolver.task_type}:{resolver.task_id}")
     server.join()  # the launcher kills this process when the run ends
-    return {"status": "failed", "reason": "server.join() returned"}
+    return TaskReport("failed", "server.join() returned")
 
 
-def run_ps_chief(ctx: Context) -> dict[str, Any]:
+def run_ps_chief(ctx: Context) -> TaskReport:
     """Coordinate a parameter-server run and measure it."""
     from bench.child.ps import run_coordinator
 
     return run_coordinator(ctx.spec, ctx.launch_ts, ctx.mark_ready, _log)
 
 
-RUNNERS: dict[str, Callable[[Context], dict[str, Any]]] = {
+RUNNERS: dict[str, Callable[[Context], TaskReport]] = {
     "train": run_train, "server": run_server, "ps_chief": run_ps_chief,
 }
 
 
-def failure_payload(exc: BaseException) -> dict[str, Any]:
+def failure_report(exc: BaseException) -> TaskReport:
     """Classify an exception as unsupported (known incompatibility), oom or failed."""
     known = next((why for pattern, why in KNOWN_INCOMPATIBLE.items() if pattern in str(exc)),
                  None)
     is_oom = any(c.__name__ in _OOM_NAMES for c in type(exc).__mro__)
     status = "unsupported" if known else "oom" if is_oom else "failed"
-    return {"status": status, "reason": known or f"{type(exc).__name__}: {summary(exc)}"}
+    return TaskReport(status, known or f"{type(exc).__name__}: {summary(exc)}")
 
 
 def summary(exc: BaseException) -> str:
@@ -256,17 +255,16 @@ def main(argv: list[str] | None = None) -> int:
     ctx = Context(spec, task, args.run_dir, args.launch_ts, args.profile_dir)
     try:
         select_keras(spec.keras)  # before anything imports TensorFlow
-        payload = RUNNERS[task.runner](ctx)
+        report = RUNNERS[task.runner](ctx)
     except Unsupported as exc:
-        payload = {"status": "unsupported", "reason": str(exc)}
+        report = TaskReport("unsupported", str(exc) or type(exc).__name__)
     except BaseException as exc:  # anything else becomes a recorded failure
-        payload = failure_payload(exc)
+        report = failure_report(exc)
         traceback.print_exc()
-    payload["task"] = task.to_dict()
-    payload["pid"] = os.getpid()
-    payload = gather_hosts(task, spec, args.run_dir, payload)  # multi-host: every host's figures
-    write_new(args.run_dir / f"payload.{task.name}.json", json.dumps(payload) + "\n")
-    _log(f"payload written: {payload['status']}")
+    report = replace(report, task=task, pid=os.getpid())
+    report = gather_hosts(task, spec, args.run_dir, report)  # multi-host: every host's figures
+    report.write(args.run_dir, task.name)
+    _log(f"payload written: {report.status}")
     sys.stdout.flush()
     sys.stderr.flush()
     # Skip interpreter teardown: TensorFlow's thread pools can stall exit for seconds.

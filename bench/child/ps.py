@@ -23,13 +23,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 from typing import Any
 
 from bench.child.build import build as build_strategy
 from bench.child.trainer import build_model, make_apply, pool_batches
 from bench.child.windows import Loop, NoDeviceMemory, Rules, measure
 from bench.errors import Unsupported
+from bench.results.payload import TaskReport
 from bench.spec import RunSpec
 from workloads import WORKLOADS
 from workloads.flops import model_stats
@@ -108,7 +108,7 @@ def worker_dataset_fn(spec: RunSpec) -> Callable[[], Any]:
 
 
 def run_coordinator(spec: RunSpec, launch_ts: float, mark_ready: Callable[[], None],
-                    log: Callable[[str], None]) -> dict[str, Any]:
+                    log: Callable[[str], None]) -> TaskReport:
     """Build the PS strategy from TF_CONFIG, train through the coordinator, measure."""
     from bench.hardware import GpuRun, detect
 
@@ -190,5 +190,5 @@ def run_coordinator(spec: RunSpec, launch_ts: float, mark_ready: Callable[[], No
                       "inter_op": tf.config.threading.get_inter_op_parallelism_threads()}
     env["peak_flops"] = settled.peak_entry
     env.update(gpu.environment())
-    return {"status": "ok", "reason": "; ".join(problems) or None,
-            "figures": asdict(figures), "environment": env, "local_replicas": 0}
+    return TaskReport("ok", "; ".join(problems) or None, figures=figures, environment=env,
+                      local_replicas=0)

@@ -20,22 +20,16 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench.env import CPU_ALLOCATOR_VAR, fingerprint, now_iso
 from bench.hardware import Hardware, detect
 from bench.results.combination import combine
-from bench.results.schema import (
-    STATUSES,
-    AllReduceFigures,
-    Figures,
-    RunResult,
-    TaskFigures,
-    allreduce_from_dict,
-    figures_from_dict,
-)
+from bench.results.mfu import TaskPeak, run_mfu
+from bench.results.payload import TaskReport, read_report, task_figures
+from bench.results.schema import AllReduceFigures, Figures, RunResult
 from bench.spec import RunSpec
 from bench.strategies import STRATEGIES
 from bench.tasks import Task
@@ -196,21 +190,21 @@ class _Run:
 
     def __init__(self, run_dir: Path, procs: list[_Proc]) -> None:
         self.run_dir, self.procs = run_dir, procs
+        self._reports: dict[str, TaskReport] = {}
 
     def ready(self, p: _Proc) -> bool:
         return (self.run_dir / f"ready.{p.task.name}").exists()
 
-    def payload(self, p: _Proc) -> dict[str, Any] | None:
-        path = self.run_dir / f"payload.{p.task.name}.json"
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return None
-        except (OSError, json.JSONDecodeError) as exc:
-            return {"status": "failed", "reason": f"unreadable payload: {exc}"}
-        if not isinstance(data, dict) or data.get("status") not in STATUSES:
-            return {"status": "failed", "reason": f"malformed payload: {data!r:.200}"}
-        return data
+    def report(self, p: _Proc) -> TaskReport | None:
+        """The report ``p`` left (None: none yet), read once: it is written whole and
+        never changes, and the supervisor asks every poll."""
+        name = p.task.name
+        if name not in self._reports:
+            found = read_report(self.run_dir, name)
+            if found is None:
+                return None
+            self._reports[name] = found
+        return self._reports[name]
 
     def tails(self, first: _Proc | None = None) -> str:
         order = sorted(self.procs, key=lambda p: p is not first)
@@ -282,7 +276,7 @@ def run_isolated(spec: RunSpec, log_path: Path, timeout_s: float | None = None,
             raise
         run.kill_all()  # nothing of a run outlives it
         wall = time.monotonic() - t0
-        payloads = {p.task.name: run.payload(p) for p in procs}
+        reports = {p.task.name: run.report(p) for p in procs}
     main = next(p for p in procs if p.task.main)
     info = {"timeout_s": timeout, "log": str(log_path), "tasks": [
         {"task": p.task.name, "pid": p.proc.pid, "returncode": p.proc.returncode,
@@ -290,27 +284,19 @@ def run_isolated(spec: RunSpec, log_path: Path, timeout_s: float | None = None,
     if status is not None:  # the supervisor decided: timeout or a task failed
         return make_result(spec, status, f"{reason}\n--- log tail ---\n{run.tails(culprit)}",
                            started_at=started, wall_s=wall, launcher=info)
-    payload = payloads[main.task.name] or {}
-    status = str(payload.get("status", "failed"))
-    outcome: str | None = payload.get("reason")
+    report = reports[main.task.name] or TaskReport(
+        "failed", f"task {main.task.name} left no result")
+    status, outcome = report.status, report.reason
     if status in ("failed", "oom"):
         outcome = f"{outcome}\n--- log tail ---\n{run.tails(main)}"
-    try:
-        figures = _combine(spec, payload, procs, payloads) if payload.get("figures") else None
-        allreduce = (allreduce_from_dict(payload["allreduce"]) if payload.get("allreduce")
-                     else None)
-    except (TypeError, KeyError, ValueError) as exc:
-        # E.g. a child running another version of stratbench: record, don't crash.
-        return make_result(spec, "failed", f"child payload does not match this "
-                           f"stratbench's result schema: {exc}", started_at=started,
-                           wall_s=wall, launcher=info)
+    figures = _combine(spec, report.figures, procs, reports) if report.figures else None
     if figures is not None and figures.peak_fault and figures.peak_fault not in (outcome or ""):
         # The run is fine; its MFU is missing because the peak it was held against is
         # wrong. Said in the reason so that nobody reads the missing figure as a failure.
         outcome = "; ".join(filter(None, [outcome, figures.peak_fault]))
     return make_result(spec, status, outcome, figures=figures,
-                       environment=payload.get("environment"), started_at=started,
-                       wall_s=wall, launcher=info, allreduce=allreduce)
+                       environment=report.environment, started_at=started,
+                       wall_s=wall, launcher=info, allreduce=report.allreduce)
 
 
 def _supervise(run: _Run, t0: float, timeout: float) -> tuple[str | None, str, _Proc | None]:
@@ -325,7 +311,7 @@ def _supervise(run: _Run, t0: float, timeout: float) -> tuple[str | None, str, _
     while True:
         now = time.monotonic()
         if main.proc.poll() is not None:
-            if run.payload(main) is None:
+            if run.report(main) is None:
                 rc = main.proc.returncode
                 oom = rc == -signal.SIGKILL or bool(_OOM_TEXT.search(log_tail(main.log)))
                 why = ("was killed by SIGKILL (likely the kernel's OOM killer)"
@@ -339,9 +325,9 @@ def _supervise(run: _Run, t0: float, timeout: float) -> tuple[str | None, str, _
         for p in procs:
             if p is main or p.proc.poll() is None:
                 continue
-            payload = run.payload(p)
-            if payload is None or payload.get("status") != "ok":
-                why = (payload or {}).get("reason") or \
+            report = run.report(p)
+            if report is None or report.status != "ok":
+                why = (report.reason if report else None) or \
                     f"exited with code {p.proc.returncode} without a result"
                 return "failed", f"task {p.task.name} failed: {why}", p
         if not go_written and all(run.ready(p) for p in procs):
@@ -361,80 +347,19 @@ def _supervise(run: _Run, t0: float, timeout: float) -> tuple[str | None, str, _
         time.sleep(POLL_S)
 
 
-def _combine(spec: RunSpec, main_payload: dict[str, Any], procs: list[_Proc],
-             payloads: dict[str, dict[str, Any] | None]) -> Figures:
-    """The run's figures: the main task's, plus per-task figures for multi-process runs."""
-    figures = figures_from_dict(main_payload["figures"])
+def _combine(spec: RunSpec, main: Figures, procs: list[_Proc],
+             reports: dict[str, TaskReport | None]) -> Figures:
+    """The run's figures: the main task's, plus per-task figures for multi-process runs,
+    with MFU over the peaks of the hardware its tasks used."""
     if len(procs) == 1:
-        return figures
+        return main
     factory = STRATEGIES.get(spec.strategy)
-    tasks = []
-    for p in procs:
-        payload = payloads.get(p.task.name) or {}
-        f = figures_from_dict(payload["figures"]) if payload.get("figures") else None
-        local = payload.get("local_replicas")
-        share = factory.task_share(spec, local) if local else 1.0
-        tasks.append(TaskFigures(
-            task=p.task.name, role=p.task.role, pid=p.proc.pid,
-            local_replicas=local,
-            examples=int(sum(w.examples for w in f.windows) * share) if f else None,
-            throughput=f.global_throughput * share if f else None,
-            step_median_s=f.step_time.median_s if f else None,
-            launch_to_first_step_s=f.startup.launch_to_first_step_s if f else None,
-            host_peak_rss_bytes=(f.memory.host_peak_rss_bytes if f else None) or p.rss,
-            device_peak_bytes=f.memory.device_peak_bytes if f else {},
-            cores=list(p.task.cores),
-            threads=((payload.get("environment") or {}).get("threads") or
-                     {"intra_op": p.task.intra_threads, "inter_op": p.task.inter_threads}),
-            loss_end=f.loss_end if f else None,
-            weights_checksum=payload.get("weights_checksum"),
-            windows=f.windows if f else []))
-    combined = combine(spec, figures, tasks)
-    return _with_run_mfu(combined, procs, payloads)
-
-
-def _with_run_mfu(figures: Figures, procs: list[_Proc],
-                  payloads: dict[str, dict[str, Any] | None]) -> Figures:
-    """MFU of the whole run: achieved FLOP/s over the peaks of the hardware it used.
-
-    Each training task stored the achievable and theoretical peaks of what it could use
-    (its cores or GPU). Tasks on disjoint hardware add up. Tasks sharing a GPU, or a
-    core set whose threads they do not split, count its peaks once; tasks splitting a
-    core set's threads each measured the peak of their share, and those add up. The
-    theoretical peak is the hardware's: once per core set or GPU. MFU above 100% is
-    never stored: a task whose own peak failed, or a run above the sum of its tasks'
-    peaks, leaves ``mfu`` empty and says why in ``peak_fault``.
-    """
-    groups: dict[tuple[Any, ...], list[tuple[_Proc, dict[str, Any]]]] = {}
-    for p in procs:
-        f = (payloads.get(p.task.name) or {}).get("figures") or {}
-        if f:
-            groups.setdefault((p.task.cores, p.task.gpus), []).append((p, f))
-    peaks, theoretical, faults = [], [], []
-    for (cores, gpus), members in groups.items():
-        achievable = [f["peak_flops_per_s"] for _, f in members if f.get("peak_flops_per_s")]
-        threads = [p.task.intra_threads for p, _ in members]
-        split = not gpus and all(threads) and sum(threads) <= len(cores)
-        if achievable:
-            peaks.append(sum(achievable) if split else max(achievable))
-        theo = [float(f.get("theoretical_peak_flops_per_s") or 0.0) for _, f in members]
-        theoretical.append(max(theo) if all(theo) else None)
-        faults += [f["peak_fault"] for _, f in members if f.get("peak_fault")]
-    if not peaks:
-        return figures
-    achieved = figures.achieved_flops_per_s
-    machine_peak = sum(peaks)
-    theo_total = sum(t for t in theoretical if t) if all(theoretical) else None
-    mfu: float | None = achieved / machine_peak
-    if not faults and mfu is not None and mfu > 1.0:
-        faults.append(f"no MFU: the run achieved {achieved:.4g} FLOP/s, above the sum of "
-                      f"its tasks' achievable peaks ({machine_peak:.4g} FLOP/s): those "
-                      f"peaks read low for the hardware the tasks shared")
-    if faults:
-        mfu = None
-    usable_theo = theo_total if theo_total and theo_total >= machine_peak and \
-        achieved <= theo_total else None
-    return replace(figures, peak_flops_per_s=machine_peak, mfu=mfu,
-                   theoretical_peak_flops_per_s=usable_theo,
-                   mfu_theoretical=achieved / usable_theo if usable_theo else None,
-                   peak_fault="; ".join(faults) or None)
+    tasks = [task_figures(p.task, reports.get(p.task.name),
+                          lambda local: factory.task_share(spec, local),
+                          pid=p.proc.pid, cores=list(p.task.cores), host_peak_rss_bytes=p.rss,
+                          threads={"intra_op": p.task.intra_threads,
+                                   "inter_op": p.task.inter_threads})
+             for p in procs]
+    combined = combine(spec, main, tasks)
+    return run_mfu(combined, [TaskPeak.of_task(p.task, r.figures) for p in procs
+                              if (r := reports.get(p.task.name)) and r.figures])

@@ -32,7 +32,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,14 +42,9 @@ from bench.exits import Exit
 from bench.hardware import detect
 from bench.launch.launcher import STACK_DUMP_WAIT_S, child_env, kill_group, log_tail, make_result
 from bench.results.combination import combine
-from bench.results.schema import (
-    Figures,
-    StepTimes,
-    TaskFigures,
-    Window,
-    allreduce_from_dict,
-    figures_from_dict,
-)
+from bench.results.mfu import TaskPeak, run_mfu
+from bench.results.payload import TaskReport, read_report
+from bench.results.schema import Figures
 from bench.results.store import SweepStore, save
 from bench.spec import RunSpec
 from bench.strategies import STRATEGIES
@@ -149,30 +144,29 @@ def run_worker(spec: RunSpec, cluster: str, out: Path) -> int:
     chief = next((m for m in everyone if m.name.startswith("chief")), None)
     if task.runner == "server" and chief is not None:
         watch = PortWatch(chief)
-    status, payload = _run_supervised(spec, task, tf_config, log, paths.profile, watch)
+    status, report = _run_supervised(spec, task, tf_config, log, paths.profile, watch)
     if status == "timeout":
-        payload = {"status": "timeout", "reason": (
+        report = TaskReport("timeout", (
             f"task {job}:{index} exceeded the {spec.timeout_s:g} s timeout (a peer that "
-            f"never started, or a blocked collective)\n--- log tail ---\n{log_tail(log)}")}
+            f"never started, or a blocked collective)\n--- log tail ---\n{log_tail(log)}"))
     elif status == "peer_left":
-        payload = {"status": "ok", "reason": f"served until the coordinator ({chief}) left"}
-    elif payload is None:
-        payload = {"status": "failed", "reason": f"task {job}:{index} {status}"
-                                                 f"\n--- log tail ---\n{log_tail(log)}"}
+        report = TaskReport("ok", f"served until the coordinator ({chief}) left")
+    elif report is None:
+        report = TaskReport("failed", f"task {job}:{index} {status}"
+                                      f"\n--- log tail ---\n{log_tail(log)}")
     if not task.main:
-        print(f"task {job}:{index} finished: {payload.get('status')}; log: {log}")
-        return 0 if payload.get("status") in ("ok", "unsupported") else Exit.RUNS_FAILED
+        print(f"task {job}:{index} finished: {report.status}; log: {log}")
+        return 0 if report.status in ("ok", "unsupported") else Exit.RUNS_FAILED
     peers = [m for m in everyone if m.name != task.name]
-    outcome = chief_outcome(spec, task.name, payload, peers, unreachable)
+    outcome = chief_outcome(spec, task.name, report, peers, unreachable)
     info = {"tf_config": tf_config, "hosts": [
         {"task": m.name, "address": m.address,
          "peak_flops_per_s": outcome.peaks.get(m.name)} for m in everyone],
-        "gather_s": payload.get("gather_s")}
+        "gather_s": report.gather_s}
     result = make_result(spec, outcome.status, outcome.reason, figures=outcome.figures,
-                         environment=payload.get("environment"), started_at=started,
+                         environment=report.environment, started_at=started,
                          wall_s=time.monotonic() - t0, launcher=info,
-                         allreduce=(allreduce_from_dict(payload["allreduce"])
-                                    if payload.get("allreduce") else None))
+                         allreduce=report.allreduce)
     result = replace(result, replicate=replicate)
     save(result, paths.result)
     print(f"chief result: {paths.result} ({result.status}); log: {log}")
@@ -205,17 +199,16 @@ class ChiefOutcome:
     peaks: dict[str, float]
 
 
-def chief_outcome(spec: RunSpec, own: str, payload: dict[str, Any], peers: list[Member],
+def chief_outcome(spec: RunSpec, own: str, report: TaskReport, peers: list[Member],
                   probe: Callable[[list[Member]], list[Member]]) -> ChiefOutcome:
-    """The run's outcome from the chief's payload and every host's gathered report.
+    """The run's outcome from the chief's report and every host's gathered report.
 
     The chief's own failure or timeout comes first, with the peers ``probe`` finds
     unreachable named; then a host whose report is missing or not ok fails the run,
     named. Otherwise the figures combine every host's as for local multi-process
     runs, with MFU over the sum of every training host's peak.
     """
-    status = str(payload.get("status", "failed"))
-    reason: str | None = payload.get("reason")
+    status, reason = report.status, report.reason
     if status not in ("ok", "unsupported"):
         gone = probe(peers)
         if gone:
@@ -225,77 +218,41 @@ def chief_outcome(spec: RunSpec, own: str, payload: dict[str, Any], peers: list[
         return ChiefOutcome(status, reason, None, {})
     if status == "unsupported":
         return ChiefOutcome(status, reason, None, {})
-    reports = payload.get("hosts")
-    if not isinstance(reports, list):
-        why = payload.get("hosts_error") or "the chief's task returned no host reports"
+    hosts = report.hosts
+    if hosts is None:
+        why = report.hosts_error or "the chief's task returned no host reports"
         gone = probe(peers)
         named = (f"; not reachable: {', '.join(f'{m.name} ({m.address})' for m in gone)}"
                  if gone else "")
         return ChiefOutcome("failed", f"could not gather every host's figures: {why}{named}",
                             None, {})
-    by_name = {r["task_figures"]["task"]: r for r in reports}
+    by_name = {r.task_figures.task: r for r in hosts}
     expected = [own, *(m.name for m in peers)]
     problems = [f"host of task {name} never reported its figures"
                 for name in expected if name not in by_name]
-    problems += [f"host of task {name} failed: {r.get('status')}: {r.get('reason')}"
-                 for name, r in by_name.items() if r.get("status") != "ok"]
+    problems += [f"host of task {name} failed: {r.status}: {r.reason}"
+                 for name, r in by_name.items() if r.status != "ok"]
     if problems:
         return ChiefOutcome("failed", "; ".join(problems), None, {})
-    peaks = {name: float(r["peak_flops_per_s"]) for name, r in by_name.items()
-             if r.get("peak_flops_per_s")}
-    if not payload.get("figures"):  # e.g. the all-reduce probe: no training figures
+    peaks = {name: float(r.peak_flops_per_s) for name, r in by_name.items()
+             if r.peak_flops_per_s}
+    if report.figures is None:  # e.g. the all-reduce probe: no training figures
         return ChiefOutcome(status, reason, None, peaks)
-    tasks = [task_figures_from_dict(by_name[name]["task_figures"]) for name in expected]
-    figures = combine(spec, figures_from_dict(payload["figures"]), tasks)
+    tasks = [by_name[name].task_figures for name in expected]
+    figures = combine(spec, report.figures, tasks)
     figures = replace(figures, combination=(
         f"{figures.combination}; multi-host: every task's own figures were gathered "
         f"from its host through the cluster"))
     own_fault = figures.peak_fault  # the chief's remark on its own share's peak
-    figures = with_hosts_mfu(figures, spec, by_name)
+    # MFU over the peaks of the hosts where the steps run: every MultiWorkerMirrored
+    # worker; the worker servers of a parameter-server run (not its coordinator).
+    figures = run_mfu(figures, [TaskPeak.of_host(r) for r in by_name.values()
+                                if r.task_figures.role == "worker"])
     # As for local runs, a missing MFU is explained in the reason (never mistaken for a
     # failure); the run-wide remark replaces the chief's remark on its own share.
     parts = [p for p in (reason or "").split("; ") if p and p != own_fault]
     reason = "; ".join([*parts, *([figures.peak_fault] if figures.peak_fault else [])]) or None
     return ChiefOutcome(status, reason, figures, peaks)
-
-
-def with_hosts_mfu(figures: Figures, spec: RunSpec,
-                   reports: dict[str, dict[str, Any]]) -> Figures:
-    """MFU over the sum of every training host's own peaks (each host is its own
-    hardware; local runs' rules otherwise). Training hosts: every MultiWorkerMirrored
-    worker; the worker servers of a parameter-server run. Without every one of their
-    achievable peaks there is no MFU; a host whose peak had a fault, or a run above
-    the summed peak, leaves it empty and says why in ``peak_fault``."""
-    training = [r for r in reports.values() if r["task_figures"]["role"] == "worker"]
-    faults = [f"{r['task_figures']['task']}: {r['peak_fault']}" for r in training
-              if r.get("peak_fault")]
-    cleared = replace(figures, mfu=None, peak_flops_per_s=None, mfu_theoretical=None,
-                      theoretical_peak_flops_per_s=None, peak_fault="; ".join(faults) or None)
-    peaks = [r.get("peak_flops_per_s") for r in training]
-    if not training or not all(peaks):
-        return cleared
-    total = float(sum(p for p in peaks if p))
-    achieved = figures.achieved_flops_per_s
-    if not faults and achieved > total:
-        faults.append(f"no MFU: the run achieved {achieved:.4g} FLOP/s, above the sum of "
-                      f"its hosts' achievable peaks ({total:.4g} FLOP/s): those peaks read low")
-    theos = [r.get("theoretical_peak_flops_per_s") for r in training]
-    theo = float(sum(t for t in theos if t)) if all(theos) else None
-    usable = theo if theo and theo >= total and achieved <= theo else None
-    return replace(cleared, peak_flops_per_s=total, mfu=None if faults else achieved / total,
-                   theoretical_peak_flops_per_s=usable,
-                   mfu_theoretical=achieved / usable if usable else None,
-                   peak_fault="; ".join(faults) or None)
-
-
-def task_figures_from_dict(data: dict[str, Any]) -> TaskFigures:
-    """TaskFigures from a host's report (fields this version lacks are ignored)."""
-    known = {f.name for f in fields(TaskFigures)}
-    kwargs: dict[str, Any] = {k: v for k, v in data.items() if k in known}
-    if kwargs.get("windows"):
-        kwargs["windows"] = [Window(**{**w, "step_time": StepTimes(**w["step_time"])})
-                             for w in kwargs["windows"]]
-    return TaskFigures(**kwargs)
 
 
 def reachable(member: Member, timeout: float = PROBE_TIMEOUT_S) -> bool:
@@ -339,7 +296,7 @@ class PortWatch:
 
 def _run_supervised(spec: RunSpec, task: Task, tf_config: dict[str, Any], log: Path,
                     profile_dir: Path, watch: PortWatch | None = None
-                    ) -> tuple[str, dict[str, Any] | None]:
+                    ) -> tuple[str, TaskReport | None]:
     """Run the task in a child process (``bench.child``) under the run's timeout.
 
     The watch has to come from outside: a MultiWorkerMirrored constructor waiting for
@@ -348,7 +305,7 @@ def _run_supervised(spec: RunSpec, task: Task, tf_config: dict[str, Any], log: P
     stacks (into the log), then its process group is SIGKILLed; so is a server's
     once ``watch`` says the coordinator left.
     Returns (``"done"``, ``"timeout"``, ``"peer_left"`` or a description of the exit,
-    payload or None).
+    the task's report or None).
     """
     log.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="stratbench-worker-") as tmp:
@@ -383,9 +340,7 @@ def _run_supervised(spec: RunSpec, task: Task, tf_config: dict[str, Any], log: P
                     break
         finally:
             kill_group(proc)  # also on Ctrl-C: nothing of the task outlives it
-        payload_file = run_dir / f"payload.{task.name}.json"
-        payload = json.loads(payload_file.read_text(encoding="utf-8")) \
-            if payload_file.exists() else None
-    if status == "done" and payload is None:
+        report = read_report(run_dir, task.name)
+    if status == "done" and report is None:
         status = f"exited with code {proc.returncode} without a result"
-    return status, payload
+    return status, report

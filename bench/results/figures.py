@@ -47,11 +47,15 @@ class Figure:
         """The run's stored value (a dict of per-device values reads as its largest)."""
         return _read(figures, self.path)
 
+    def in_window(self, window: Window) -> float | None:
+        """One measured window's own value (None where windows do not carry it)."""
+        return _read(window, self.window) if self.window else None
+
     def samples(self, figures: Figures) -> list[float]:
         """The values a comparison works on: one per measured window where windows
         carry the figure, else the run's own value (none where it was not measured)."""
         if self.window:
-            found = (_read(w, self.window) for w in figures.windows)
+            found = (self.in_window(w) for w in figures.windows)
             return [v for v in found if v is not None]
         run = self.value(figures)
         return [] if run is None else [run]

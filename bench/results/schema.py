@@ -11,11 +11,15 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from bench.errors import SchemaError
 from bench.spec import RunSpec
+from bench.tasks import Task
+
+T = TypeVar("T")
 
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "failed", "oom", "timeout", "unsupported")
@@ -253,6 +257,7 @@ class TaskFigures:
     launch_to_first_step_s: float | None = unit("s", None)
     host_peak_rss_bytes: int | None = unit("bytes", None)
     device_peak_bytes: dict[str, int] = field(default_factory=dict, metadata={"unit": "bytes"})
+    device_peak_reason: str | None = None  # why device_peak_bytes is empty (as Memory's)
     cores: list[int] = field(default_factory=list)
     threads: dict[str, int] = field(default_factory=dict)
     loss_end: float | None = unit("nats (mean cross-entropy)", None)
@@ -342,13 +347,7 @@ class RunResult:
     replicate: int = 1
 
     def __post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise SchemaError(f"RunResult.status must be one of {', '.join(STATUSES)}. "
-                              f"Received: status={self.status!r}")
-        if self.status != "ok" and not (self.reason or "").strip():
-            # A failure without a reason is a lost result in disguise.
-            raise SchemaError(f"RunResult.reason must explain a {self.status!r} status. "
-                              f"Received: reason={self.reason!r}")
+        check_outcome("RunResult", self.status, self.reason)
 
     # -- serialisation ---------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -366,21 +365,31 @@ class RunResult:
                 f"result schema_version {version!r} is not supported by this stratbench "
                 f"(expects {SCHEMA_VERSION}); re-run the sweep or use a matching version")
         data = {k: v for k, v in data.items() if k not in ("units", "definitions")}
-        try:
-            return typing.cast(RunResult, _build(cls, data))
-        except (TypeError, KeyError, ValueError) as exc:
-            raise SchemaError(f"result document does not match schema {SCHEMA_VERSION}: "
-                              f"{exc}") from exc
+        return load_strict(cls, data, "result document")
 
 
-def figures_from_dict(data: dict[str, Any]) -> Figures:
-    """Rebuild Figures from their ``asdict`` form (as the child sends them)."""
-    return typing.cast(Figures, _build(Figures, data))
+def check_outcome(owner: str, status: str, reason: str | None) -> None:
+    """Refuse a status outside STATUSES, or one other than ok without a reason
+    (raises SchemaError naming ``owner``'s field)."""
+    if status not in STATUSES:
+        raise SchemaError(f"{owner}.status must be one of {', '.join(STATUSES)}. "
+                          f"Received: status={status!r}")
+    if status != "ok" and not (reason or "").strip():
+        # A failure without a reason is a lost result in disguise.
+        raise SchemaError(f"{owner}.reason must explain a {status!r} status. "
+                          f"Received: reason={reason!r}")
 
 
-def allreduce_from_dict(data: dict[str, Any]) -> AllReduceFigures:
-    """Rebuild AllReduceFigures from their ``asdict`` form (as the child sends them)."""
-    return typing.cast(AllReduceFigures, _build(AllReduceFigures, data))
+def load_strict(cls: type[T], data: Any, what: str) -> T:
+    """``cls`` rebuilt from its ``asdict`` form, refusing what this version does not
+    know: an unknown or missing field or a wrong shape raises SchemaError naming it
+    (``what`` names the document in the message); so do the classes' own checks."""
+    if not isinstance(data, dict):
+        raise SchemaError(f"{what} must be a JSON object. Received: {data!r:.200}")
+    try:
+        return typing.cast(T, _build(cls, data))
+    except (TypeError, KeyError, ValueError, AttributeError) as exc:
+        raise SchemaError(f"{what} does not match schema {SCHEMA_VERSION}: {exc}") from exc
 
 
 def units_table(cls: type, prefix: str = "") -> dict[str, str]:
@@ -408,17 +417,24 @@ def _dataclass_in(tp: Any) -> type | None:
     return None
 
 
+# Classes that load themselves (they validate, or convert lists back to tuples).
+_OWN_LOADERS: dict[type, Callable[[Any], Any]] = {RunSpec: RunSpec.from_dict,
+                                                  Task: Task.from_dict}
+
+
 def _build(tp: Any, value: Any) -> Any:
     if value is None:
         return None
-    if tp is RunSpec:
-        return RunSpec.from_dict(value)
+    if tp in _OWN_LOADERS:
+        return _OWN_LOADERS[tp](value)
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         hints = typing.get_type_hints(tp)
         names = {f.name for f in dataclasses.fields(tp)}
         unknown = set(value) - names
         if unknown:
-            raise KeyError(f"{tp.__name__} has no field(s) {sorted(unknown)}")
+            got = ", ".join(f"{k}={value[k]!r:.80}" for k in sorted(unknown))
+            raise ValueError(f"{tp.__name__} has no field(s) {', '.join(sorted(unknown))}. "
+                             f"Received: {got}")
         return tp(**{k: _build(hints[k], v) for k, v in value.items()})
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
