@@ -14,10 +14,15 @@ import pytest
 from scipy.stats import ttest_ind
 
 from bench.results.stats import (
+    DEFAULT_POWER,
     compare_runs,
     detectable_log_change,
+    equivalence_power,
     hierarchical_bootstrap_ratio,
     minimum_detectable_change,
+    paired_equivalence,
+    paired_log_ratio,
+    pairs_for_equivalence,
     run_figure,
     summarize_runs,
     throughput_runs,
@@ -165,3 +170,95 @@ def test_minimum_detectable_change_for_planning() -> None:
     # Large samples: (1.96 + 1.28) x sigma x sqrt(2/n).
     assert math.log1p(minimum_detectable_change(0.05, 500, 500)) == pytest.approx(
         (1.95996 + 1.28155) * math.sqrt(math.log1p(0.0025)) * math.sqrt(2 / 500), rel=0.01)
+
+
+# -- paired figures: ratio, equivalence, planning ----------------------------------------------
+def pairs(rng: np.random.Generator, n: int, *, ratio: float = 1.0, pair_sd: float = 0.2,
+          sd: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` pairs: each pair its own shared level (``pair_sd``), then its own log noise."""
+    base = 1000.0 * np.exp(rng.normal(0.0, pair_sd, n))
+    return base, base * ratio * np.exp(rng.normal(0.0, sd, n))
+
+
+def test_paired_log_ratio_known_values() -> None:
+    logs = np.array([0.01, 0.02, 0.03, 0.04, 0.05])
+    r = paired_log_ratio([100.0] * 5, list(100.0 * np.exp(logs)), seed=3)
+    sd = float(np.std(logs, ddof=1))
+    half = 2.776445 * sd / math.sqrt(5)  # t[0.975, 4] from a printed table
+    assert (r.pairs, r.mean_log, r.sd_log) == (5, pytest.approx(0.03), pytest.approx(sd))
+    assert r.ratio == pytest.approx(math.exp(0.03))
+    assert (r.t_low, r.t_high) == pytest.approx((math.exp(0.03 - half), math.exp(0.03 + half)),
+                                                abs=1e-6)
+    # A mean of resampled pairs stays within the pairs' own extremes.
+    assert math.exp(0.01) <= r.boot_low < r.ratio < r.boot_high <= math.exp(0.05)
+    again = paired_log_ratio([100.0] * 5, list(100.0 * np.exp(logs)), seed=3)
+    assert (again.boot_low, again.boot_high) == (r.boot_low, r.boot_high)
+    point = paired_log_ratio([5.0, 7.0], [6.0, 8.4])  # identical ratios: no spread
+    assert point.ratio == pytest.approx(1.2) and point.t_low == point.t_high == point.boot_low
+    for baseline, current, needle in (([1.0, 2.0], [1.0], "one current value"),
+                                      ([1.0], [1.0], "pairs=1"),
+                                      ([1.0, 0.0], [1.0, 1.0], "positive")):
+        with pytest.raises(ValueError, match=needle):
+            paired_log_ratio(baseline, current)
+
+
+def test_pairing_removes_the_noise_the_pair_shares() -> None:
+    # Pairs 20% apart from each other, 1% noise inside a pair, 3% faster: the pairs see
+    # it; the same figures taken as two independent groups of runs cannot.
+    base, cur = pairs(np.random.default_rng(5), 8, ratio=1.03, sd=0.01)
+    paired = paired_log_ratio(base, cur)
+    assert 1.0 < paired.t_low < 1.03 < paired.t_high < 1.05
+    assert paired.boot_low > 1.0 and paired.boot_high < 1.05
+    assert not compare_runs([[v] for v in base], [[v] for v in cur]).significant
+
+
+def test_paired_intervals_cover_the_true_ratio() -> None:
+    rng = np.random.default_rng(20261123)
+    for n, which in ((10, "t"), (30, "boot")):  # the bootstrap needs more pairs to be honest
+        covered = 0
+        for _ in range(500):
+            r = paired_log_ratio(*pairs(rng, n, ratio=1.1))
+            low, high = (r.t_low, r.t_high) if which == "t" else (r.boot_low, r.boot_high)
+            covered += low < 1.1 < high
+        assert covered / 500 >= 0.95 - margin(0.95, 500), (n, which, covered)
+
+
+def test_equivalence_at_the_margin_is_shown_at_most_alpha_of_the_time() -> None:
+    rng = np.random.default_rng(12)
+    for true in (1.05, 1 / 1.05):
+        shown = sum(paired_equivalence(*pairs(rng, 10, ratio=true), 0.05).equivalent
+                    for _ in range(1000))
+        assert shown / 1000 <= ALPHA + margin(ALPHA, 1000), (true, shown)
+
+
+def test_equivalence_is_the_one_minus_two_alpha_interval_inside_the_margin() -> None:
+    rng = np.random.default_rng(13)
+    decisions = set()
+    for _ in range(200):
+        base, cur = pairs(rng, 6, ratio=float(rng.uniform(0.97, 1.03)), sd=0.02)
+        eq = paired_equivalence(base, cur, 0.05)
+        r = paired_log_ratio(base, cur, confidence=1 - 2 * ALPHA)
+        assert eq.equivalent == (r.t_low > 1 / 1.05 and r.t_high < 1.05)
+        assert eq.p_value == max(eq.p_lower, eq.p_upper)
+        decisions.add(eq.equivalent)
+    assert decisions == {True, False}  # both outcomes were exercised
+    inside = paired_equivalence([5.0, 7.0], [5.1, 7.14], 0.05)  # identical 2% ratios
+    assert inside.equivalent and inside.p_value == 0.0
+    assert paired_equivalence([5.0, 7.0], [6.0, 8.4], 0.05).p_value == 1.0
+    with pytest.raises(ValueError, match="margin=1.5"):
+        paired_equivalence([5.0, 7.0], [5.1, 7.14], 1.5)
+
+
+def test_pairs_for_equivalence_reaches_the_planned_power() -> None:
+    n = pairs_for_equivalence(0.05, 0.05)  # 5% noise a pair, +-5% margin, 90% power
+    # Normal approximation (z[0.95] + z[0.95])^2 (sd / log 1.05)^2 = 11.4; t adds a little.
+    assert 12 <= n <= 14
+    assert equivalence_power(n, 0.05, 0.05) >= DEFAULT_POWER > equivalence_power(n - 1, 0.05, 0.05)
+    rng = np.random.default_rng(14)
+    shown = sum(paired_equivalence(*pairs(rng, n), 0.05).equivalent for _ in range(1000))
+    assert shown / 1000 >= DEFAULT_POWER - margin(DEFAULT_POWER, 1000)
+    assert pairs_for_equivalence(0.1, 0.05) > n > pairs_for_equivalence(0.05, 0.1)
+    assert pairs_for_equivalence(0.05, 0.05, true_ratio=1.02) > n
+    assert pairs_for_equivalence(0.0, 0.05) == 2
+    with pytest.raises(ValueError, match="true_ratio=1.05"):
+        pairs_for_equivalence(0.05, 0.05, true_ratio=1.05)

@@ -1,9 +1,9 @@
 """Statistics of measured figures: numpy, and ``scipy.stats`` for every distribution.
 
-The distributions are scipy's (Student's ``t``), the library every reviewer of
-statistics already trusts; what is written here is only how benchmark runs map
-onto them. Parent side only: the child summarises its own samples with
-``bench.results.samples``.
+The distributions, tests and resampling are scipy's (``t``, ``nct``,
+``ttest_1samp``, ``bootstrap``), the library every reviewer of statistics already
+trusts; what is written here is only how benchmark runs map onto them. Parent
+side only: the child summarises its own samples with ``bench.results.samples``.
 
 Comparisons of *runs*. A run (one process) is the unit of replication: its
 windows share the process's conditions (load, memory layout, thread placement),
@@ -15,9 +15,16 @@ detectable change from the measured run-to-run noise) or, for a distribution-
 free interval with many runs a side, ``hierarchical_bootstrap_ratio``.
 ``minimum_detectable_change`` plans how many runs a given noise needs.
 
+Comparisons of *pairs* (a baseline and a current figure measured under the same
+conditions, e.g. back to back): ``paired_log_ratio`` (the ratio with a paired t
+and a bootstrap interval), ``paired_equivalence`` (TOST: is the change shown to
+be within +-margin?) and ``pairs_for_equivalence`` (how many pairs settle a
+margin at a given noise; ``equivalence_power`` the other way round).
+
 Everything is computed on the log scale, where a ratio is a difference and a
 slowdown and the matching throughput loss are the same number seen both ways up.
-Inputs are "runs": a sequence of runs, each a sequence of positive window values.
+Inputs are "runs": a sequence of runs, each a sequence of positive window values,
+or two sequences of positive figures, one value a pair on each side.
 """
 
 from __future__ import annotations
@@ -334,3 +341,180 @@ def compare_runs(baseline: Runs, current: Runs, *, alpha: float = DEFAULT_ALPHA,
     return replace(undecided, low=math.exp(delta - half), high=math.exp(delta + half),
                    p_value=p, significant=p < alpha, noise_cv=noise_cv,
                    mde=math.expm1(detectable_log_change(se, df, alpha, power)))
+
+
+# -- paired samples: ratio, equivalence, planning --------------------------------------------
+# A pair is one baseline and one current figure measured under the same conditions
+# (back to back, same machine state): the noise the two share drops out of their ratio,
+# so pairs settle a change with far fewer runs than two independent groups. The
+# margin of an equivalence is symmetric on the log scale: 0.05 means the ratio lies
+# in [1/1.05, 1.05], the same 5% either way up (throughput or time per step).
+def _paired_log_ratios(baseline: Sequence[float], current: Sequence[float],
+                       what: str) -> np.ndarray:
+    b = np.asarray(baseline, dtype=np.float64)
+    c = np.asarray(current, dtype=np.float64)
+    if b.shape != c.shape or b.ndim != 1:
+        raise ValueError(f"{what} needs one current value per baseline value. Received: "
+                         f"{b.size} baseline and {c.size} current value(s)")
+    if b.size < 2:
+        raise ValueError(f"{what} needs 2+ pairs to measure their spread. Received: "
+                         f"pairs={b.size}")
+    both = np.concatenate([b, c])
+    if not np.all(np.isfinite(both)) or np.any(both <= 0):
+        raise ValueError(f"{what} needs positive, finite values. Received: "
+                         f"baseline={list(baseline)!r}, current={list(current)!r}")
+    return np.log(c) - np.log(b)
+
+
+def _log_margin(margin: float) -> float:
+    if not 0 < margin < 1:
+        raise ValueError(f"margin is a relative change, 0 < margin < 1 (0.05 = 5%). "
+                         f"Received: margin={margin!r}")
+    return math.log1p(margin)
+
+
+@dataclass(frozen=True)
+class PairedRatio:
+    """current / baseline from paired figures, with two intervals at ``confidence``.
+
+    ``mean_log`` is the mean of the pairs' log ratios log(current_i / baseline_i),
+    ``sd_log`` their standard deviation (n - 1), ``ratio`` = exp(mean_log) (the
+    geometric mean of the pair ratios). ``t_low``/``t_high``: the ratio's interval
+    from the paired t (``scipy.stats.t``, n - 1 degrees of freedom);
+    ``boot_low``/``boot_high``: from a seeded BCa bootstrap of the pairs
+    (``scipy.stats.bootstrap``), which assumes nothing about the shape of the
+    noise but, like every bootstrap, is too narrow with few pairs (under ~10).
+    """
+
+    pairs: int
+    mean_log: float
+    sd_log: float
+    ratio: float
+    confidence: float
+    t_low: float
+    t_high: float
+    boot_low: float
+    boot_high: float
+
+
+def paired_log_ratio(baseline: Sequence[float], current: Sequence[float],
+                     confidence: float = 0.95, *, resamples: int = BOOTSTRAP_RESAMPLES,
+                     seed: int = BOOTSTRAP_SEED) -> PairedRatio:
+    """Mean log ratio of paired figures, as a ratio with its t and bootstrap intervals.
+
+    ``baseline[i]`` and ``current[i]`` are one pair (e.g. the run figures of two
+    configurations measured back to back). Deterministic for a given ``seed``.
+    """
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be between 0 and 1. Received: "
+                         f"confidence={confidence!r}")
+    d = _paired_log_ratios(baseline, current, "paired_log_ratio")
+    mean, sd = float(d.mean()), float(d.std(ddof=1))
+    t_ci: tuple[float, float] = (mean, mean)
+    boot_ci = t_ci
+    if sd >= 1e-12:  # identical ratios (a deterministic figure): both intervals are the point
+        ci = sps.ttest_1samp(d, 0.0).confidence_interval(confidence)
+        t_ci = (float(ci.low), float(ci.high))
+        boot = sps.bootstrap((d,), np.mean, n_resamples=resamples, vectorized=True,
+                             confidence_level=confidence, method="BCa",
+                             rng=np.random.default_rng(seed)).confidence_interval
+        boot_ci = (float(boot.low), float(boot.high))
+    return PairedRatio(pairs=int(d.size), mean_log=mean, sd_log=sd, ratio=math.exp(mean),
+                       confidence=confidence, t_low=math.exp(t_ci[0]), t_high=math.exp(t_ci[1]),
+                       boot_low=math.exp(boot_ci[0]), boot_high=math.exp(boot_ci[1]))
+
+
+@dataclass(frozen=True)
+class Equivalence:
+    """Two one-sided t tests (TOST) of paired log ratios against +-``margin``.
+
+    ``p_lower`` tests "ratio <= 1/(1 + margin)", ``p_upper`` "ratio >= 1 + margin"
+    (``scipy.stats.ttest_1samp``, one-sided); ``p_value`` is the larger of the two;
+    ``equivalent`` (p_value < alpha) means the change is shown to be smaller than
+    the margin either way. The same decision as "the 1 - 2 alpha paired t interval
+    lies inside the margin".
+    """
+
+    pairs: int
+    ratio: float
+    margin: float
+    alpha: float
+    p_lower: float
+    p_upper: float
+    p_value: float
+    equivalent: bool
+
+
+def paired_equivalence(baseline: Sequence[float], current: Sequence[float],
+                       margin: float = 0.05, *, alpha: float = DEFAULT_ALPHA) -> Equivalence:
+    """TOST equivalence of paired figures within +-``margin`` (0.05 = 5%), see Equivalence."""
+    if not 0 < alpha < 0.5:
+        raise ValueError(f"alpha must be between 0 and 0.5. Received: alpha={alpha!r}")
+    bound = _log_margin(margin)
+    d = _paired_log_ratios(baseline, current, "paired_equivalence")
+    mean = float(d.mean())
+    if d.std(ddof=1) < 1e-12:  # no spread: each one-sided test is decided by the mean alone
+        p_lower, p_upper = float(mean <= -bound), float(mean >= bound)
+    else:
+        p_lower = float(sps.ttest_1samp(d, -bound, alternative="greater").pvalue)
+        p_upper = float(sps.ttest_1samp(d, bound, alternative="less").pvalue)
+    p = max(p_lower, p_upper)
+    return Equivalence(pairs=int(d.size), ratio=math.exp(mean), margin=margin, alpha=alpha,
+                       p_lower=p_lower, p_upper=p_upper, p_value=p, equivalent=p < alpha)
+
+
+def equivalence_power(pairs: int, sd_log: float, margin: float, *,
+                      alpha: float = DEFAULT_ALPHA, true_ratio: float = 1.0) -> float:
+    """Probability that ``paired_equivalence`` on ``pairs`` pairs shows equivalence.
+
+    ``sd_log`` is the SD of the pairs' log ratios (``PairedRatio.sd_log``),
+    ``true_ratio`` the ratio assumed true. Each one-sided test's power comes from
+    the noncentral t (``scipy.stats.nct``); their sum minus one is the usual lower
+    bound of both passing (tight once the power is useful, above ~0.5).
+    """
+    if pairs < 2:
+        raise ValueError(f"equivalence needs 2+ pairs. Received: pairs={pairs}")
+    if sd_log < 0:
+        raise ValueError(f"sd_log must be >= 0. Received: sd_log={sd_log!r}")
+    if not 0 < alpha < 0.5:
+        raise ValueError(f"alpha must be between 0 and 0.5. Received: alpha={alpha!r}")
+    if true_ratio <= 0:
+        raise ValueError(f"true_ratio must be > 0. Received: true_ratio={true_ratio!r}")
+    bound, mu = _log_margin(margin), math.log(true_ratio)
+    if abs(mu) >= bound:
+        return 0.0  # at or beyond the margin equivalence is shown at most alpha of the time
+    if sd_log == 0:
+        return 1.0
+    df, se = pairs - 1, sd_log / math.sqrt(pairs)
+    crit = float(sps.t.ppf(1.0 - alpha, df))
+    power = (sps.nct.sf(crit, df, (mu + bound) / se)
+             + sps.nct.cdf(-crit, df, (mu - bound) / se) - 1.0)
+    return max(0.0, float(power))
+
+
+def pairs_for_equivalence(sd_log: float, margin: float, *, alpha: float = DEFAULT_ALPHA,
+                          power: float = DEFAULT_POWER, true_ratio: float = 1.0,
+                          max_pairs: int = 100_000) -> int:
+    """The fewest pairs for which ``paired_equivalence`` shows +-``margin`` with ``power``.
+
+    For planning: at the measured SD of the log ratios (``PairedRatio.sd_log``) and
+    the ratio assumed true (1: no change). Raises when even ``max_pairs`` would not
+    do, e.g. when ``true_ratio`` is at or beyond the margin.
+    """
+    if not 0 < power < 1:
+        raise ValueError(f"power must be between 0 and 1. Received: power={power!r}")
+
+    def enough(n: int) -> bool:
+        return equivalence_power(n, sd_log, margin, alpha=alpha, true_ratio=true_ratio) >= power
+
+    if not enough(max_pairs):
+        raise ValueError(f"no number of pairs up to {max_pairs} shows a {margin:.1%} margin "
+                         f"with power {power}. Received: sd_log={sd_log!r}, "
+                         f"true_ratio={true_ratio!r}")
+    lo, hi = 1, 2  # not enough(lo) (a single pair never is), enough(hi) after the doubling
+    while not enough(hi):
+        lo, hi = hi, min(2 * hi, max_pairs)
+    while hi - lo > 1:  # the power grows with the pairs: bisect
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if enough(mid) else (mid, hi)
+    return hi
