@@ -13,6 +13,14 @@ class UnknownNameError(SpecError):
     """A name was not found in a registry. The message lists the valid names."""
 
 
+class UsageError(BenchError):
+    """A command-line or cluster description the user can fix (the CLI exits 2).
+
+    Raised by the CLI's parsing and by the multi-host worker when its cluster does not
+    fit the configuration; one class, so the CLI has one thing to catch.
+    """
+
+
 class Unsupported(BenchError):
     """A configuration cannot run on this machine (recorded as status `unsupported`)."""
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.results.store import SweepStore
+from bench.results.store import SweepStore, run_name
 from bench.spec import RunSpec, declaration
 from reports.columns import SCALING_FIGURES, SCHEMA_FIGURES, ScalingFigure, SchemaFigure
 from reports.configs import Ratio
@@ -80,8 +80,7 @@ def spec_hparams(spec_type: type[RunSpec] = RunSpec) -> tuple[str, ...]:
 
 def session_name(run: RunView) -> str:
     """The run's directory name, as the store names its profile and log."""
-    replicate = getattr(run.result, "replicate", 1)
-    return run.key if replicate == 1 else f"{run.key}.run{replicate}"
+    return run_name(run.key, getattr(run.result, "replicate", 1))
 
 
 def hparams_of(run: RunView, machines: int) -> dict[str, bool | float | str]:

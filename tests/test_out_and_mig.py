@@ -60,6 +60,16 @@ def test_worker_out_naming_a_file(capsys: pytest.CaptureFixture[str], a_file: Pa
     assert "argument --out" in err and "must name a directory" in err and str(a_file) in err
 
 
+def test_worker_cluster_that_does_not_fit_is_a_usage_error(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Raised by bench.launch.worker, reported by the CLI: one UsageError (bench.errors).
+    monkeypatch.setenv("TF_CONFIG", "not json")
+    err = _usage_error(capsys, "worker", "--workload", "mlp", "--strategy",
+                       "multi_worker_mirrored", "--out", str(tmp_path))
+    assert "TF_CONFIG must be JSON" in err and "Received: TF_CONFIG='not json'" in err
+
+
 def test_worker_out_is_created_when_missing(tmp_path: Path) -> None:
     from bench.cli.worker import _out_dir
 

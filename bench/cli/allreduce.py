@@ -8,24 +8,17 @@ hard timeout, like a training configuration, and is stored in the common schema
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import re
 import sys
 from pathlib import Path
 from typing import Any
 
-from bench.cli.common import (
-    UsageError,
-    int_list,
-    param,
-    print_notes,
-    split_list,
-    writable_dir,
-)
+from bench.cli.common import int_list, param, print_notes, split_list, writable_dir
+from bench.errors import UsageError
 from bench.exits import Exit
 from bench.launch.sweep import run_sweep
 from bench.matrix import expand_axes
-from bench.results.store import SweepStore, load
+from bench.results.store import SweepStore, load, new_sweep_dir
 from bench.results.text import allreduce_table
 from bench.spec import ALLREDUCE_MIN_BYTES, RunSpec
 
@@ -103,8 +96,7 @@ def probe_specs(args: argparse.Namespace) -> list[RunSpec]:
 
 def cmd_allreduce(args: argparse.Namespace) -> int:
     specs = probe_specs(args)
-    stamp = f"allreduce-{_dt.datetime.now():%Y%m%d-%H%M%S}"
-    out = writable_dir(args.out or Path("results") / stamp)
+    out = writable_dir(args.out or new_sweep_dir("allreduce"))
     print(f"stratbench allreduce: {len(specs)} configuration(s) -> {out}")
     outcome = run_sweep(specs, out)
     store = SweepStore(out)

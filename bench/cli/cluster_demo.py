@@ -10,16 +10,17 @@ figures, gathered over the emulated network) goes to ``--out``. Needs root,
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import sys
 from pathlib import Path
 from typing import Any
 
-from bench.cli.common import UsageError, add_matrix_args, specs_from_args, split_list
+from bench.cli.common import add_matrix_args, specs_from_args, split_list
 from bench.cli.worker import spec_from_file
+from bench.errors import UsageError
 from bench.exits import Exit
 from bench.launch.cluster_demo import PEER_END_S, DemoError, DemoOutcome, run_demo
 from bench.launch.netns import LinkShape, NetnsError, parse_rate
+from bench.results.store import new_sweep_dir
 
 REASON_LINES = 4  # the full reason, log tails included, is in the stored result
 
@@ -63,7 +64,7 @@ def cmd_cluster_demo(args: argparse.Namespace) -> int:
         shape = LinkShape(args.link_rate, args.link_delay_ms / 1e3)
     except NetnsError as exc:
         raise UsageError(str(exc)) from None
-    out: Path = args.out or Path("results") / f"cluster-demo-{_dt.datetime.now():%Y%m%d-%H%M%S}"
+    out: Path = args.out or new_sweep_dir("cluster-demo")
     # Ctrl-C and SIGTERM (bench.cli.main turns it into Ctrl-C) leave run_demo through
     # its Network's exit: the namespaces and everything in them are removed.
     try:

@@ -11,17 +11,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.errors import BenchError
+from bench.errors import UsageError
 from bench.hardware import detect
 from bench.matrix import AXES, PRESETS, expand_axes
 from bench.registry import Registry
 from bench.spec import RunSpec, SpecField, declaration
 from bench.strategies import STRATEGIES
 from workloads import WORKLOADS
-
-
-class UsageError(BenchError):
-    """A command-line problem the user can fix (exit 2)."""
 
 
 def split_list(text: str) -> list[str]:

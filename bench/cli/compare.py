@@ -12,7 +12,7 @@ from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
-from bench.cli.common import UsageError
+from bench.errors import UsageError
 from bench.regress.compare import (
     DEFAULT_ALPHA,
     DEFAULT_THRESHOLD,

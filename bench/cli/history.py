@@ -9,9 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bench.cli.common import (
-    UsageError,
-)
+from bench.errors import UsageError
 from bench.regress.history import SELECTION_KEYS, HistoryError, Selection, open_history
 
 

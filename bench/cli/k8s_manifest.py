@@ -14,8 +14,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from bench.cli.common import UsageError, add_matrix_args, specs_from_args
+from bench.cli.common import add_matrix_args, specs_from_args
 from bench.cli.worker import spec_from_file
+from bench.errors import UsageError
 from bench.exits import Exit
 from bench.launch.k8s import DEFAULT_PORT, K8sOptions, ManifestError, manifest, pod_tasks, render
 

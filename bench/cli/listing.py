@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from bench.cli.common import UsageError, add_matrix_args, specs_from_args
+from bench.cli.common import add_matrix_args, specs_from_args
+from bench.errors import UsageError
 from bench.exits import Exit
 from bench.hardware import detect
 from bench.results.store import SweepStore

@@ -31,8 +31,7 @@ from bench.cli import (
     tensorboard_export,
     worker,
 )
-from bench.cli.common import UsageError
-from bench.errors import BenchError, SpecError
+from bench.errors import BenchError, SpecError, UsageError
 from bench.exits import EPILOG, Exit
 
 COMMANDS = (run, listing, env, show, report, tensorboard_export, history, compare, nightly,

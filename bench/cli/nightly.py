@@ -8,14 +8,14 @@ noise (or no baseline yet), 2 usage error, 1 internal error.
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
-from bench.cli.common import UsageError, writable_dir
+from bench.cli.common import writable_dir
 from bench.cli.compare import EXIT_CODES, add_compare_args
+from bench.errors import UsageError
 from bench.regress.compare import CompareError, Thresholds
 from bench.regress.history import HistoryError
 from bench.regress.nightly import (
@@ -26,6 +26,7 @@ from bench.regress.nightly import (
     run_matrix,
 )
 from bench.regress.render import as_table
+from bench.results.store import new_sweep_dir
 
 
 def _positive(flag: str, value: int) -> int:
@@ -35,7 +36,7 @@ def _positive(flag: str, value: int) -> int:
 
 
 def cmd_nightly(args: argparse.Namespace) -> int:
-    out: Path = args.out or Path("results") / f"nightly-{_dt.datetime.now():%Y%m%d-%H%M%S}"
+    out: Path = args.out or new_sweep_dir("nightly")
     nightlies = _positive("--baseline-nightlies", args.baseline_nightlies)
     runs = _positive("--runs", args.runs)
     try:

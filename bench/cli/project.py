@@ -17,8 +17,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from bench.cli.common import UsageError
-from bench.errors import SchemaError
+from bench.errors import SchemaError, UsageError
 from bench.exits import Exit
 from bench.launch.netns import NetnsError, parse_rate
 from bench.results.store import load

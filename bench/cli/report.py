@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.cli.common import UsageError, writable_dir
+from bench.cli.common import writable_dir
+from bench.errors import UsageError
 from bench.exits import Exit
 from bench.results.store import SweepStore
 from reports.files import Written, write

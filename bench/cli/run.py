@@ -3,29 +3,25 @@
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import sys
 from pathlib import Path
 from typing import Any
 
-from bench.cli.common import UsageError, add_matrix_args, specs_from_args, writable_dir
+from bench.cli.common import add_matrix_args, specs_from_args, writable_dir
 from bench.cli.report import report_after_sweep
 from bench.cli.tensorboard_export import export_after_sweep
+from bench.errors import UsageError
 from bench.exits import Exit
 from bench.hardware import detect
 from bench.launch.sweep import Replication, run_sweep
-from bench.results.store import SweepStore, load_sweep
+from bench.results.store import SweepStore, load_sweep, new_sweep_dir
 from reports.results_table import LEGEND, format_table
-
-
-def _default_out() -> Path:
-    return Path("results") / f"sweep-{_dt.datetime.now():%Y%m%d-%H%M%S}"
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     specs = specs_from_args(args)
     replication = replication_from_args(args)  # every usage error before a directory is made
-    out = writable_dir(args.out or _default_out())
+    out = writable_dir(args.out or new_sweep_dir("sweep"))
     hw = detect()
     where = (f"{len(hw.gpus)} GPU(s)" if hw.gpus
              else f"CPU only ({hw.cores} cores; device counts are logical devices sharing them)")
@@ -53,7 +49,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     export_after_sweep(out)
     if outcome.problems:
         print(f"\n{len(outcome.problems)} configuration(s) failed, ran out of memory or timed "
-              f"out; logs in {out / 'logs'}", file=sys.stderr)
+              f"out; logs in {SweepStore(out).logs_dir}", file=sys.stderr)
         return Exit.RUNS_FAILED
     return Exit.OK
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.cli.common import UsageError
+from bench.errors import UsageError
 from bench.exits import Exit
 from bench.results.store import load_sweep
 from bench.results.text import allreduce_table

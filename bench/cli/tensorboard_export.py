@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.cli.common import UsageError
+from bench.errors import UsageError
 from bench.exits import Exit
 from reports.tensorboard import Exported, export
 

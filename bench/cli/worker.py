@@ -19,7 +19,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench.cli.common import UsageError, add_matrix_args, specs_from_args, writable_dir
+from bench.cli.common import add_matrix_args, specs_from_args, writable_dir
+from bench.errors import UsageError
 from bench.launch import worker
 from bench.spec import RunSpec
 
@@ -39,10 +40,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if len(specs) != 1:
         raise UsageError(f"worker runs exactly one configuration; the options give "
                          f"{len(specs)}")
-    try:
-        return worker.run_worker(specs[0], args.cluster, args.out)
-    except worker.UsageError as exc:
-        raise UsageError(str(exc)) from exc
+    return worker.run_worker(specs[0], args.cluster, args.out)
 
 
 def _out_dir(text: str) -> Path:

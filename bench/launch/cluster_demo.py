@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -157,7 +156,7 @@ def run_demo(spec: RunSpec, out: Path, shape: LinkShape | None = None, *,
     spec_file.write_text(json.dumps(spec.to_dict()), encoding="utf-8")
     chief_name = next(t.name for p in plans for t in p.tasks if t.main)
     t0 = time.monotonic()
-    before = _existing_results(out, spec)
+    before = SweepStore(out).result_files_of(spec)
     outcomes: list[HostOutcome] = []
     procs: dict[str, subprocess.Popen[Any]] = {}
     leftovers: dict[str, list[int]] = {}
@@ -241,14 +240,8 @@ def _wait(procs: dict[str, subprocess.Popen[Any]], outcomes: list[HostOutcome],
             o.returncode = None
 
 
-def _existing_results(out: Path, spec: RunSpec) -> set[Path]:
-    """Result files of ``spec`` in ``out`` (its first run and its replicates)."""
-    name = re.compile(rf"^{re.escape(spec.key())}(\.run\d+)?\.json$")
-    return {p for p in SweepStore(out).results_dir.glob("*.json") if name.match(p.name)}
-
-
 def _new_result(out: Path, spec: RunSpec, before: set[Path]) -> RunResult | None:
-    new = sorted(_existing_results(out, spec) - before, key=lambda p: p.stat().st_mtime)
+    new = sorted(SweepStore(out).result_files_of(spec) - before, key=lambda p: p.stat().st_mtime)
     return load(new[-1]) if new else None
 
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.env import now_iso
-from bench.errors import BenchError
+from bench.errors import BenchError, UsageError
 from bench.exits import Exit
 from bench.hardware import detect
 from bench.launch.launcher import STACK_DUMP_WAIT_S, child_env, kill_group, log_tail, make_result
@@ -60,10 +60,6 @@ PROBE_TIMEOUT_S = 2.0
 WATCH_INTERVAL_S = 1.0
 WATCH_MISSES = 3
 MAX_REPLICATES = 1000
-
-
-class UsageError(BenchError):
-    """The cluster description does not fit the configuration (the CLI exits 2)."""
 
 
 def tf_config_from_slurm(strategy: str, ps_tasks: int) -> dict[str, Any]:

@@ -30,10 +30,10 @@ from bench.env import now_iso, software_id, stored_machine_id
 from bench.errors import BenchError, SchemaError
 from bench.regress.compare import identity
 from bench.results.schema import RunResult
-from bench.results.store import parse
+from bench.results.store import DEFAULT_ROOT, parse
 
 STORE_VERSION = 2
-DEFAULT_PATH = Path("results") / "history.sqlite"
+DEFAULT_PATH = DEFAULT_ROOT / "history.sqlite"  # beside the sweeps it indexes
 BUSY_TIMEOUT_S = 30.0  # another process ingesting: wait this long for its lock, then fail
 
 _SCHEMA = """

@@ -33,6 +33,7 @@ from bench.regress.history import IngestReport, Selection, Sweep, open_history
 from bench.regress.render import as_markdown
 from bench.regress.trend import plot_trend
 from bench.results.stats import DEFAULT_POWER
+from bench.results.store import SweepStore
 
 NIGHTLY_TAG = "nightly"
 DEFAULT_TIMEOUT_S = 3600.0
@@ -69,7 +70,8 @@ def run_matrix(out: Path, pytest_args: list[str], timeout_s: float = DEFAULT_TIM
     out.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "pytest", str(REPO_ROOT / "benchmarks"), "--benchmark-only",
            f"--stratbench-out={out}", f"--stratbench-runs={runs}",
-           f"--benchmark-json={out / 'benchmark.json'}", "--benchmark-autosave", *pytest_args]
+           f"--benchmark-json={SweepStore(out).benchmark_json}", "--benchmark-autosave",
+           *pytest_args]
     print("nightly: " + " ".join(cmd), flush=True)
     proc = subprocess.Popen(cmd, cwd=REPO_ROOT, start_new_session=True,
                             stdin=subprocess.DEVNULL)
@@ -123,12 +125,13 @@ def report_nightly(out: Path, *, history_path: Path | None = None,
                          current_label=f"nightly {out}", thresholds=thresholds, alpha=alpha,
                          power=power, baseline_groups=base_groups,
                          current_groups=[sweep_id] * len(current))
-    png = plot_trend(trend_rows, out / "trend.png",
+    store = SweepStore(out)
+    png = plot_trend(trend_rows, store.trend_plot,
                      title=f"nightly throughput, machine {machine}") if plot else None
     outcome = NightlyOutcome(out=out, ingest=ingest, machine_id=machine, baseline=pooled,
-                             report=report, markdown=out / "nightly.md", plot=png,
+                             report=report, markdown=store.nightly_markdown, plot=png,
                              pytest_rc=pytest_rc)
-    (out / "nightly.md").write_text(nightly_markdown(outcome), encoding="utf-8")
+    store.nightly_markdown.write_text(nightly_markdown(outcome), encoding="utf-8")
     return outcome
 
 

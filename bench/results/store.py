@@ -9,15 +9,19 @@ A sweep directory holds::
     sweep.jsonl             one line per invocation: when, what matrix, how it ended
     report/                 the HTML/Markdown/CSV report
     tensorboard/            the results as TensorBoard HParams sessions (reports.tensorboard)
+    benchmark.json, nightly.md, trend.png   a nightly's pytest-benchmark file and report
 
-Everything else (launcher, sweep, CLI, reports, regression tracking) asks this
-module for paths instead of joining names itself.
+Sweep directories go under ``results/`` by default (``new_sweep_dir``). Everything
+else (launcher, sweep, CLI, reports, regression tracking, scripts) asks this module
+for paths instead of joining names itself.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +33,22 @@ from bench.spec import RunSpec
 
 RESULTS, LOGS, PROFILES, JOURNAL, REPORT = "results", "logs", "profiles", "sweep.jsonl", "report"
 TENSORBOARD = "tensorboard"
+BENCHMARK_JSON, NIGHTLY_MARKDOWN, TREND_PLOT = "benchmark.json", "nightly.md", "trend.png"
+# Where sweep directories go unless a command is given one (relative to where it runs).
+DEFAULT_ROOT = Path("results")
+
+
+def new_sweep_dir(kind: str, root: Path = DEFAULT_ROOT) -> Path:
+    """A fresh sweep directory name, ``results/<kind>-<YYYYmmdd-HHMMSS>`` (not created)."""
+    return root / f"{kind}-{_dt.datetime.now():%Y%m%d-%H%M%S}"
+
+
+def run_name(key: str, replicate: int = 1) -> str:
+    """The name of run ``replicate`` (1-based) of configuration ``key``: its result file,
+    log and profile directory are named after it, and so is its TensorBoard session."""
+    if isinstance(replicate, bool) or not isinstance(replicate, int) or replicate < 1:
+        raise ValueError(f"replicate must be an integer >= 1. Received: {replicate!r}")
+    return key if replicate == 1 else f"{key}.run{replicate}"
 
 
 @dataclass(frozen=True)
@@ -48,9 +68,7 @@ class SweepStore:
 
     def paths(self, spec: RunSpec, replicate: int = 1) -> RunPaths:
         """Files of run ``replicate`` (1-based) of ``spec``."""
-        if isinstance(replicate, bool) or not isinstance(replicate, int) or replicate < 1:
-            raise ValueError(f"replicate must be an integer >= 1. Received: {replicate!r}")
-        name = spec.key() if replicate == 1 else f"{spec.key()}.run{replicate}"
+        name = run_name(spec.key(), replicate)
         return RunPaths(self.root / RESULTS / f"{name}.json", self.root / LOGS / f"{name}.log",
                         self.root / PROFILES / name)
 
@@ -71,12 +89,30 @@ class SweepStore:
         """The TensorBoard export: beside profiles/, so one ``--logdir`` shows both."""
         return self.root / TENSORBOARD
 
+    @property
+    def benchmark_json(self) -> Path:
+        """pytest-benchmark's JSON of a nightly's matrix."""
+        return self.root / BENCHMARK_JSON
+
+    @property
+    def nightly_markdown(self) -> Path:
+        return self.root / NIGHTLY_MARKDOWN
+
+    @property
+    def trend_plot(self) -> Path:
+        return self.root / TREND_PLOT
+
     def has_result(self, spec: RunSpec, replicate: int = 1) -> bool:
         return self.paths(spec, replicate).result.exists()
 
     def replicates_done(self, spec: RunSpec, upto: int) -> list[int]:
         """Which of runs 1..``upto`` of ``spec`` already have a result file."""
         return [r for r in range(1, upto + 1) if self.has_result(spec, r)]
+
+    def result_files_of(self, spec: RunSpec) -> set[Path]:
+        """Result files of every run of ``spec`` stored so far (its first and replicates)."""
+        name = re.compile(rf"^{re.escape(spec.key())}(\.run\d+)?\.json$")
+        return {p for p in self.results_dir.glob("*.json") if name.match(p.name)}
 
     def result_files(self) -> list[Path]:
         """Result files of the sweep (a bare folder of result files works too)."""
