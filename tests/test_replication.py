@@ -140,3 +140,17 @@ def test_time_left_counts_the_runs_of_later_passes(tmp_path: Path, specs: list[R
     monkeypatch.setattr(sweep.Progress, "eta", eta)
     run_sweep(specs, tmp_path, echo=lambda _: None, replication=Replication(runs=2))
     assert seen == [6, 5, 4, 3, 2, 1]
+
+
+def test_run_replicate_saves_the_run_where_the_store_names_it(tmp_path: Path,
+                                                              fake: FakeLauncher) -> None:
+    spec = tiny_spec(batch=8)
+    store = SweepStore(tmp_path)
+    noted = sweep.run_replicate(store, spec, 3,
+                                finish=lambda r: dataclasses.replace(r, reason="noted"))
+    assert fake.calls == [(8, store.paths(spec, 3).log)]
+    stored = load(store.paths(spec, 3).result)
+    assert (stored.replicate, stored.reason) == (3, "noted") == (noted.replicate, noted.reason)
+    assert store.replicates_done(spec, 3) == [3]
+    with pytest.raises(FileExistsError):  # a stored run is never overwritten
+        sweep.run_replicate(store, spec, 3)

@@ -232,12 +232,31 @@ def _earlier(store: SweepStore, by_key: dict[str, list[RunResult]], spec: RunSpe
     return out
 
 
-def _run_one(store: SweepStore, spec: RunSpec, replicate: int,
-             outcome: SweepOutcome) -> RunResult:
+def run_replicate(store: SweepStore, spec: RunSpec, replicate: int = 1,
+                  finish: Callable[[RunResult], RunResult] | None = None) -> RunResult:
+    """Run ``spec`` isolated as its run number ``replicate`` and save the result.
+
+    The one way a run is measured and kept (sweeps, the pytest-benchmark fixture,
+    scripts): the log, profile and result go where the store names run ``replicate``
+    of ``spec``, and the result says which run it is. ``finish`` may amend the result
+    before it is saved. A result already stored there is never overwritten (raises
+    FileExistsError after the run).
+    """
     paths = store.paths(spec, replicate)
     result = run_isolated(spec, paths.log, profile_dir=paths.profile)
     result.replicate = replicate
-    if result.status == "oom":  # say which batch of this configuration did fit
-        result = note_largest_fit(result, [*outcome.ran, *store.load().results])
+    if finish is not None:
+        result = finish(result)
     save(result, paths.result)
     return result
+
+
+def _run_one(store: SweepStore, spec: RunSpec, replicate: int,
+             outcome: SweepOutcome) -> RunResult:
+    def with_largest_fit(result: RunResult) -> RunResult:
+        if result.status != "oom":
+            return result
+        # Say which batch of this configuration did fit.
+        return note_largest_fit(result, [*outcome.ran, *store.load().results])
+
+    return run_replicate(store, spec, replicate, finish=with_largest_fit)

@@ -7,7 +7,7 @@ fixture and calls it with a RunSpec::
         result = stratbench_benchmark(RunSpec("mlp", "mirrored", devices=2, repeats=6))
 
 The configuration runs in a fresh child process exactly as in a sweep
-(``bench.launch.launcher.run_isolated``, hard timeout). ``--stratbench-runs N``
+(``bench.launch.sweep.run_replicate``, hard timeout). ``--stratbench-runs N``
 measures every configuration in N processes (``benchmarks/`` parametrizes each
 test by its run number, in rounds), because the run, not the window, is the unit of
 replication: run r is saved as ``SweepStore.paths(spec, r)`` with ``replicate=r``.
@@ -33,9 +33,9 @@ from typing import Any
 
 import pytest
 
-from bench.launch.launcher import run_isolated
+from bench.launch.sweep import run_replicate
 from bench.results.schema import RunResult
-from bench.results.store import SweepStore, save
+from bench.results.store import SweepStore
 from bench.spec import RunSpec
 
 FIXTURE = "stratbench_benchmark"
@@ -114,15 +114,12 @@ def run_benchmark(benchmark: Any, spec: RunSpec, out_dir: Path | None,
     a configuration this machine cannot run is skipped with the reason.
     """
     with tempfile.TemporaryDirectory(prefix="stratbench-bench-") as tmp:
-        sweep = out_dir or Path(tmp)
-        paths = SweepStore(sweep).paths(spec, replicate)
+        store = SweepStore(out_dir or Path(tmp))  # without --stratbench-out: thrown away
+        paths = store.paths(spec, replicate)
         if out_dir is not None and paths.result.exists():
             pytest.fail(f"{paths.result} already exists (results are never overwritten); "
                         f"give --stratbench-out a new directory")
-        result = run_isolated(spec, paths.log)
-        result.replicate = replicate
-        if out_dir is not None:
-            save(result, paths.result)
+        result = run_replicate(store, spec, replicate)
         if result.status == "unsupported":
             pytest.skip(f"{spec.label()}: unsupported here: {result.reason}")
         if result.status != "ok" or result.figures is None:
