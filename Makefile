@@ -50,16 +50,16 @@ lint: $(STAMP) ## ruff, mypy and the import contracts (pyproject.toml)
 	$(VENV)/bin/lint-imports
 
 overhead: $(STAMP) ## harness vs hand-written loop and fit throughput (prints figures)
-	$(PY) scripts/overhead.py $(ARGS)
+	$(PY) -m scripts.overhead $(ARGS)
 
 probes: $(STAMP) ## all-reduce bus bandwidth and communication-fraction figures (prints figures)
-	$(PY) scripts/probe_figures.py $(ARGS)
+	$(PY) -m scripts.probe_figures $(ARGS)
 
 .PHONY: stability
 # A=<sweep dir> B=<sweep dir>: agree / tie-consistent / disagree per workload and batch.
 stability: $(STAMP) ## do two sweeps recommend the same? A=<dir> B=<dir> (exit 4 on a disagreement)
 	@test -n "$(A)" -a -n "$(B)" || { echo "usage: make stability A=results/<sweep> B=results/<sweep>"; exit 2; }
-	$(PY) scripts/stability.py $(A) $(B)
+	$(PY) -m scripts.stability $(A) $(B)
 
 .PHONY: report
 # SWEEP=<sweep dir> (required); REPORT_OUT=<dir> (default SWEEP/report).

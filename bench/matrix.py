@@ -1,14 +1,16 @@
-"""Expand axes (lists of values) into validated RunSpecs, and the named presets."""
+"""Expand axes (lists of values) into validated RunSpecs; the named presets of a sweep and
+the benchmark matrices (pytest-benchmark, `bench nightly`)."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from bench.errors import SpecError
 from bench.hardware import Hardware
+from bench.registry import Registry
 from bench.spec import RunSpec, declaration, declared
 from bench.strategies import STRATEGIES, StrategyFactory
 
@@ -217,3 +219,59 @@ def preset_smoke(hw: Hardware) -> list[RunSpec]:
 
 
 PRESETS = {"default": preset_default, "smoke": preset_smoke}
+
+
+# -- benchmark matrices: pytest-benchmark (benchmarks/), `bench nightly`, scripts ------
+# Short windows: the run is what a comparison judges (bench.regress.compare); windows only
+# say how precisely their own run was measured.
+BENCHMARK_WINDOWS: dict[str, Any] = {"repeats": 6, "min_steps": 3, "max_steps": 100_000,
+                                     "timeout_s": 300.0}
+
+
+def _two_devices(hw: Hardware) -> int:
+    # Logical CPU devices share the cores: two of them measure strategy overhead.
+    return 2 if not hw.gpus else min(2, len(hw.gpus))
+
+
+def nightly_matrix(hw: Hardware) -> list[RunSpec]:
+    """Every workload on one device (one_device) and on two (mirrored)."""
+    specs = []
+    for workload, batch, params in (("mlp", 256, {}), ("cnn", 64, {}),
+                                    ("resnet50", 16, {"image_size": 32, "classes": 10})):
+        common: dict[str, Any] = {**BENCHMARK_WINDOWS, "workload": workload, "batch": batch,
+                                  "params": params, "max_seconds": 0.5, "warmup_steps": 3}
+        specs.append(RunSpec(strategy="one_device", devices=1, **common))
+        if _two_devices(hw) > 1:
+            specs.append(RunSpec(strategy="mirrored", devices=_two_devices(hw), **common))
+    return specs
+
+
+def _mlp(strategy: str, devices: int) -> RunSpec:
+    # The full-size MLP (steps of a few ms): the tiny one steps in ~0.4 ms, where
+    # dispatch overhead blurs an injected slowdown.
+    return RunSpec(workload="mlp", strategy=strategy, devices=devices, batch=128,
+                   max_seconds=0.15, warmup_steps=5, **BENCHMARK_WINDOWS)
+
+
+def tiny_matrix(hw: Hardware) -> list[RunSpec]:
+    """One configuration (~10 s): what the test suite benchmarks."""
+    return [_mlp("one_device", 1)]
+
+
+def small_matrix(hw: Hardware) -> list[RunSpec]:
+    """Two cheap configurations, one and two devices (scripts.noise_floor's default)."""
+    two = _two_devices(hw)
+    return [_mlp("one_device", 1)] + ([_mlp("mirrored", two)] if two > 1 else [])
+
+
+BENCHMARK_MATRICES: Registry[Callable[[Hardware], list[RunSpec]]] = Registry(
+    "benchmark matrix")
+BENCHMARK_MATRICES.register("nightly", nightly_matrix)
+BENCHMARK_MATRICES.register("small", small_matrix)
+BENCHMARK_MATRICES.register("tiny", tiny_matrix)
+
+
+def in_rounds(specs: Sequence[RunSpec], runs: int) -> list[tuple[RunSpec, int]]:
+    """(spec, run number) pairs: every configuration once, then again, ``runs`` times, so
+    that a slow drift of the machine touches every configuration alike."""
+    return [(spec, r) for r in range(1, runs + 1) for spec in specs]

@@ -1,10 +1,10 @@
 """The nightly gate on this machine: its false-alarm rate and its detection power.
 
-    flock /tmp/stratbench-tf.lock .venv/bin/python scripts/noise_floor.py \\
+    flock /tmp/stratbench-tf.lock .venv/bin/python -m scripts.noise_floor \\
         [--nightlies 10] [--slowed 5] [--runs 2] [--matrix small] [--baseline-nightlies 5]
 
 1. ``--nightlies`` nightlies of unchanged code. Each measures every configuration of
-   the matrix (``benchmarks/test_nightly.py``; ``small`` = two MLP configurations,
+   the matrix (``bench.matrix.BENCHMARK_MATRICES``; ``small`` = two MLP configurations,
    one and two devices) in ``--runs`` separate processes, in rounds, as
    ``bench nightly`` does. Each nightly is then compared, exactly as the nightly
    compares (``bench.regress.compare.compare``, runs labelled with their nightly),
@@ -38,12 +38,11 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench.env import INJECT_SLOWDOWN_VAR  # noqa: E402
-from bench.launch.launcher import run_isolated  # noqa: E402
-from bench.regress.compare import (  # noqa: E402
+from bench.env import INJECT_SLOWDOWN_VAR
+from bench.hardware import detect
+from bench.launch.sweep import run_replicate
+from bench.matrix import BENCHMARK_MATRICES, in_rounds
+from bench.regress.compare import (
     CANNOT_TELL,
     DEFAULT_ALPHA,
     IMPROVED,
@@ -51,10 +50,9 @@ from bench.regress.compare import (  # noqa: E402
     Thresholds,
     compare,
 )
-from bench.results.schema import RunResult  # noqa: E402
-from bench.results.store import SweepStore, load, load_sweep, save  # noqa: E402
-from bench.spec import RunSpec  # noqa: E402
-from benchmarks.test_nightly import MATRICES, in_rounds  # noqa: E402
+from bench.results.schema import RunResult
+from bench.results.store import SweepStore, load, load_sweep, new_sweep_dir
+from bench.spec import RunSpec
 
 SIZES = (1, 2, 3)
 
@@ -69,9 +67,8 @@ def run_nightly(specs: list[RunSpec], runs: int, out: Path,
     """One nightly: every configuration in ``runs`` processes, in rounds, saved in ``out``."""
     store, results = SweepStore(out), []
     for spec, r in in_rounds(specs, runs):
-        paths = store.paths(spec, r)
-        if paths.result.exists():  # an interrupted invocation, run again: resume
-            results.append(load(paths.result))
+        if store.has_result(spec, r):  # an interrupted invocation, run again: resume
+            results.append(load(store.paths(spec, r).result))
             continue
         f = slowdown(spec) if slowdown else 0.0
         if f:
@@ -79,11 +76,9 @@ def run_nightly(specs: list[RunSpec], runs: int, out: Path,
         else:
             os.environ.pop(INJECT_SLOWDOWN_VAR, None)
         try:
-            result = run_isolated(spec, paths.log)
+            result = run_replicate(store, spec, r)
         finally:
             os.environ.pop(INJECT_SLOWDOWN_VAR, None)
-        result.replicate = r
-        save(result, paths.result)
         tput = f"{result.figures.global_throughput:,.0f} ex/s" if result.figures else \
             f"{result.status}: {(result.reason or '').splitlines()[0]}"
         print(f"  {out.name} {spec.label()} run {r}"
@@ -126,15 +121,14 @@ def main() -> int:
     ap.add_argument("--slowed", type=int, default=5,
                     help="slowed nightlies per size (1x, 2x, 3x the stated MDE)")
     ap.add_argument("--runs", type=int, default=2, help="processes per configuration")
-    ap.add_argument("--matrix", default="small", choices=MATRICES.names())
+    ap.add_argument("--matrix", default="small", choices=BENCHMARK_MATRICES.names())
     ap.add_argument("--baseline-nightlies", type=int, default=5,
                     help="unchanged nightlies pooled as the baseline (K)")
     ap.add_argument("--threshold", default="5%", help="compare's threshold (default 5%%)")
     ap.add_argument("--alpha", type=float, default=DEFAULT_ALPHA)
     ap.add_argument("--analyse", type=Path, metavar="DIR",
                     help="only analyse the nightlies already in DIR")
-    ap.add_argument("--out", type=Path,
-                    default=ROOT / "results" / f"noise-{time.strftime('%Y%m%d-%H%M%S')}")
+    ap.add_argument("--out", type=Path, default=new_sweep_dir("noise"))
     args = ap.parse_args()
     for flag in ("nightlies", "runs", "baseline_nightlies"):
         if getattr(args, flag) < 1:
@@ -145,7 +139,7 @@ def main() -> int:
                  f"Received: {args.nightlies}")
     thresholds = Thresholds.parse([args.threshold])
     k = min(args.baseline_nightlies, args.nightlies - 1)
-    specs: list[RunSpec] = MATRICES.get(args.matrix)()
+    specs = BENCHMARK_MATRICES.get(args.matrix)(detect())
     out: Path = args.analyse or args.out
     t0 = time.monotonic()
     print(f"load average before: {load_avg()}", flush=True)

@@ -11,9 +11,9 @@ are printed. Then the same for Keras fit (``fit_comparison``): the harness's fit
 (``measure_performance``, Keras 2 lane and one device only), rotating order each round,
 each timed in its steady state (see ``hand_written_fit`` and ``keras_helper_fit``).
 
-    python scripts/overhead.py                        # the default set
-    python scripts/overhead.py --config mlp,mirrored,2,256 --rounds 7 --seconds 3
-    python scripts/overhead.py --config none --fit-config mlp,one_device,1,256   # fit only
+    python -m scripts.overhead                        # the default set (make overhead)
+    python -m scripts.overhead --config mlp,mirrored,2,256 --rounds 7 --seconds 3
+    python -m scripts.overhead --config none --fit-config mlp,one_device,1,256   # fit only
 """
 
 from __future__ import annotations
@@ -25,11 +25,9 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from bench.env import REPO_ROOT
 
 DEFAULT_SET = ["mlp,one_device,1,256", "mlp,mirrored,2,256", "cnn,mirrored,2,128",
                "cnn,central_storage,2,128"]
@@ -270,12 +268,12 @@ def run_fit_one(config: str, keras_version: int, rounds: int, seconds: float
 
 
 def run_child(args: list[str], timeout: float, label: str) -> dict[str, Any] | None:
-    """Run this script with ``args`` in its own process (its own devices, as in a sweep)
+    """Run this module with ``args`` in its own process (its own devices, as in a sweep)
     and return the result it prints after ``MARK``; None after printing why there is
     none (a timeout, or the child's stderr)."""
     try:
-        proc = subprocess.run([sys.executable, __file__, *args], capture_output=True,
-                              text=True, timeout=timeout)
+        proc = subprocess.run([sys.executable, "-m", "scripts.overhead", *args],
+                              capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT)
     except subprocess.TimeoutExpired:
         print(f"{label} timed out after {timeout:g} s")
         return None

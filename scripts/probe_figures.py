@@ -1,7 +1,7 @@
 """Probe figures: all-reduce bus bandwidth per Mirrored cross-device option, and the
 communication fraction of ResNet50 (32x32 input, 10 classes) by device count.
 
-    .venv/bin/python scripts/probe_figures.py [--out DIR] [--part allreduce,profile]
+    .venv/bin/python -m scripts.probe_figures [--out DIR] [--part allreduce,profile]
 
 Every configuration runs isolated through the normal sweep machinery (resumable with
 the same --out). Prints the figures, the machine load before and after, and where the
@@ -11,16 +11,14 @@ results and profiles are. Figures are printed, never asserted.
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from bench.launch.sweep import run_sweep
 from bench.matrix import expand
 from bench.results.schema import RunResult
+from bench.results.store import load_sweep, new_sweep_dir
 from bench.results.text import allreduce_table
 
 MiB = 2**20
@@ -54,17 +52,14 @@ def profile_part(out: Path) -> list[RunResult]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path,
-                        default=Path("results") / f"probes-{_dt.datetime.now():%Y%m%d-%H%M%S}")
+    parser.add_argument("--out", type=Path, default=new_sweep_dir("probes"))
     parser.add_argument("--part", default="allreduce,profile")
     args = parser.parse_args()
     parts = set(args.part.split(","))
     print(f"before: {load_avg()}")
-    from bench.results.store import load
-
     if "allreduce" in parts:
         allreduce_part(args.out)
-        results = [load(p) for p in sorted((args.out / "allreduce" / "results").glob("*.json"))]
+        results = load_sweep(args.out / "allreduce").results
         print("\nall-reduce through MirroredStrategy's cross-device path (all sizes):")
         print(allreduce_table(results))
         print("\nbus bandwidth at 64 MiB (busbw = bytes/time x 2(n-1)/n):")
@@ -76,7 +71,7 @@ def main() -> int:
             print(f"  {r.spec.cross_device_ops:24s} n={r.spec.devices}: {figure}")
     if "profile" in parts:
         profile_part(args.out)
-        results = [load(p) for p in sorted((args.out / "profile" / "results").glob("*.json"))]
+        results = load_sweep(args.out / "profile").results
         print("\nResNet50 (32x32, 10 classes), mirrored, global batch 32, 5 profiled steps:")
         for r in sorted(results, key=lambda r: r.spec.devices):
             c = r.figures.communication if r.figures else None

@@ -1,6 +1,6 @@
 """Check the scaling projection against real two-host runs on shaped links.
 
-    .venv/bin/python scripts/projection_check.py [--out DIR] [--rates 1gbit,10gbit]
+    .venv/bin/python -m scripts.projection_check [--out DIR] [--rates 1gbit,10gbit]
         [--models mlp,resnet50] [--quick]
 
 Per model (MLP, and ResNet50 at a reduced 32x32 input): a single-replica run at the
@@ -17,19 +17,15 @@ the TensorFlow lock on shared machines. Figures are printed, never asserted.
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import os
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from bench.launch.netns import LinkShape, parse_rate, rate_text
 from bench.results.schema import RunResult
-from bench.results.store import SweepStore, load
+from bench.results.store import SweepStore, load, new_sweep_dir
 from bench.spec import RunSpec
 from reports.projection import (
     TOLERANCE,
@@ -73,8 +69,7 @@ class RealRunner:
         self.progress = progress
 
     def single(self, spec: RunSpec, out: Path) -> RunResult | None:
-        from bench.launch.launcher import run_isolated
-        from bench.results.store import save
+        from bench.launch.sweep import run_replicate
 
         store = SweepStore(out)
         if not store.has_result(spec):
@@ -84,8 +79,7 @@ class RealRunner:
             before = os.sched_getaffinity(0)
             os.sched_setaffinity(0, {SINGLE_CORE})
             try:
-                paths = store.paths(spec)
-                save(run_isolated(spec, paths.log), paths.result)
+                run_replicate(store, spec)
             finally:
                 os.sched_setaffinity(0, before)
         return load(store.paths(spec).result)
@@ -187,8 +181,7 @@ def table(rows: Sequence[Row]) -> str:
 
 def main(argv: list[str] | None = None, runner: Runner | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("results") /
-                        f"projection-check-{_dt.datetime.now():%Y%m%d-%H%M%S}")
+    parser.add_argument("--out", type=Path, default=new_sweep_dir("projection-check"))
     parser.add_argument("--rates", default="1gbit,10gbit")
     parser.add_argument("--models", default="mlp,resnet50")
     parser.add_argument("--quick", action="store_true",

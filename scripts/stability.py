@@ -1,6 +1,6 @@
 """Do two sweeps recommend the same thing? The stability figure of the report's answers.
 
-    .venv/bin/python scripts/stability.py SWEEP_A SWEEP_B     (or: make stability A=... B=...)
+    .venv/bin/python -m scripts.stability SWEEP_A SWEEP_B     (or: make stability A=... B=...)
 
 For every workload and batch setting either sweep answers, prints one line:
 
@@ -20,12 +20,9 @@ import argparse
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench.exits import Exit  # noqa: E402
-from reports.report import build  # noqa: E402
-from reports.stability import compare_answers, disagreements, stability_text  # noqa: E402
+from bench.exits import Exit
+from reports.report import build
+from reports.stability import compare_answers, disagreements, stability_text
 
 
 def main(argv: list[str] | None = None) -> int:

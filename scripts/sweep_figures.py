@@ -1,6 +1,6 @@
 """Figures of a stored sweep: wall time, start-up cost, multi-process vs mirrored.
 
-    python scripts/sweep_figures.py results/bench-full
+    python -m scripts.sweep_figures results/bench-full
 
 Reads result files only (no TensorFlow). Start-up cost = process launch to the end
 of the first training step (TensorFlow import, device set-up, model build, tracing,
@@ -12,26 +12,21 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import sys
 from pathlib import Path
 
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench.results.store import load_sweep  # noqa: E402
+from bench.results.store import SweepStore, load_sweep
 
 MULTI = ("multi_worker_mirrored", "parameter_server", "independent")
 
 
 def sweep_wall_time(sweep: Path) -> str:
-    """First start to last end of the invocations recorded in sweep.jsonl."""
-    try:
-        events = [json.loads(line) for line in (sweep / "sweep.jsonl").read_text().splitlines()]
-    except OSError:
-        return "no sweep.jsonl"
+    """First start to last end of the invocations recorded in the sweep's journal."""
+    events = SweepStore(sweep).journal_events()
+    if not events:
+        return "no journal"
     times = [dt.datetime.fromisoformat(e["at"]) for e in events if "at" in e]
     runs = sum(1 for e in events if e.get("event") == "start")
     if len(times) < 2:

@@ -6,7 +6,14 @@ import pytest
 
 from bench.errors import SpecError
 from bench.hardware import GpuInfo, Hardware
-from bench.matrix import expand, expand_axes, preset_default, preset_smoke
+from bench.matrix import (
+    BENCHMARK_MATRICES,
+    expand,
+    expand_axes,
+    in_rounds,
+    preset_default,
+    preset_smoke,
+)
 
 CPU = Hardware("test cpu", 2, 2**34)
 GPUS = Hardware("test cpu", 8, 2**36, tuple(GpuInfo(i, "G", 16000, "1") for i in range(4)))
@@ -84,3 +91,14 @@ def test_expand_axes_refuses_values_no_strategy_takes() -> None:
                                         r"parameter_server"):
         expand_axes({"workload": ["mlp"], "strategy": ["mirrored", "independent"],
                      "ps_tasks": [2]})
+
+
+def test_benchmark_matrices_fit_the_hardware_and_run_in_rounds() -> None:
+    assert BENCHMARK_MATRICES.names() == ["nightly", "small", "tiny"]
+    assert [(s.strategy, s.devices) for s in BENCHMARK_MATRICES.get("small")(CPU)] == \
+        [("one_device", 1), ("mirrored", 2)]
+    one_gpu = Hardware("test cpu", 8, 2**36, (GpuInfo(0, "G", 16000, "1"),))
+    assert {s.strategy for s in BENCHMARK_MATRICES.get("nightly")(one_gpu)} == {"one_device"}
+    assert len(BENCHMARK_MATRICES.get("nightly")(GPUS)) == 6
+    a, b = BENCHMARK_MATRICES.get("small")(CPU)
+    assert in_rounds([a, b], 2) == [(a, 1), (b, 1), (a, 2), (b, 2)]

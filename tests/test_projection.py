@@ -1,15 +1,14 @@
 """The scaling projection: its arithmetic on constructed inputs, the fit, the CLI, the
 report's "Projected scaling" section (synthetic result files), and the plumbing of
-scripts/projection_check.py (with a fake runner: no TensorFlow, no namespaces)."""
+scripts.projection_check (with a fake runner: no TensorFlow, no namespaces)."""
 
 from __future__ import annotations
 
 import base64
 import html
-import importlib.util
+import importlib
 import itertools
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,7 @@ from reports.projection import (
     text,
 )
 from reports.report import build
-from tests.helpers import ROOT, fake_environment, measured
+from tests.helpers import fake_environment, measured
 
 LINK = Link(alpha_s=1e-4, bandwidth_Bps=1e9, source="test")
 INPUTS = Inputs(compute_s=0.3, grad_bytes=1e8, per_replica_batch=8)
@@ -295,15 +294,9 @@ def test_the_report_says_in_one_line_what_a_projection_lacks(tmp_path: Path) -> 
     assert "data:image/png;base64," in got and "its error is unknown" in got
 
 
-# -- scripts/projection_check.py ------------------------------------------------------
+# -- scripts.projection_check ---------------------------------------------------------
 def load_script() -> Any:
-    spec = importlib.util.spec_from_file_location("projection_check",
-                                                  ROOT / "scripts" / "projection_check.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("scripts.projection_check")
 
 
 class FakeRunner:

@@ -79,7 +79,7 @@ def _store(results: list[RunResult], root: Path) -> Path:
 
 
 def _script(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / "stability.py"), *args],
+    return subprocess.run([sys.executable, "-m", "scripts.stability", *args],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
