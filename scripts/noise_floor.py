@@ -96,7 +96,7 @@ def time_verdicts(baseline: list[list[RunResult]], current: list[RunResult],
                      baseline_groups=labels, current_groups=["tonight"] * len(current))
     out = {}
     for c in report.configs:
-        m = c.measure("time")
+        m = c.measure("global_throughput")
         if m is not None:
             out[c.key] = {"label": c.label, "verdict": m.verdict, "mde": m.detectable,
                           "change": m.change, "noise_cv": m.noise_cv,

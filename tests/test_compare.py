@@ -70,7 +70,7 @@ def config(report_configs: list[ConfigComparison]) -> ConfigComparison:
 
 
 def time_of(base: list[RunResult], cur: list[RunResult], **kw: Any) -> MeasureComparison:
-    m = config(compare(base, cur, **kw).configs).measure("time")
+    m = config(compare(base, cur, **kw).configs).measure("global_throughput")
     assert m is not None
     return m
 
@@ -89,13 +89,17 @@ def test_a_regression_needs_significance_and_size() -> None:
 
 def test_throughput_and_step_time_are_one_decision() -> None:
     m = time_of(runs(), runs(0.8))
-    assert m.change == pytest.approx(1 / 0.8 - 1)  # time per example, + = slower
-    assert m.throughput_change == pytest.approx(-0.2)
-    assert m.current_step_s is not None and m.baseline_step_s is not None
-    assert m.current_step_s / m.baseline_step_s == pytest.approx(1 / 0.8)
+    assert m.change == pytest.approx(-0.2)  # the throughput's own change: - = slower
+    assert (m.family, m.better, m.unit) == ("time", "higher", "examples/s")
     report = compare(runs(), runs(0.8))
-    assert [x.measure for x in config(report.configs).measures].count("time") == 1
+    # Step time and per-replica throughput are the same measurement: not judged again.
+    assert [x.measure for x in config(report.configs).measures if x.family == "time"] \
+        == ["global_throughput"]
     assert config(report.configs).families == {"time": "regressed", "memory": "ok"}
+    # Higher is better for throughput: a fall beyond the threshold regresses, a rise
+    # beyond it improves.
+    assert time_of(runs(), runs(1 / 1.06)).verdict == "regressed"
+    assert time_of(runs(), runs(1.06)).verdict == "improved"
 
 
 def test_noise_that_hides_the_threshold_says_cannot_tell() -> None:
@@ -110,7 +114,7 @@ def test_noise_that_hides_the_threshold_says_cannot_tell() -> None:
     # One run a side: nothing is known about run-to-run noise.
     one = compare(runs(spread=(1.0,)), runs(0.5, spread=(1.0,)))
     assert config(one.configs).verdict == CANNOT_TELL and one.exit_code == Exit.CANNOT_TELL
-    single = config(one.configs).measure("time")
+    single = config(one.configs).measure("global_throughput")
     assert single is not None and single.p_value is None and "2+ runs" in single.note
 
 
@@ -169,6 +173,9 @@ def test_threshold_families_and_their_old_names() -> None:
     t = Thresholds.parse(["2%", "memory=10%", "throughput=3%"])
     assert (t.of("time"), t.of("memory")) == (0.03, 0.10)
     assert Thresholds.parse(["device_memory=7%"]).of("memory") == 0.07
+    # A judged figure's own name means its family.
+    assert Thresholds.parse(["global_throughput=4%"]).of("time") == 0.04
+    assert Thresholds.parse(["memory_host_peak_rss_bytes=8%"]).of("memory") == 0.08
 
 
 def test_nightly_drift_is_measured_when_runs_carry_their_nightly() -> None:
@@ -195,7 +202,8 @@ def test_json_output_is_strict_when_a_change_is_undefined() -> None:
         raise AssertionError(f"non-standard JSON constant {constant}")
 
     doc = json.loads(compare(base, cur).to_json(), parse_constant=refuse)
-    memory = next(m for m in doc["configs"][0]["measures"] if m["measure"] == "device_memory")
+    memory = next(m for m in doc["configs"][0]["measures"]
+                  if m["measure"] == "memory_device_peak_bytes")
     assert memory["change"] is None and memory["verdict"] == "ok"
 
 
@@ -222,8 +230,8 @@ def test_compare_cli_exit_codes_and_outputs(tmp_path: Path,
     assert "**REGRESSED**" in md.read_text("utf-8")
     doc = json.loads(js.read_text("utf-8"))
     assert len(doc["regressed"]) == 1 and doc["exit_code"] == Exit.REGRESSION
-    time = next(m for m in doc["configs"][0]["measures"] if m["measure"] == "time")
-    assert time["throughput_change"] == pytest.approx(-0.2)
+    time = next(m for m in doc["configs"][0]["measures"] if m["measure"] == "global_throughput")
+    assert time["change"] == pytest.approx(-0.2) and time["better"] == "higher"
     assert time["detectable"] < 0.05 and time["baseline_runs"] == 3
     assert main(["compare", str(a), str(slow), "--threshold", "time=30%"]) == Exit.OK
     assert main(["compare", str(noisy), str(same)]) == Exit.CANNOT_TELL
@@ -290,7 +298,7 @@ def test_a_4x_slowdown_is_flagged_and_an_unchanged_rerun_is_not(
     even = write_sweep(tmp_path, "even", [base[1], base[3]])
     code = main(["compare", str(odd), str(even), "--threshold", "50%", "--format", "json"])
     doc = json.loads(capsys.readouterr().out)
-    time = next(m for m in doc["configs"][0]["measures"] if m["measure"] == "time")
+    time = next(m for m in doc["configs"][0]["measures"] if m["measure"] == "global_throughput")
     assert time["verdict"] in ("ok", CANNOT_TELL), f"{time}\n{window_tputs}"
     assert code in (Exit.OK, Exit.CANNOT_TELL)
     if time["verdict"] == CANNOT_TELL:  # only as the honest outcome of that much noise
@@ -302,9 +310,9 @@ def test_a_4x_slowdown_is_flagged_and_an_unchanged_rerun_is_not(
                  "--format", "json"])
     doc = json.loads(capsys.readouterr().out)
     (cfg,) = doc["configs"]
-    time = next(m for m in cfg["measures"] if m["measure"] == "time")
+    time = next(m for m in cfg["measures"] if m["measure"] == "global_throughput")
     assert code == Exit.REGRESSION and cfg["verdict"] == "regressed", f"{time}\n{window_tputs}"
-    assert time["verdict"] == "regressed" and time["throughput_change"] < -0.5
+    assert time["verdict"] == "regressed" and time["change"] < -0.5
     assert time["baseline_runs"] == 4 and time["current_runs"] == 3
     assert math.isfinite(time["detectable"]) and time["noise_cv"] is not None
     assert any(d["field"] == f"env_vars.{INJECT_SLOWDOWN_VAR}" and d["kind"] == "software"

@@ -9,12 +9,15 @@ the run-to-run noise measured on them (nightlies: night-to-night too).
 
 For every configuration present on both sides (matched by ``RunSpec.key()``,
 recomputed from the stored spec so that results written before a RunSpec field was
-added still match), each family of figures gets ONE decision:
+added still match), each family of figures gets ONE decision. The measures are the
+schema's figures declared with a family (``unit(..., compare=...)``, read through
+``bench.results.figures``), under their one name, each with its direction and its
+per-window values:
 
-- ``time``: seconds per example of each window, the reciprocal of its throughput.
-  Throughput and step time are this one measurement seen both ways up, so they
-  can never get different verdicts;
-- ``memory``: device peak and host peak RSS, each judged; the family takes the worst.
+- ``time``: ``global_throughput``. Per-replica throughput, step time, FLOP/s and MFU
+  are this one measurement seen other ways up, so they are not judged again;
+- ``memory``: ``memory_device_peak_bytes`` and ``memory_host_peak_rss_bytes``, each
+  judged; the family takes the worst.
 
 Verdicts (of a measure and of a family), at ``alpha`` with 90% power:
 
@@ -35,8 +38,9 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -45,7 +49,8 @@ from bench.env import hardware_identity, software_stack, stored_machine_id
 from bench.errors import BenchError
 from bench.exits import Exit
 from bench.registry import Registry
-from bench.results.schema import Figures, RunResult
+from bench.results.figures import FIGURES, Figure
+from bench.results.schema import RunResult
 from bench.results.stats import DEFAULT_POWER, RunComparison, compare_runs
 
 DEFAULT_THRESHOLD = 0.05
@@ -54,12 +59,14 @@ DEFAULT_ALPHA = 0.05
 COMPARISON_DEFINITION = (
     "The run (one process) is the unit: each run's figure is the median of its windows; "
     "windows only give a run's own precision (a floor to its noise). change = ratio of the "
-    "geometric means of the run figures, current / baseline - 1 (time: + = slower; "
-    "throughput change = 1 / (1 + change) - 1). The interval and p come from Student's t "
+    "geometric means of the run figures, current / baseline - 1, of the figure itself "
+    "(throughput: - = slower; memory: + = more); worse is against the figure's better "
+    "direction. The interval and p come from Student's t "
     "on the log run figures, with the run-to-run noise pooled over both sides (and the "
     "nightly-to-nightly noise when the baseline pools several nightlies and it is "
     "larger). detectable = the change found with 90% power at alpha on that noise. "
-    "regressed/improved: significant and beyond the threshold; cannot tell: otherwise, "
+    "regressed/improved: significant and beyond the threshold (the figure moved by more "
+    "than a factor 1 + threshold, either way up); cannot tell: otherwise, "
     "when detectable > threshold; ok: otherwise.")
 
 
@@ -68,44 +75,22 @@ class CompareError(BenchError):
 
 
 # -- measures and their families ----------------------------------------------------------
-@dataclass(frozen=True)
-class Measure:
-    """A figure measured in every window, as a cost: higher is worse."""
-
-    name: str
-    family: str
-    unit: str
-    description: str
-    windows: Callable[[Figures], list[float]]
+def measures(figures: Sequence[Figure] = FIGURES) -> Registry[Figure]:
+    """The figures a comparison judges (those declared with a family), by name."""
+    out: Registry[Figure] = Registry("measure")
+    for f in figures:
+        if f.family:
+            out.register(f.name, f)
+    return out
 
 
-def _seconds_per_example(f: Figures) -> list[float]:
-    return [1.0 / w.global_throughput for w in f.windows if w.global_throughput > 0]
-
-
-def _device_peaks(f: Figures) -> list[float]:
-    return [float(max(w.device_peak_bytes.values())) for w in f.windows if w.device_peak_bytes]
-
-
-def _host_peaks(f: Figures) -> list[float]:
-    return [float(w.host_peak_rss_bytes) for w in f.windows if w.host_peak_rss_bytes]
-
-
-MEASURES: Registry[Measure] = Registry("measure")
-for _m in (
-    Measure("time", "time", "s/example",
-            "seconds per example of each window (1 / throughput; step time = global batch x "
-            "it)", _seconds_per_example),
-    Measure("device_memory", "memory", "bytes",
-            "device peak of each window (max over devices; process-wide on CPU)",
-            _device_peaks),
-    Measure("host_memory", "memory", "bytes", "host peak RSS of each window", _host_peaks),
-):
-    MEASURES.register(_m.name, _m)
-FAMILIES = ("time", "memory")
-# Names accepted by --threshold besides the families (the metrics of earlier versions).
+MEASURES = measures()
+# In the catalogue's order: the first family's first figure leads the stated power.
+FAMILIES = tuple(dict.fromkeys(m.family for _, m in MEASURES.items()))
+# Names accepted by --threshold besides the families: every judged figure's name, and
+# the names of earlier versions.
 _ALIASES = {"throughput": "time", "step_time": "time", "device_memory": "memory",
-            "host_memory": "memory"}
+            "host_memory": "memory", **{name: m.family for name, m in MEASURES.items()}}
 
 
 # -- thresholds ---------------------------------------------------------------------------
@@ -133,8 +118,9 @@ class Thresholds:
 
     @classmethod
     def parse(cls, items: Iterable[str]) -> Thresholds:
-        """From ``["5%", "memory=10%", "time=0.03"]`` (``throughput``/``step_time`` mean
-        ``time``; ``device_memory``/``host_memory`` mean ``memory``)."""
+        """From ``["5%", "memory=10%", "time=0.03"]`` (a judged figure's name means its
+        family; so do ``throughput``/``step_time`` (time) and ``device_memory``/
+        ``host_memory`` (memory))."""
         default, per = DEFAULT_THRESHOLD, {}
         for item in items:
             name, sep, value = item.rpartition("=")
@@ -158,12 +144,15 @@ CONFIG_VERDICTS = (*VERDICTS, "broken", "fixed", "not comparable")
 
 @dataclass
 class MeasureComparison:
-    """One measure of one configuration; ``change`` and ``interval`` are relative
-    (+ = worse: slower, more memory)."""
+    """One measure (a figure) of one configuration; ``change`` and ``interval`` are
+    relative, of the figure itself (current / baseline - 1): worse when it goes against
+    ``better`` (throughput down, memory up)."""
 
-    measure: str
+    measure: str  # the figure's name
+    label: str  # the figure's name for humans
     family: str
     unit: str
+    better: str  # "higher" or "lower"
     baseline: float  # geometric mean of the run figures, in ``unit``
     current: float
     change: float
@@ -182,12 +171,6 @@ class MeasureComparison:
     window_cv: tuple[float, float]  # within-run window CV, baseline and current
     verdict: str
     note: str = ""
-    # Time only: the same decision as throughput (examples/s) and step time (s).
-    baseline_throughput: float | None = None
-    current_throughput: float | None = None
-    throughput_change: float | None = None
-    baseline_step_s: float | None = None
-    current_step_s: float | None = None
 
 
 @dataclass
@@ -254,9 +237,10 @@ class Report:
         return Exit.CANNOT_TELL if self.cannot_tell else Exit.OK
 
     def detectable(self, family: str = "time") -> list[float]:
-        """Minimum detectable changes of ``family``'s measures, one per configuration."""
-        return [m.detectable for c in self.configs for m in c.measures
-                if m.family == family and m.measure in ("time", "device_memory")]
+        """Minimum detectable changes of ``family``'s first measure, one per configuration."""
+        found = (next((m for m in c.measures if m.family == family), None)
+                 for c in self.configs)
+        return [m.detectable for m in found if m is not None]
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -266,14 +250,12 @@ class Report:
         d["units"] = {
             "baseline": "the measure's unit (measures[].unit), geometric mean of run figures",
             "current": "the measure's unit (measures[].unit)",
-            "change": "ratio (current / baseline - 1; + = worse)",
+            "change": "ratio (current / baseline - 1; worse against measures[].better)",
             "interval": f"ratio ({1 - self.alpha:.0%} interval of change)",
             "detectable": f"ratio (change found with {self.power:.0%} power at alpha)",
             "threshold": "ratio", "noise_cv": "ratio (std/mean of run or nightly figures)",
             "run_cv": "ratio (std/mean of run figures)",
             "window_cv": "ratio (std/mean of the windows of one run)",
-            "baseline_throughput": "examples/s", "current_throughput": "examples/s",
-            "throughput_change": "ratio", "baseline_step_s": "s", "current_step_s": "s",
             "alpha": "probability", "power": "probability",
             "p_value": "probability (two-sided)"}
         return d
@@ -315,8 +297,11 @@ def group(results: Iterable[RunResult], labels: Sequence[Hashable] | None = None
     return out
 
 
-def _verdict(stats: RunComparison, threshold: float) -> tuple[str, str]:
-    log_change, bound = math.log(stats.ratio), math.log1p(threshold)
+def _verdict(stats: RunComparison, threshold: float, better: str) -> tuple[str, str]:
+    # The log change turned so that + is worse: for a figure where higher is better a
+    # fall is the regression, and the same threshold applies both ways up.
+    log_change = math.log(stats.ratio) * (-1.0 if better == "higher" else 1.0)
+    bound = math.log1p(threshold)
     if stats.significant and log_change > bound:
         return REGRESSED, ""
     if stats.significant and -log_change > bound:
@@ -330,50 +315,43 @@ def _verdict(stats: RunComparison, threshold: float) -> tuple[str, str]:
     return OK, ""
 
 
-def compare_measure(measure: Measure, base: Sequence[Sequence[float]],
+def compare_measure(measure: Figure, base: Sequence[Sequence[float]],
                     cur: Sequence[Sequence[float]], threshold: float, *,
                     alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER,
                     base_groups: Sequence[Hashable] | None = None,
                     cur_groups: Sequence[Hashable] | None = None) -> MeasureComparison:
     """Compare one measure's runs (each run a list of window values); see the docstring."""
-    sizes = {"baseline_runs": len(base), "current_runs": len(cur),
-             "baseline_windows": sum(map(len, base)), "current_windows": sum(map(len, cur))}
+    found = partial(MeasureComparison, measure=measure.name, label=measure.label,
+                    family=measure.family, unit=measure.unit, better=measure.better,
+                    threshold=threshold, baseline_runs=len(base), current_runs=len(cur),
+                    baseline_windows=sum(map(len, base)), current_windows=sum(map(len, cur)))
     values = [v for run in (*base, *cur) for v in run]
     if min(values) <= 0:  # no ratio of a zero: judged by equality alone
         same = len(set(values)) == 1
-        return MeasureComparison(
-            measure=measure.name, family=measure.family, unit=measure.unit,
+        return found(
             baseline=float(np.median([v for r in base for v in r])),
             current=float(np.median([v for r in cur for v in r])), change=math.nan,
             interval=(math.nan, math.nan), p_value=None, significant=False,
-            detectable=0.0 if same else math.inf, threshold=threshold, noise_cv=None,
+            detectable=0.0 if same else math.inf, noise_cv=None,
             noise_unit="run", run_cv=None, window_cv=(0.0, 0.0),
             verdict=OK if same else CANNOT_TELL,
-            note="" if same else "zero values: no ratio can be formed", **sizes)
+            note="" if same else "zero values: no ratio can be formed")
     stats = compare_runs(base, cur, alpha=alpha, power=power, baseline_groups=base_groups,
                          current_groups=cur_groups)
-    verdict, note = _verdict(stats, threshold)
-    return MeasureComparison(
-        measure=measure.name, family=measure.family, unit=measure.unit,
+    verdict, note = _verdict(stats, threshold, measure.better)
+    return found(
         baseline=stats.baseline.center, current=stats.current.center,
         change=stats.ratio - 1.0, interval=(stats.low - 1.0, stats.high - 1.0),
         p_value=stats.p_value, significant=stats.significant, detectable=stats.mde,
-        threshold=threshold, noise_cv=stats.noise_cv,
+        noise_cv=stats.noise_cv,
         noise_unit="nightly" if stats.unit == "group" else "run", run_cv=stats.run_cv,
         window_cv=(stats.baseline.within_cv, stats.current.within_cv), verdict=verdict,
-        note=note, **sizes)
+        note=note)
 
 
 def _status(results: Sequence[RunResult]) -> str:
     statuses = sorted({r.status for r in results})
     return "ok" if statuses == ["ok"] else "/".join(statuses)
-
-
-def _with_throughput(m: MeasureComparison, global_batch: int) -> MeasureComparison:
-    m.baseline_throughput, m.current_throughput = 1.0 / m.baseline, 1.0 / m.current
-    m.throughput_change = 1.0 / (1.0 + m.change) - 1.0
-    m.baseline_step_s, m.current_step_s = m.baseline * global_batch, m.current * global_batch
-    return m
 
 
 def compare_config(base: Grouped, cur: Grouped, *, thresholds: Thresholds,
@@ -396,15 +374,15 @@ def compare_config(base: Grouped, cur: Grouped, *, thresholds: Thresholds,
         out.verdict = "fixed" if c_ok else "not comparable"
         out.note = f"baseline {out.baseline_status}"
         return out
-    for name, measure in MEASURES.items():
-        b = [(w, g) for r, g in b_ok if r.figures and (w := measure.windows(r.figures))]
-        c = [(w, g) for r, g in c_ok if r.figures and (w := measure.windows(r.figures))]
+    for _, measure in MEASURES.items():
+        b = [(w, g) for r, g in b_ok if r.figures and (w := measure.samples(r.figures))]
+        c = [(w, g) for r, g in c_ok if r.figures and (w := measure.samples(r.figures))]
         if not b or not c:
             continue
-        m = compare_measure(measure, [w for w, _ in b], [w for w, _ in c],
-                            thresholds.of(measure.family), alpha=alpha, power=power,
-                            base_groups=[g for _, g in b], cur_groups=[g for _, g in c])
-        out.measures.append(_with_throughput(m, first.global_batch) if name == "time" else m)
+        out.measures.append(compare_measure(
+            measure, [w for w, _ in b], [w for w, _ in c], thresholds.of(measure.family),
+            alpha=alpha, power=power, base_groups=[g for _, g in b],
+            cur_groups=[g for _, g in c]))
     for family in FAMILIES:
         verdicts = {m.verdict for m in out.measures if m.family == family}
         if verdicts:

@@ -17,8 +17,7 @@ from bench.regress.compare import (
     MeasureComparison,
     Report,
 )
-
-MIB = 2**20
+from reports.columns import display
 
 _MARK = {"regressed": "REGRESSED", "broken": "BROKEN", "improved": "improved",
          "fixed": "fixed", "ok": "ok", CANNOT_TELL: "CANNOT TELL at this noise",
@@ -30,20 +29,20 @@ def _pct(v: float | None) -> str:
 
 
 def _value(m: MeasureComparison, side: str) -> str:
-    if m.measure == "time":
-        tput = m.baseline_throughput if side == "baseline" else m.current_throughput
-        step = m.baseline_step_s if side == "baseline" else m.current_step_s
-        if tput is None or step is None or not math.isfinite(tput):
-            return "-"
-        return f"{tput:,.1f} ex/s, {step * 1e3:.3f} ms/step"
+    """A side's figure as the reports show it (their display of its unit)."""
     v = m.baseline if side == "baseline" else m.current
-    return "-" if not math.isfinite(v) else f"{v / MIB:,.1f} MiB"
+    if not math.isfinite(v):
+        return "-"
+    d = display(m.unit)
+    return f"{d.text(v * d.scale)} {d.unit}".strip()
 
 
 def _change(m: MeasureComparison) -> str:
-    if m.measure == "time":
-        return f"{_pct(m.change)} time ({_pct(m.throughput_change)} ex/s)"
-    return _pct(m.change)
+    """The change of the figure itself, and which way that is (worse or better)."""
+    if not math.isfinite(m.change) or abs(m.change) < 5e-4:
+        return _pct(m.change)
+    worse = (m.change < 0) == (m.better == "higher")
+    return f"{_pct(m.change)} ({'worse' if worse else 'better'})"
 
 
 def _detectable(m: MeasureComparison) -> str:
@@ -59,8 +58,7 @@ def _noise(m: MeasureComparison) -> str:
 def _row(c: ConfigComparison, m: MeasureComparison) -> list[str]:
     lo, hi = m.interval
     p = "-" if m.p_value is None else f"{m.p_value:.3g}"
-    name = "time" if m.measure == "time" else m.measure.replace("_memory", " memory")
-    return [c.label, name, _value(m, "baseline"), _value(m, "current"), _change(m),
+    return [c.label, m.label, _value(m, "baseline"), _value(m, "current"), _change(m),
             f"[{_pct(lo)}, {_pct(hi)}]", p, _detectable(m),
             f"{m.baseline_runs}/{m.current_runs}", _noise(m),
             _MARK[m.verdict] + (f" ({m.note})" if m.note else "")]
