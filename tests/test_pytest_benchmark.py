@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from bench.env import INJECT_SLOWDOWN_VAR
+from bench.results.figures import FIGURES
 from bench.results.store import SweepStore, load_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,10 +76,13 @@ def test_benchmark_json_compare_and_compare_fail(tmp_path: Path) -> None:
     info = bench["extra_info"]
     assert info["stratbench_key"] == result.key
     assert info["global_throughput"] == pytest.approx(result.figures.global_throughput)
-    assert info["window_throughputs"] == [w.global_throughput for w in windows]
+    # Every figure of the catalogue under its one name, with its unit.
+    assert {f.name for f in FIGURES} <= set(info) and set(info["units"]) == {
+        f.name for f in FIGURES}
+    assert info["windows"]["global_throughput"] == [w.global_throughput for w in windows]
     assert info["units"]["global_throughput"] == "examples/s"
     assert info["fingerprint"]["tensorflow"] and info["fingerprint"]["machine_id"]
-    assert info["host_peak_rss_bytes"] > 0
+    assert info["memory_host_peak_rss_bytes"] > 0
     assert doc["machine_info"]["stratbench"]["machine_id"] == info["fingerprint"]["machine_id"]
 
     # pytest-benchmark's own CLI reads what was autosaved.

@@ -17,8 +17,9 @@ by ``REPLAY_TIMER``, a clock that moves only when told: each ``pedantic`` round
 replays one measured window by advancing it by that window's step time.
 pytest-benchmark's statistics, storage, ``--benchmark-compare`` and
 ``--benchmark-compare-fail`` then work on the real per-window step times.
-Throughput, memory, all-reduce time (when measured) and
-the fingerprint go to ``extra_info``.
+Every figure of the result schema (``bench.results.figures``: the names the CSV,
+``bench show``, TensorBoard and ``bench compare`` use, with their units) and the
+fingerprint go to ``extra_info``.
 
 One round = one measured window; its time = window wall time / steps in it, so
 pytest-benchmark's figures are the reciprocal of the window throughputs times the
@@ -34,6 +35,7 @@ from typing import Any
 import pytest
 
 from bench.launch.sweep import run_replicate
+from bench.results.figures import FIGURES
 from bench.results.schema import RunResult
 from bench.results.store import SweepStore
 from bench.spec import RunSpec
@@ -68,10 +70,13 @@ def window_step_times(result: RunResult) -> list[float]:
 
 
 def extra_info(result: RunResult, result_file: Path | None) -> dict[str, Any]:
-    """What pytest-benchmark stores beside the times: figures with units, fingerprint."""
+    """What pytest-benchmark stores beside the times: every figure of the catalogue
+    under its one name (None where the run did not measure it, e.g. without a
+    profile), the values of each window for the figures windows carry, the units, and
+    the fingerprint."""
     f = result.figures
     assert f is not None
-    info: dict[str, Any] = {
+    return {
         "stratbench_key": result.key,
         "configuration": result.spec.label(),
         "spec": result.spec.to_dict(),
@@ -79,30 +84,15 @@ def extra_info(result: RunResult, result_file: Path | None) -> dict[str, Any]:
         "global_batch": result.global_batch,
         "round_definition": "one round = one measured window; time = window wall time / "
                             "steps (s per optimizer step)",
-        "global_throughput": f.global_throughput,
-        "per_replica_throughput": f.per_replica_throughput,
-        "window_throughputs": [w.global_throughput for w in f.windows],
-        "throughput_cv": f.throughput_cv,
-        "step_time_median_s": f.step_time.median_s,
-        "device_peak_bytes": f.memory.device_peak_bytes,
-        "device_memory_scope": f.memory.device_scope,
-        "host_peak_rss_bytes": f.memory.host_peak_rss_bytes,
-        "loss_start": f.loss_start,
-        "loss_end": f.loss_end,
-        "units": {"global_throughput": "examples/s",
-                  "per_replica_throughput": "examples/s per replica",
-                  "window_throughputs": "examples/s", "throughput_cv": "ratio",
-                  "step_time_median_s": "s", "device_peak_bytes": "bytes",
-                  "host_peak_rss_bytes": "bytes", "allreduce_s_per_step": "s"},
+        **{fig.name: fig.value(f) for fig in FIGURES},
+        "windows": {fig.name: [fig.in_window(w) for w in f.windows]
+                    for fig in FIGURES if fig.window},
+        "units": {fig.name: fig.unit for fig in FIGURES},
+        # Whether memory_device_peak_bytes is per device or process-wide (CPU).
+        "memory_device_scope": f.memory.device_scope,
         "fingerprint": result.environment,
         "result_file": str(result_file) if result_file else None,
     }
-    # Measured by the probes when profiling is on (a later RunSpec/Figures addition).
-    comm = getattr(f, "communication", None)
-    if comm is not None:
-        info["allreduce_s_per_step"] = getattr(comm, "collective_s", None)
-        info["comm_fraction"] = getattr(comm, "comm_fraction", None)
-    return info
 
 
 def run_benchmark(benchmark: Any, spec: RunSpec, out_dir: Path | None,
