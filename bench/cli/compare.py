@@ -95,8 +95,9 @@ def add_compare_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threshold", action="append", default=[], metavar="[FAMILY=]FRACTION",
                    help=f"smallest relative change that counts (default "
                         f"{DEFAULT_THRESHOLD * 100:.0f}%%); per family with FAMILY=5%% "
-                        f"({', '.join(FAMILIES)}; throughput and step_time mean time); "
-                        f"repeatable")
+                        f"({', '.join(FAMILIES)}; a judged figure's name, e.g. "
+                        f"global_throughput, means its family, as do throughput and "
+                        f"step_time: time); repeatable")
     p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
                    help="significance level, two-sided (default %(default)s): the false-"
                         "alarm rate per configuration and family on unchanged code")
