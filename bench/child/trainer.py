@@ -157,26 +157,40 @@ class Trainer:
         #  - steps_per_call > 1: each replica's share of the whole pool on its device,
         #    sliced in the graph (the loop inside the function indexes it by a tensor);
         #  - data == "tfdata": a prefetching tf.data pipeline (input cost included).
-        # Input pipelines (one per worker process) and replicas take their shard of
-        # every global batch (shard_rows), so multi-worker runs see distinct data.
+        # Replica r of R takes shard r of every global batch (shard_rows); an input
+        # pipeline w of W (one per worker process) takes shard w, which holds the same
+        # rows as its replicas' shards: whatever the topology, concatenating the shards
+        # of batch j gives back global batch j, so loss parity across strategies holds.
+        # The synthetic pool is placed with experimental_distribute_values_from_function,
+        # never through a distributed dataset: one distributed iterator under
+        # OneDeviceStrategy or MirroredStrategy (a MultiDeviceIterator) left every later
+        # step of the process about 20% slower here, even once deleted, a cost that is
+        # not the strategy's and that a user feeding tensors never pays.
         self._batches: list[tuple[Any, ...]] = []
         self._args: tuple[Any, ...] = ()
         b = spec.per_replica_batch
 
-        def pipeline(ctx: Any) -> Any:
-            rows = [shard_rows(a, self.pool, ctx.num_input_pipelines, ctx.input_pipeline_id)
-                    for a in (x, y)]
-            ds = tf.data.Dataset.from_tensor_slices(tuple(rows))
-            if spec.data == "tfdata":
-                return ds.repeat().batch(b, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
-            return ds.batch(b, drop_remainder=True)
+        def replica_rows(ctx: Any) -> tuple[np.ndarray, np.ndarray]:
+            r = ctx.replica_id_in_sync_group
+            return shard_rows(x, self.pool, n, r), shard_rows(y, self.pool, n, r)
 
-        if spec.data == "tfdata" or spec.steps_per_call == 1:
-            it = iter(strategy.distribute_datasets_from_function(pipeline))
         if spec.data == "tfdata":
-            self._args = (it,)
+            def pipeline(ctx: Any) -> Any:
+                rows = [shard_rows(a, self.pool, ctx.num_input_pipelines,
+                                   ctx.input_pipeline_id) for a in (x, y)]
+                ds = tf.data.Dataset.from_tensor_slices(tuple(rows))
+                return ds.repeat().batch(b, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+            self._args = (iter(strategy.distribute_datasets_from_function(pipeline)),)
         elif spec.steps_per_call == 1:
-            batches = [self._on_device(next(it), devices) for _ in range(self.pool)]
+            def batch_of(j: int) -> Any:
+                def rows(ctx: Any) -> tuple[Any, Any]:
+                    px, py = replica_rows(ctx)
+                    return tf.constant(px[j * b:(j + 1) * b]), tf.constant(py[j * b:(j + 1) * b])
+                return self._on_device(
+                    strategy.experimental_distribute_values_from_function(rows), devices)
+
+            batches = [batch_of(j) for j in range(self.pool)]
             # One call consumes grad_accum micro-batches; cycle through the pool.
             per_call = spec.grad_accum
             self._batches = [tuple(batches[(i * per_call + a) % self.pool]
@@ -184,9 +198,8 @@ class Trainer:
                              for i in range(self.pool)]
         else:
             def replica_pool(ctx: Any) -> tuple[Any, Any]:
-                r = ctx.replica_id_in_sync_group
-                return (tf.constant(shard_rows(x, self.pool, n, r)),
-                        tf.constant(shard_rows(y, self.pool, n, r)))
+                px, py = replica_rows(ctx)
+                return tf.constant(px), tf.constant(py)
 
             pool_xy = strategy.experimental_distribute_values_from_function(replica_pool)
             self._args = self._on_device(pool_xy, devices)
