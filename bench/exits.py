@@ -10,12 +10,12 @@ from enum import IntEnum
 
 
 class Exit(IntEnum):
-    OK = 0  # done; for compare/nightly: no regression at the stated detection power
+    OK = 0  # done; compare/nightly: no regression at the stated power; ab: SAME or IMPROVED
     INTERNAL = 1  # a bug in stratbench (please report it)
     USAGE = 2  # bad option, unknown name, invalid configuration, unusable path
     RUNS_FAILED = 3  # some configurations failed, ran out of memory or timed out
-    REGRESSION = 4  # compare/nightly: a significant change beyond the threshold
-    CANNOT_TELL = 5  # compare/nightly: the noise measured hides changes of the threshold's size
+    REGRESSION = 4  # compare/nightly/ab: a significant change beyond the threshold
+    CANNOT_TELL = 5  # compare/nightly: the noise hides changes of the threshold's size; ab: UNKNOWN
     INTERRUPTED = 130  # Ctrl-C; finished results are kept, re-run to resume
 
 

@@ -164,7 +164,7 @@ def test_strong_drift_between_runs_leaves_the_rates_intact() -> None:
 def test_decide_look_by_look_gives_the_vectorised_verdicts() -> None:
     plan = Plan(max_pairs=BUDGET_PAIRS)
     d = interleaved_log_ratios(np.random.default_rng(10), sd=SD_MEASURED, ratio=SLOWER_10,
-                               pairs=BUDGET_PAIRS, series=60)
+                               pairs=BUDGET_PAIRS, series=30)
     codes, used = sequential_verdicts(d, plan)
     seen = set()
     for row, code, n in zip(d, codes, used, strict=True):

@@ -46,7 +46,7 @@ from scipy import stats as sps
 
 from bench.exits import Exit
 from bench.registry import Registry
-from bench.results.stats import pairs_for_equivalence
+from bench.results.stats import paired_equivalence, paired_log_ratio, pairs_for_equivalence
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.05
@@ -55,6 +55,9 @@ DEFAULT_MIN_PAIRS = 4  # the first look: 3 degrees of freedom, fewer would spend
 DEFAULT_BLOCK_PAIRS = 2  # one AB and one BA run order a block: order effects cancel within it
 RUNS_PER_PAIR = 2
 PLANNING_POWER = 0.9
+# paired_log_ratio's bootstrap interval is not used by the decision (at an early look's tiny
+# alpha no bootstrap could resolve it): the fewest resamples keep a look cheap.
+DECIDE_RESAMPLES = 100
 
 
 class Verdict(str, Enum):
@@ -164,22 +167,33 @@ CODES: tuple[Verdict, ...] = (Verdict.CONTINUE, Verdict.SAME, Verdict.REGRESSED,
 _CONTINUE, _SAME, _REGRESSED, _IMPROVED, _UNKNOWN = range(len(CODES))
 
 
+def _verdict_codes(mean: np.ndarray, significant: np.ndarray, same: np.ndarray,
+                   threshold: float, higher_is_better: bool) -> np.ndarray:
+    """The rule of one look, from its tests: beyond the threshold and significant, or SAME."""
+    beyond = np.abs(mean) > math.log1p(threshold)
+    worse = mean < 0 if higher_is_better else mean > 0
+    codes = np.full(np.shape(mean), _CONTINUE)
+    codes[same] = _SAME
+    codes[significant & beyond & worse] = _REGRESSED
+    codes[significant & beyond & ~worse] = _IMPROVED
+    return codes
+
+
 def _look_codes(mean: np.ndarray, sd: np.ndarray, n: int, look_alpha: float, threshold: float,
                 higher_is_better: bool) -> np.ndarray:
-    """Each series' verdict code at one look of ``n`` pairs (CONTINUE when undecided)."""
+    """Each series' verdict code at one look of ``n`` pairs (CONTINUE when undecided).
+
+    The paired t interval and TOST of ``paired_log_ratio`` / ``paired_equivalence``
+    from running sums, for thousands of series at once (``decide`` calls those two
+    and ``tests/test_ab.py`` checks that both give the same verdicts).
+    """
     se = sd / math.sqrt(n)
     bound = math.log1p(threshold)
     t_sig = float(sps.t.ppf(1.0 - look_alpha / 2.0, n - 1))
     t_eq = float(sps.t.ppf(1.0 - look_alpha, n - 1))
     significant = np.abs(mean) > t_sig * se  # zero spread: any nonzero mean is significant
-    beyond = np.abs(mean) > bound
-    worse = mean < 0 if higher_is_better else mean > 0
     same = (mean - t_eq * se > -bound) & (mean + t_eq * se < bound)
-    codes = np.full(mean.shape, _CONTINUE)
-    codes[same] = _SAME
-    codes[significant & beyond & worse] = _REGRESSED
-    codes[significant & beyond & ~worse] = _IMPROVED
-    return codes
+    return _verdict_codes(mean, significant, same, threshold, higher_is_better)
 
 
 def sequential_verdicts(log_ratios: np.ndarray, plan: Plan, *,
@@ -273,13 +287,17 @@ def decide(log_ratios: Sequence[float], plan: Plan, *, higher_is_better: bool = 
                          f"log_ratios={list(log_ratios)!r}")
     n = int(d.size)
     a = plan.look_alpha(n)
-    mean, sd = float(d.mean()), float(d.std(ddof=1))
-    code = int(_look_codes(np.array([mean]), np.array([sd]), n, a, plan.threshold,
-                           higher_is_better)[0])
+    # The pairs as figures: baseline 1, candidate exp(log ratio).
+    baseline, candidate = [1.0] * n, [float(x) for x in np.exp(d)]
+    ratio = paired_log_ratio(baseline, candidate, 1.0 - a, resamples=DECIDE_RESAMPLES)
+    same = paired_equivalence(baseline, candidate, plan.threshold, alpha=a).equivalent
+    significant = ratio.t_high < 1.0 or ratio.t_low > 1.0
+    mean, sd = ratio.mean_log, ratio.sd_log
+    code = int(_verdict_codes(np.array(mean), np.array(significant), np.array(same),
+                              plan.threshold, higher_is_better))
     verdict = CODES[code]
     if verdict is Verdict.CONTINUE and n == plan.max_pairs:
         verdict = Verdict.UNKNOWN
-    half = float(sps.t.ppf(1.0 - a / 2.0, n - 1)) * sd / math.sqrt(n)
     change = math.expm1(mean)
     needed = further_pairs(sd, mean, n, plan) if verdict is Verdict.UNKNOWN else None
     thr = f"{plan.threshold:.0%}"
@@ -292,7 +310,7 @@ def decide(log_ratios: Sequence[float], plan: Plan, *, higher_is_better: bool = 
                           f"{n} pairs (the budget); at this noise (log-ratio SD {sd:.3f}) "
                           f"about {needed} more pairs would settle it"),
     }
-    return Decision(verdict=verdict, pairs=n, ratio=math.exp(mean), low=math.exp(mean - half),
-                    high=math.exp(mean + half), sd_log=sd, threshold=plan.threshold,
+    return Decision(verdict=verdict, pairs=n, ratio=ratio.ratio, low=ratio.t_low,
+                    high=ratio.t_high, sd_log=sd, threshold=plan.threshold,
                     alpha=plan.alpha, look_alpha=a, pairs_needed=needed,
                     reason=reasons[verdict] + f" (look alpha {a:.2g} of {plan.alpha:g})")
