@@ -187,7 +187,13 @@ def test_the_plan_spends_exactly_alpha_over_its_looks() -> None:
         assert plan.looks[0] == 4 and plan.looks[-1] == 33
         assert sum(plan.look_alphas) == pytest.approx(ALPHA)
         assert all(a > 0 for a in plan.look_alphas)
-    obf = Plan(max_pairs=33).look_alphas
+    plan = Plan(max_pairs=33)
+    obf = plan.look_alphas
+    assert plan.final_alpha(33) == pytest.approx(obf[-1])
+    # A budget spent after the look at 10 pairs (looks 4, 6, 8, 10): the rest of alpha.
+    assert plan.final_alpha(11) == pytest.approx(ALPHA - sum(obf[:4]))
+    assert decide([-0.3, -0.1, -0.2, -0.25, -0.15] * 2 + [-0.2], plan, final=True).verdict \
+        is Verdict.REGRESSED
     assert obf[0] < 1e-3 < obf[-1]  # O'Brien-Fleming keeps alpha for the later looks
 
 

@@ -151,6 +151,20 @@ class Plan:
                              f"pairs={pairs}")
         return self.look_alphas[looks.index(pairs)]
 
+    def final_alpha(self, pairs: int) -> float:
+        """The alpha of a last look at ``pairs`` pairs, taken after every earlier look.
+
+        What the looks before it left unspent: a comparison whose budget ends before
+        ``max_pairs`` (slower runs than planned) decides with all that is left, and
+        the shares still add up to at most ``alpha``. At ``max_pairs`` it is that
+        look's own share.
+        """
+        if not self.min_pairs <= pairs <= self.max_pairs:
+            raise ValueError(f"a last look needs {self.min_pairs} to {self.max_pairs} pairs. "
+                             f"Received: pairs={pairs}")
+        earlier = sum(a for n, a in zip(self.looks, self.look_alphas, strict=True) if n < pairs)
+        return self.alpha - earlier
+
 
 def pairs_for_budget(budget_s: float, run_s: float, runs_per_pair: int = RUNS_PER_PAIR) -> int:
     """How many pairs fit a time budget at ``run_s`` seconds a run (600 s / 9 s: 33)."""
@@ -274,8 +288,13 @@ def further_pairs(sd_log: float, mean_log: float, pairs: int, plan: Plan) -> int
     return max(0, total - pairs)
 
 
-def decide(log_ratios: Sequence[float], plan: Plan, *, higher_is_better: bool = True) -> Decision:
+def decide(log_ratios: Sequence[float], plan: Plan, *, higher_is_better: bool = True,
+           final: bool = False) -> Decision:
     """The look at ``len(log_ratios)`` pairs (one of ``plan.looks``), see Decision.
+
+    ``final``: the budget is spent, this is the last look whatever its pair count
+    (``Plan.final_alpha``): UNKNOWN instead of CONTINUE. The look at ``max_pairs``
+    is always final.
 
     ``log_ratios[i]`` = log(candidate_i / baseline_i) of pair i. The same rule as
     ``sequential_verdicts``: a comparison that calls ``decide`` after every block and
@@ -286,7 +305,8 @@ def decide(log_ratios: Sequence[float], plan: Plan, *, higher_is_better: bool = 
         raise ValueError(f"log_ratios must be one finite value a pair. Received: "
                          f"log_ratios={list(log_ratios)!r}")
     n = int(d.size)
-    a = plan.look_alpha(n)
+    final = final or n == plan.max_pairs
+    a = plan.final_alpha(n) if final else plan.look_alpha(n)
     # The pairs as figures: baseline 1, candidate exp(log ratio).
     baseline, candidate = [1.0] * n, [float(x) for x in np.exp(d)]
     ratio = paired_log_ratio(baseline, candidate, 1.0 - a, resamples=DECIDE_RESAMPLES)
@@ -296,7 +316,7 @@ def decide(log_ratios: Sequence[float], plan: Plan, *, higher_is_better: bool = 
     code = int(_verdict_codes(np.array(mean), np.array(significant), np.array(same),
                               plan.threshold, higher_is_better))
     verdict = CODES[code]
-    if verdict is Verdict.CONTINUE and n == plan.max_pairs:
+    if verdict is Verdict.CONTINUE and final:
         verdict = Verdict.UNKNOWN
     change = math.expm1(mean)
     needed = further_pairs(sd, mean, n, plan) if verdict is Verdict.UNKNOWN else None
@@ -307,7 +327,7 @@ def decide(log_ratios: Sequence[float], plan: Plan, *, higher_is_better: bool = 
         Verdict.SAME: f"the change ({change:+.1%}) is shown to lie within +-{thr}",
         Verdict.CONTINUE: f"{change:+.1%} is neither shown beyond nor within {thr} yet",
         Verdict.UNKNOWN: (f"{change:+.1%} is neither shown beyond nor within {thr} after "
-                          f"{n} pairs (the budget); at this noise (log-ratio SD {sd:.3f}) "
+                          f"{n} pairs (the budget spent); at this noise (log-ratio SD {sd:.3f}) "
                           f"about {needed} more pairs would settle it"),
     }
     return Decision(verdict=verdict, pairs=n, ratio=ratio.ratio, low=ratio.t_low,
