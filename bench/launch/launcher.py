@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -231,9 +232,12 @@ class _Run:
 
 
 def run_isolated(spec: RunSpec, log_path: Path, timeout_s: float | None = None,
-                 profile_dir: Path | None = None) -> RunResult:
+                 profile_dir: Path | None = None,
+                 env: Mapping[str, str] | None = None) -> RunResult:
     """Run ``spec`` in fresh child processes; never raises for a failed run.
 
+    ``env``: variables set in every task's environment over the inherited ones (one
+    side of an A/B comparison, e.g. ``TF_ENABLE_ONEDNN_OPTS=0``).
     KeyboardInterrupt is re-raised after every process of the run is killed.
     """
     hw = detect()
@@ -265,7 +269,8 @@ def run_isolated(spec: RunSpec, log_path: Path, timeout_s: float | None = None,
                 with open(log, "ab") as fh:
                     proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL,
-                                            env=child_env(task, tf_config, hw),
+                                            env={**child_env(task, tf_config, hw),
+                                                 **(env or {})},
                                             start_new_session=True)
                 procs.append(_Proc(task, proc, log))
             status, reason, culprit = _supervise(run, t0, timeout)
