@@ -197,6 +197,14 @@ def test_the_plan_spends_exactly_alpha_over_its_looks() -> None:
     assert obf[0] < 1e-3 < obf[-1]  # O'Brien-Fleming keeps alpha for the later looks
 
 
+def test_an_early_look_of_a_long_plan_decides_nothing_and_says_so() -> None:
+    plan = Plan(max_pairs=400)
+    assert plan.look_alpha(4) < 1e-12  # O'Brien-Fleming at t = 1%
+    decision = decide([-0.5, -0.4, -0.6, -0.5], plan)
+    assert decision.verdict is Verdict.CONTINUE
+    assert (decision.low, decision.high) == (0.0, math.inf)
+
+
 def test_plan_and_decide_refuse_bad_inputs_by_name() -> None:
     with pytest.raises(ValueError, match="max_pairs=3"):
         Plan(max_pairs=3)

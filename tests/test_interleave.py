@@ -7,6 +7,7 @@ is drawn from a seeded model with a known candidate/baseline ratio.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +23,7 @@ from bench.regress.interleave import (
     session_exit,
 )
 from bench.results.schema import RunResult
+from bench.results.store import SweepStore
 from bench.spec import RunSpec
 from tests.helpers import fake_figures, fake_result, tiny_spec
 
@@ -142,3 +144,42 @@ def test_several_configurations_exit_with_the_worst() -> None:
 def test_a_side_needs_a_positive_budget() -> None:
     with pytest.raises(ValueError, match="budget_s=0"):
         session(FakeRuns(), budget_s=0)
+
+
+def test_bench_ab_runs_both_sides_with_their_options_and_exits_with_the_verdict(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bench.cli import ab as ab_cli
+    from bench.cli.main import main
+
+    seen: list[tuple[str, int, dict[str, object], dict[str, str]]] = []
+
+    def fake_replicate(store: SweepStore, spec: RunSpec, replicate: int = 1,
+                       env: dict[str, str] | None = None, **_: object) -> RunResult:
+        seen.append((store.root.name, replicate, dict(spec.params), dict(env or {})))
+        slower = 1 / 1.2 if store.root.name == CANDIDATE else 1.0
+        result = fake_result("ok")
+        result.figures = fake_figures((1000.0 * slower, 1000.0 * slower))
+        return result
+
+    monkeypatch.setattr(ab_cli, "run_replicate", fake_replicate)
+    rc = main(["ab", "--workload", "mlp", "--strategy", "one_device", "--size", "tiny",
+               "--candidate-param", "widths=550,550", "--candidate-env", "TF_X=0",
+               "--budget", "2m", "--threshold", "5%", "--order-seed", "3",
+               "--out", str(tmp_path / "ab")])
+    out = capsys.readouterr().out
+    assert rc == Exit.REGRESSION, out
+    assert "REGRESSED after" in out and "exit code 4 (regression)" in out
+    assert {(side, tuple(p.get("widths", ())), tuple(e)) for side, _, p, e in seen} == {
+        (BASELINE, (), ()), (CANDIDATE, (550, 550), ("TF_X",))}
+    assert (tmp_path / "ab" / BASELINE).is_dir() and (tmp_path / "ab" / CANDIDATE).is_dir()
+
+
+@pytest.mark.parametrize("argv", [["--budget", "soon"], ["--threshold", "150%"],
+                                  ["--candidate-env", "=1"]])
+def test_bench_ab_refuses_bad_options_as_usage_errors(argv: list[str]) -> None:
+    from bench.cli.main import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["ab", "--workload", "mlp", "--strategy", "one_device", *argv])
+    assert exc.value.code == Exit.USAGE

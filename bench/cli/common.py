@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tempfile
@@ -81,13 +82,25 @@ def int_list(flag: str) -> Callable[[str], list[int]]:
 
 
 def param(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` with a JSON value; a bare comma list is a JSON list
+    (``widths=550,550`` is ``widths=[550,550]``); anything else stays a string."""
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"--param takes KEY=VALUE. Received: {text!r}")
-    try:
-        return key, json.loads(value)
-    except json.JSONDecodeError:
-        return key, value
+    for candidate in (value, f"[{value}]" if "," in value else None):
+        if candidate is not None:
+            with contextlib.suppress(json.JSONDecodeError):
+                return key, json.loads(candidate)
+    return key, value
+
+
+def env_var(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` of an environment variable (the value may be empty)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"an environment variable is KEY=VALUE. "
+                                         f"Received: {text!r}")
+    return key, value
 
 
 # Fields whose values are a registry's names: "{choices}" in their help lists those.

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from bench.cli import (
+    ab,
     allreduce,
     cluster_demo,
     compare,
@@ -35,7 +36,7 @@ from bench.errors import BenchError, SpecError, UsageError
 from bench.exits import EPILOG, Exit
 
 COMMANDS = (run, listing, env, show, report, tensorboard_export, history, compare, nightly,
-            allreduce, worker, cluster_demo, k8s_manifest, project)
+            ab, allreduce, worker, cluster_demo, k8s_manifest, project)
 
 
 def build_parser() -> argparse.ArgumentParser:

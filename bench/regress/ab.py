@@ -58,6 +58,7 @@ PLANNING_POWER = 0.9
 # paired_log_ratio's bootstrap interval is not used by the decision (at an early look's tiny
 # alpha no bootstrap could resolve it): the fewest resamples keep a look cheap.
 DECIDE_RESAMPLES = 100
+MIN_DECIDING_ALPHA = 1e-12
 
 
 class Verdict(str, Enum):
@@ -307,12 +308,18 @@ def decide(log_ratios: Sequence[float], plan: Plan, *, higher_is_better: bool = 
     n = int(d.size)
     final = final or n == plan.max_pairs
     a = plan.final_alpha(n) if final else plan.look_alpha(n)
-    # The pairs as figures: baseline 1, candidate exp(log ratio).
-    baseline, candidate = [1.0] * n, [float(x) for x in np.exp(d)]
-    ratio = paired_log_ratio(baseline, candidate, 1.0 - a, resamples=DECIDE_RESAMPLES)
-    same = paired_equivalence(baseline, candidate, plan.threshold, alpha=a).equivalent
-    significant = ratio.t_high < 1.0 or ratio.t_low > 1.0
-    mean, sd = ratio.mean_log, ratio.sd_log
+    if a < MIN_DECIDING_ALPHA:
+        # An early look of a long plan (O'Brien-Fleming's shares vanish as t -> 0): no
+        # data could pass a test at this level, and no interval can be computed at it.
+        mean, sd = float(d.mean()), float(d.std(ddof=1))
+        low, high, significant, same = 0.0, math.inf, False, False
+    else:
+        # The pairs as figures: baseline 1, candidate exp(log ratio).
+        baseline, candidate = [1.0] * n, [float(x) for x in np.exp(d)]
+        ratio = paired_log_ratio(baseline, candidate, 1.0 - a, resamples=DECIDE_RESAMPLES)
+        same = paired_equivalence(baseline, candidate, plan.threshold, alpha=a).equivalent
+        significant = ratio.t_high < 1.0 or ratio.t_low > 1.0
+        mean, sd, low, high = ratio.mean_log, ratio.sd_log, ratio.t_low, ratio.t_high
     code = int(_verdict_codes(np.array(mean), np.array(significant), np.array(same),
                               plan.threshold, higher_is_better))
     verdict = CODES[code]
@@ -330,7 +337,7 @@ def decide(log_ratios: Sequence[float], plan: Plan, *, higher_is_better: bool = 
                           f"{n} pairs (the budget spent); at this noise (log-ratio SD {sd:.3f}) "
                           f"about {needed} more pairs would settle it"),
     }
-    return Decision(verdict=verdict, pairs=n, ratio=ratio.ratio, low=ratio.t_low,
-                    high=ratio.t_high, sd_log=sd, threshold=plan.threshold,
+    return Decision(verdict=verdict, pairs=n, ratio=math.exp(mean), low=low, high=high,
+                    sd_log=sd, threshold=plan.threshold,
                     alpha=plan.alpha, look_alpha=a, pairs_needed=needed,
                     reason=reasons[verdict] + f" (look alpha {a:.2g} of {plan.alpha:g})")

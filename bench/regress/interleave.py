@@ -41,6 +41,9 @@ from bench.results.stats import run_figure, throughput_runs
 from bench.spec import RunSpec
 
 BASELINE, CANDIDATE = "baseline", "candidate"
+# Quick runs (a tiny model) would plan thousands of looks; past a few hundred pairs a
+# comparison has its answer or the noise is the problem, not the budget.
+MAX_PLANNED_PAIRS = 400
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,7 @@ class Session:
         if self.failed is not None:
             return Exit.RUNS_FAILED
         if self.decision is None:
-            raise ValueError(f"session of {self.spec.label} has no decision yet. "
+            raise ValueError(f"session of {self.spec.label()} has no decision yet. "
                              f"Received: pairs={len(self.log_ratios)}")
         return self.decision.exit_code
 
@@ -141,12 +144,14 @@ def run_session(spec: RunSpec, baseline: Side, candidate: Side, runner: Runner, 
             session.wall_s = elapsed()
             return session
     pair_s = elapsed() / len(session.log_ratios)
-    max_pairs = max(len(session.log_ratios), pairs_for_budget(budget_s, pair_s, runs_per_pair=1))
+    max_pairs = max(len(session.log_ratios),
+                    min(MAX_PLANNED_PAIRS, pairs_for_budget(budget_s, pair_s, runs_per_pair=1)))
     plan = Plan(max_pairs=max_pairs, threshold=threshold, alpha=alpha,
                 min_pairs=min(DEFAULT_MIN_PAIRS, max_pairs))
     session.plan = plan
-    echo(f"{spec.label}: a pair takes {pair_s:.0f} s; the {budget_s:.0f} s budget plans "
-         f"{max_pairs} pairs, looks at {', '.join(map(str, plan.looks))}")
+    echo(f"{spec.label()}: a pair takes {pair_s:.1f} s; the {budget_s:.0f} s budget plans "
+         f"{max_pairs} pairs: a look after {plan.min_pairs}, then every "
+         f"{plan.block_pairs} up to {max_pairs}")
     for look in plan.looks:
         while len(session.log_ratios) < look and budget_allows_a_pair():
             if not run_pair():
@@ -158,7 +163,7 @@ def run_session(spec: RunSpec, baseline: Side, candidate: Side, runner: Runner, 
             # at the pairs there are may spend all of it.
             plan = session.plan = replace(plan, min_pairs=n, max_pairs=n)
         session.decision = d = decide(session.log_ratios, plan, final=n < look)
-        echo(f"{spec.label}: {n} pairs, candidate/baseline {d.ratio:.3f} "
+        echo(f"{spec.label()}: {n} pairs, candidate/baseline {d.ratio:.3f} "
              f"[{d.low:.3f}, {d.high:.3f}], log-ratio SD {d.sd_log:.3f}, "
              f"{elapsed():.0f} s: {d.verdict.value}")
         if d.verdict is not Verdict.CONTINUE:

@@ -1,0 +1,139 @@
+"""``python -m bench ab``: baseline against candidate, interleaved in one session.
+
+For each configuration given with the usual axes, baseline and candidate runs (each
+its own process) alternate in randomized AB/BA pairs until the sequential decision
+(``bench.regress.ab``) settles or ``--budget`` is spent. Sides differ by environment
+variables and workload parameters; both default to this environment (an A/A check).
+
+Exit codes (``bench.exits``): 0 SAME or IMPROVED, 4 REGRESSED, 5 UNKNOWN after the
+budget, 3 runs failed, 2 usage error, 1 internal error. With several configurations
+a regression wins over failed runs, failed runs over UNKNOWN.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import re
+from pathlib import Path
+from typing import Any
+
+from bench.cli.common import add_matrix_args, env_var, param, specs_from_args, writable_dir
+from bench.errors import UsageError
+from bench.launch.sweep import run_replicate
+from bench.regress.ab import DEFAULT_ALPHA, DEFAULT_BUDGET_S, DEFAULT_THRESHOLD
+from bench.regress.compare import CompareError, parse_fraction
+from bench.regress.interleave import BASELINE, CANDIDATE, Side, run_session, session_exit
+from bench.results.schema import RunResult
+from bench.results.store import SweepStore, new_sweep_dir
+from bench.spec import RunSpec
+
+EXIT_CODES = ("exit codes: 0 same or improved, 4 regressed (significant and beyond the "
+              "threshold), 5 unknown when the budget is spent (the output says how many "
+              "more pairs the measured noise needs), 3 runs failed, 2 usage error, "
+              "1 internal error. 4 wins over 3, 3 over 5.")
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$")
+_UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration(text: str) -> float:
+    """``90s``, ``10m``, ``1h`` or plain seconds -> seconds."""
+    match = _DURATION.match(text)
+    if not match or float(match.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"a duration is a positive number with s, m or h "
+                                         f"(10m). Received: {text!r}")
+    return float(match.group(1)) * _UNIT_S[match.group(2) or "s"]
+
+
+def fraction(text: str) -> float:
+    """``5%`` or ``0.05``."""
+    try:
+        value = parse_fraction(text, "--threshold")
+    except CompareError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"--threshold must lie between 0% and 100%. "
+                                         f"Received: {text!r}")
+    return value
+
+
+def cmd_ab(args: argparse.Namespace) -> int:
+    specs = specs_from_args(args)
+    if not specs:
+        raise UsageError("the axes name no configuration to compare")
+    if not 0 < args.alpha < 0.5:
+        raise UsageError(f"--alpha must be between 0 and 0.5. Received: --alpha {args.alpha}")
+    sides = (Side(BASELINE, dict(args.baseline_env), dict(args.baseline_param)),
+             Side(CANDIDATE, dict(args.candidate_env), dict(args.candidate_param)))
+    for spec in specs:  # a bad parameter is a usage error now, not after the first runs
+        for side in sides:
+            side.spec(spec)
+    out: Path = writable_dir(args.out or new_sweep_dir("ab"))
+    stores = {side.name: SweepStore(writable_dir(out / side.name)) for side in sides}
+    seed = args.order_seed
+    if seed is None:
+        seed = random.SystemRandom().randrange(2**31)
+    print(f"ab: baseline = {sides[0].describe()}; candidate = {sides[1].describe()}; "
+          f"{len(specs)} configuration(s), budget {args.budget:.0f} s each, threshold "
+          f"{args.threshold:.0%}, alpha {args.alpha:g}, --order-seed {seed}; results in {out}")
+
+    def runner(spec: RunSpec, side: Side, pair: int) -> RunResult:
+        return run_replicate(stores[side.name], spec, pair, env=side.env)
+
+    sessions = []
+    for i, spec in enumerate(specs):
+        s = run_session(spec, *sides, runner, budget_s=args.budget, threshold=args.threshold,
+                        alpha=args.alpha, seed=seed + i)
+        sessions.append(s)
+        if s.failed is not None:
+            print(f"{spec.label}: runs failed after {len(s.log_ratios)} pair(s): {s.failed}")
+        elif s.decision is not None:
+            d = s.decision
+            print(f"{spec.label}: {d.verdict.value.upper()} after {d.pairs} pairs in "
+                  f"{s.wall_s:.0f} s: candidate/baseline {d.ratio:.3f} [{d.low:.3f}, "
+                  f"{d.high:.3f}]; {d.reason}")
+    code = session_exit(sessions)
+    print(f"ab: exit code {int(code)} ({code.name.lower()})")
+    return int(code)
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "ab", help="compare a baseline with a candidate, interleaved in one session",
+        description="For each configuration, run baseline and candidate (each run its own "
+                    "process) in randomized AB/BA pairs and decide after each block from "
+                    "the pairs' log throughput ratios: REGRESSED / IMPROVED (significant "
+                    "and beyond --threshold), SAME (shown within +-threshold, TOST), else "
+                    "another block until --budget is spent (UNKNOWN, with the pairs the "
+                    "noise says are needed). Alpha is spent over the looks (O'Brien-"
+                    "Fleming spending function, union bound), so looking after every "
+                    "block keeps the false-alarm rate at or below --alpha. Both sides "
+                    "default to this environment: an A/A check. --baseline-python / "
+                    "--candidate-python (another interpreter) are not built yet.",
+        epilog=EXIT_CODES)
+    add_matrix_args(p)
+    sides = p.add_argument_group("sides (repeatable; both default to this environment)")
+    for name in (BASELINE, CANDIDATE):
+        sides.add_argument(f"--{name}-env", type=env_var, action="append", default=[],
+                           metavar="KEY=VALUE",
+                           help=f"environment variable of the {name}'s runs, e.g. "
+                                f"TF_ENABLE_ONEDNN_OPTS=0")
+        sides.add_argument(f"--{name}-param", type=param, action="append", default=[],
+                           metavar="KEY=VALUE",
+                           help=f"workload parameter of the {name} over --param's, e.g. "
+                                f"widths=550,550")
+    p.add_argument("--budget", type=duration, default=DEFAULT_BUDGET_S,
+                   help="time for each configuration's pairs: 90s, 10m, 1h (default 10m)")
+    p.add_argument("--threshold", type=fraction, default=DEFAULT_THRESHOLD,
+                   help=f"smallest relative change that counts, 5%% or 0.05 (default "
+                        f"{DEFAULT_THRESHOLD * 100:.0f}%%)")
+    p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
+                   help="false-alarm rate per configuration over all looks (default "
+                        "%(default)s)")
+    p.add_argument("--order-seed", type=int, default=None,
+                   help="seed of the AB/BA orders (default: drawn, and printed)")
+    p.add_argument("--out", type=Path,
+                   help="directory of the runs, baseline/ and candidate/ sweeps (default "
+                        "results/ab-<time>)")
+    p.set_defaults(func=cmd_ab)
