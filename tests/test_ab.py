@@ -25,6 +25,7 @@ from bench.regress.ab import (
     pairs_for_budget,
     sequential_verdicts,
 )
+from bench.results.stats import pairs_for_equivalence
 
 ALPHA = 0.05
 SERIES = 1000
@@ -179,6 +180,23 @@ def test_decide_look_by_look_gives_the_vectorised_verdicts() -> None:
             assert decision.pairs_needed is None
         assert decision.low <= decision.ratio <= decision.high
     assert {Verdict.REGRESSED, Verdict.UNKNOWN} <= seen  # both branches were exercised
+
+
+def test_unknown_says_how_many_more_pairs_the_noise_needs() -> None:
+    plan = Plan(max_pairs=BUDGET_PAIRS)
+    # No change at the measured noise: showing SAME within 5% needs 177 pairs in all.
+    x = np.random.default_rng(11).normal(size=BUDGET_PAIRS)
+    flat = (x - x.mean()) / x.std(ddof=1) * SD_MEASURED  # mean 0, SD exactly the noise
+    decision = decide(flat, plan)
+    assert decision.verdict is Verdict.UNKNOWN
+    assert decision.sd_log == pytest.approx(SD_MEASURED, rel=1e-6)
+    assert decision.pairs_needed == pairs_for_equivalence(SD_MEASURED, 0.05) - BUDGET_PAIRS
+    # A 10% change beyond the threshold, not yet significant: the pairs that find it.
+    shifted = decide(flat - math.log(1.1), plan)
+    assert shifted.verdict is Verdict.UNKNOWN  # t = 2.8 misses the last look's share
+    z = 1.959964 + 1.281552
+    assert shifted.pairs_needed == math.ceil((z * SD_MEASURED / math.log(1.1)) ** 2) \
+        - BUDGET_PAIRS
 
 
 def test_the_plan_spends_exactly_alpha_over_its_looks() -> None:

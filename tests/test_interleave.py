@@ -114,6 +114,21 @@ def test_a_budget_too_small_for_the_first_look_decides_on_what_it_has() -> None:
     assert s.decision is not None and s.decision.verdict is Verdict.REGRESSED
 
 
+def test_runs_slowing_down_before_the_first_look_decide_on_the_pairs_there_are() -> None:
+    runs = FakeRuns(ratio=1 / 1.5, sd=0.01, run_s=9.0)
+    original = runs.__call__
+
+    def slowing(spec: RunSpec, side: Side, pair: int) -> RunResult:
+        runs.run_s = 9.0 if pair <= 2 else 30.0  # planned 5 pairs, looks at 4 and 5
+        return original(spec, side, pair)
+
+    s = run_session(tiny_spec(), Side(BASELINE), Side(CANDIDATE), slowing, budget_s=100.0,
+                    echo=lambda _: None, clock=runs.clock)
+    assert len(s.log_ratios) == 3 and s.plan is not None and s.plan.looks == (3,)
+    assert s.decision is not None and s.decision.look_alpha == pytest.approx(0.05)
+    assert s.decision.verdict is Verdict.REGRESSED and s.wall_s <= 100.0
+
+
 def test_a_failed_run_stops_the_session_with_exit_3() -> None:
     runs = FakeRuns(fail_at=(CANDIDATE, 3))
     s = session(runs)
