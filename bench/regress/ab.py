@@ -5,9 +5,9 @@ AB/BA order), and its statistic is the log ratio log(candidate / baseline) of a
 figure: whatever the machine's drift adds to both runs of a pair drops out of it.
 The pairs arrive in blocks; after each block the decision looks at all pairs so far:
 
-- REGRESSED / IMPROVED: the paired t interval at this look's alpha excludes no
-  change (significant) and the estimate is beyond the threshold, in the figure's
-  worse / better direction;
+- REGRESSED / IMPROVED: the paired t interval at 1 - this look's alpha leaves out
+  the ratio 1 (significant) and the estimate is beyond the threshold, in the
+  figure's worse / better direction;
 - SAME: the paired t interval at 1 - 2 x this look's alpha lies inside
   +-threshold (two one-sided tests, TOST, ``bench.results.stats.paired_equivalence``);
 - otherwise another block, until the plan's last look, which says UNKNOWN with the
@@ -27,6 +27,8 @@ it spends almost nothing on the first, noisy looks and keeps most of alpha for t
 later ones, where the power is (Pocock's ``alpha ln(1 + (e - 1) t)`` spends evenly
 and stops earlier on large changes; both are in ``SPENDING``). The union bound is
 conservative: the exact group-sequential boundaries would be a little narrower.
+A budget that ends before ``max_pairs`` (runs slower than planned) takes one last
+look with all the alpha the earlier looks left (``Plan.final_alpha``).
 
 Vectorised over series (numpy), so a thousand simulated comparisons take
 milliseconds: ``sequential_verdicts`` is the decision the CLI applies one look at a
