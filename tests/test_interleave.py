@@ -184,7 +184,8 @@ def test_bench_ab_runs_both_sides_with_their_options_and_exits_with_the_verdict(
                "--out", str(tmp_path / "ab")])
     out = capsys.readouterr().out
     assert rc == Exit.REGRESSION, out
-    assert "REGRESSED after" in out and "exit code 4 (regression)" in out
+    assert "mlp[tiny] one_device n=1 b=64: REGRESSED after" in out  # the spec's label
+    assert "exit code 4 (regression)" in out
     assert set(seen) == {
         (BASELINE, (), ()), (CANDIDATE, (550, 550), ("TF_X",))}
     assert (tmp_path / "ab" / BASELINE).is_dir() and (tmp_path / "ab" / CANDIDATE).is_dir()

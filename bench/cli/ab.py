@@ -87,10 +87,10 @@ def cmd_ab(args: argparse.Namespace) -> int:
                         alpha=args.alpha, seed=seed + i)
         sessions.append(s)
         if s.failed is not None:
-            print(f"{spec.label}: runs failed after {len(s.log_ratios)} pair(s): {s.failed}")
+            print(f"{spec.label()}: runs failed after {len(s.log_ratios)} pair(s): {s.failed}")
         elif s.decision is not None:
             d = s.decision
-            print(f"{spec.label}: {d.verdict.value.upper()} after {d.pairs} pairs in "
+            print(f"{spec.label()}: {d.verdict.value.upper()} after {d.pairs} pairs in "
                   f"{s.wall_s:.0f} s: candidate/baseline {d.ratio:.3f} [{d.low:.3f}, "
                   f"{d.high:.3f}]; {d.reason}")
     code = session_exit(sessions)
