@@ -8,16 +8,19 @@ TensorBoard metric, and its definition is printed with the others, all under the
 name the catalogue gives it. How a value is shown follows its unit (``DISPLAYS``).
 Figures the report derives from several runs (scaling against baselines) are declared
 here beside them (``SCALING_FIGURES``). So a labelled field added to the schema shows up
-in every rendering without touching ``reports/``.
+in every rendering without touching ``reports/``. A figure whose schema field names the
+sibling that says why it is empty (``unit(..., why_missing=...)``) is never a bare dash:
+its cell is ``n/a [k]`` and the table's ``Notes`` give the reason (the CSV has it in a
+column of its own, ``reason_name``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from bench.results.figures import FIGURES, Figure
+from bench.results.figures import FIGURES, NOT_RECORDED, Figure
 from bench.results.schema import DEFINITIONS
 from reports.configs import ANSWER_DEFINITION, RUNS_DEFINITION, Ratio
 from reports.runs import IDEAL_BASELINE, ONE_DEVICE_BASELINES
@@ -130,6 +133,29 @@ class SchemaFigure(Figure):
         return d.text(value * d.scale)
 
 
+@dataclass
+class Notes:
+    """The footnotes of one table: why figures are missing from its cells, each reason
+    numbered once with the rows it explains, so an empty cell never stands unexplained
+    and a reason shared by every row is printed once."""
+
+    found: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+
+    def mark(self, header: str, reason: str, row: str) -> str:
+        """The cell of the figure under ``header``, missing in ``row`` for ``reason``:
+        ``n/a [1]``, or ``- [1]`` where the result did not record why."""
+        rows = self.found.setdefault((header, reason), [])
+        if row not in rows:
+            rows.append(row)
+        number = list(self.found).index((header, reason)) + 1
+        return f"{'-' if reason == NOT_RECORDED else 'n/a'} [{number}]"
+
+    def lines(self) -> list[str]:
+        """``[1] peak device memory (MiB) n/a for mirrored on 2 devices: <reason>``."""
+        return [f"[{i}] {header} n/a for {', '.join(rows)}: {reason}"
+                for i, ((header, reason), rows) in enumerate(self.found.items(), 1)]
+
+
 SCHEMA_FIGURES: tuple[SchemaFigure, ...] = tuple(
     SchemaFigure(**{f.name: getattr(fig, f.name) for f in dataclasses.fields(Figure)})
     for fig in FIGURES)
@@ -185,7 +211,9 @@ def definitions() -> dict[str, str]:
     out |= {topic.replace("_", " "): text for topic, text in DEFINITIONS.items()}
     out |= {f.header: f"{f.define} (named {f.name} in every output, in {f.unit}; "
                       f"{f.better} is better"
-                      + (f"; judged by bench compare, family {f.family})" if f.family else ")")
+                      + (f"; judged by bench compare, family {f.family}" if f.family else "")
+                      + (f"; where empty, n/a and a note say why, as the CSV's "
+                         f"{f.reason_name} does" if f.reason_name else "") + ")"
             for f in SCHEMA_FIGURES}
     out |= {f.header: f"{f.define}. [low-high]: its 95% interval from the runs of both "
                       f"configurations (named {f.name} in the CSV and TensorBoard; the "

@@ -248,6 +248,13 @@ class ConfigView:
                   and (v := value(r.result.figures)) is not None]
         return float(statistics.median(values)) if values else None
 
+    def absence(self, why: Callable[[Figures], str | None]) -> str | None:
+        """Why the runs with figures lack one, as ``why(figures)`` says for each (the
+        distinct reasons, joined); None where no run gives a reason."""
+        reasons = dict.fromkeys(a for r in self.ok_runs if r.result.figures is not None
+                                and (a := why(r.result.figures)))
+        return "; ".join(reasons) or None
+
     @property
     def step_s(self) -> float | None:
         return self.median_of(lambda f: f.step_time.median_s)

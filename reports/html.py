@@ -7,7 +7,8 @@ import html
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from reports.columns import definitions
+from bench.results.figures import why_missing
+from reports.columns import Notes, definitions
 from reports.loops import cost_line
 from reports.plots import Plot, allreduce_plot, workload_plots
 from reports.projection import SweepProjection, machine_projections
@@ -35,7 +36,7 @@ dl.defs dt{font-weight:600;margin-top:.4rem}dl.defs dd{margin-left:1rem}
 .sev-high{color:#c92a2a;font-weight:600}.sev-moderate{color:#b7791f}
 .scroll{overflow-x:auto;max-width:100%}tr.hasv td{border-bottom:none}
 tr.v td{border-top:none;color:#8a4b08;font-size:.74rem;padding-top:0}
-pre.wide{white-space:pre}
+pre.wide{white-space:pre}ul.notes{list-style:none;padding-left:0;margin-top:0}
 """
 
 
@@ -85,8 +86,17 @@ def _comparison(w: WorkloadAnswer, mr: MachineReport) -> str:
                     body.append(f"<tr class='v {cls}'><td></td><td class='l' "
                                 f"colspan='{len(headers) - 1}'>verdicts: {e(verdicts)}</td></tr>")
         out.append(f"<h4>{e(rk.label)}</h4><div class='scroll'><table><thead><tr>{head}"
-                   f"</tr></thead><tbody>{''.join(body)}</tbody></table></div>")
+                   f"</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+                   + _notes(table.notes))
     return "".join(out)
+
+
+def _notes(lines: Sequence[str]) -> str:
+    """A table's footnotes (why cells marked n/a [k] are empty), under it."""
+    if not lines:
+        return ""
+    return ("<ul class='notes muted'>" + "".join(f"<li>{e(line)}</li>" for line in lines)
+            + "</ul>")
 
 
 def _recommendation(w: WorkloadAnswer) -> str:
@@ -116,20 +126,22 @@ def _verdict_list(w: WorkloadAnswer, mr: MachineReport) -> str:
 def _tasks(runs: Sequence[RunView]) -> str:
     """Per-process figures of multi-process runs, where present."""
     out = []
+    headers = ["task", "role", "examples", "throughput (examples/s)", "device peak (MiB)",
+               "host peak (MiB)", "launch to first step (s)"]
     for run in runs:
         if not run.tasks:
             continue
-        rows = []
+        rows, notes = [], Notes()
         for t in run.tasks:
+            reason = why_missing(t, "device_peak_bytes")
+            peak = notes.mark(headers[4], reason, t.task) if reason else _mib(t.device_peak_bytes)
             rows.append([t.task, t.role, str(t.examples) if t.examples is not None else "-",
-                         _num(t.throughput), _mib(t.device_peak_bytes),
-                         _mib(t.host_peak_rss_bytes), _num(t.launch_to_first_step_s)])
+                         _num(t.throughput), peak, _mib(t.host_peak_rss_bytes),
+                         _num(t.launch_to_first_step_s)])
         how = run.combination or "not stated"
         out.append(f"<h4>Tasks of {e(run.result.spec.label())}</h4>"
                    f"<p class='muted'>global figures combined as: {e(how)}</p>"
-                   + _table(["task", "role", "examples", "throughput (examples/s)",
-                             "device peak (MiB)", "host peak (MiB)",
-                             "launch to first step (s)"], rows, left=2))
+                   + _table(headers, rows, left=2) + _notes(notes.lines()))
     return "".join(out)
 
 

@@ -45,6 +45,9 @@ def _machine(mr: MachineReport, n: int, many: bool) -> list[str]:
             rows = [[str(n_), *[row[i] for i in keep]]
                     for n_, group in table.groups for row in group]
             out += [f"**{rk.label}**", "", md_table(headers, rows), ""]
+            # Why cells marked n/a [k] are empty: one line each, the configurations named.
+            if table.notes:
+                out += [*[f"- {line}" for line in table.notes], ""]
     if mr.loop_costs:
         out += ["### Keras fit vs the custom loop", "",
                 "Each configuration measured with both loops: the throughput of `fit` over the "

@@ -244,11 +244,16 @@ def memory_vs_batch(w: WorkloadAnswer, mr: MachineReport, pal: Palette) -> Plot 
         else "peak memory per device (MiB)", pal)
     if fig is None:
         return None
+    # A configuration without the figure is not drawn: the caption says so, and the
+    # comparison tables' notes say why.
+    missing = sum(1 for r in w.configs if r.ok and not r.device_peak_bytes)
     return Plot("memory-vs-batch", "Peak memory vs batch size", _png(fig),
                 "Allocator peak during the measured windows. "
                 + ("On CPU all logical devices share one allocator, so the figure is the "
                    "whole process's, not one device's." if process
-                   else "Largest peak over the devices of the run."))
+                   else "Largest peak over the devices of the run.")
+                + (f" {missing} configuration(s) without the figure are not drawn (the "
+                   f"tables' notes say why)." if missing else ""))
 
 
 def throughput_vs_batch(w: WorkloadAnswer, mr: MachineReport, pal: Palette) -> Plot | None:

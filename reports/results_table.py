@@ -2,7 +2,10 @@
 
 One row per result; the figure columns are the schema's labelled figures
 (``reports.columns.SCHEMA_FIGURES``), stored values in the CSV, shown values in the
-terminal table, so a figure added to the schema appears here too.
+terminal table, so a figure added to the schema appears here too. A figure whose
+schema field names the one that says why it is empty has a reason column beside it in
+the CSV (``memory_device_peak_bytes_reason``); the terminal shows ``n/a [k]`` and the
+reasons under the table.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from bench.results.schema import RunResult
-from reports.columns import SCHEMA_FIGURES
+from reports.columns import SCHEMA_FIGURES, Notes, SchemaFigure
 from reports.runs import strategy_label
 
 
@@ -29,6 +32,8 @@ def to_frame(results: Sequence[RunResult]) -> pd.DataFrame:
         }
         for f in SCHEMA_FIGURES:
             row[f.name] = f.value(r.figures) if r.status == "ok" else None
+            if f.reason_name:
+                row[f.reason_name] = (f.absence(r.figures) if r.status == "ok" else None) or ""
         row["reason"] = "" if r.status == "ok" else (r.reason or "").splitlines()[0][:90]
         row["key"] = r.key
         rows.append(row)
@@ -40,14 +45,27 @@ def to_frame(results: Sequence[RunResult]) -> pd.DataFrame:
 
 
 # Shown in the terminal (the rest stays in the CSV: `bench show --csv`).
-_TERMINAL_HIDDEN = ("key", "replicas", "precision", "loss_start", "loss_end")
+# The reason columns become notes under the table.
+_TERMINAL_HIDDEN = ("key", "replicas", "precision", "loss_start", "loss_end",
+                    *(f.reason_name for f in SCHEMA_FIGURES if f.reason_name))
+
+
+def _cells(df: pd.DataFrame, f: SchemaFigure, notes: Notes) -> list[str]:
+    """A figure's shown values; a missing one with a stated reason is a note's mark."""
+    reasons = df[f.reason_name] if f.reason_name else [""] * len(df)
+    rows = (f"{w} {s} n={n} b={b}" for w, s, n, b in
+            zip(df["workload"], df["strategy"], df["devices"], df["global_batch"], strict=True))
+    return [f.text(v) if pd.notna(v) else notes.mark(f.header, why, row) if why else "-"
+            for v, why, row in zip(df[f.name], reasons, rows, strict=True)]
 
 
 def format_table(results: Sequence[RunResult]) -> str:
-    """Human-readable table; failed/unsupported rows show their reason."""
+    """Human-readable table; failed/unsupported rows show their reason, figures missing
+    for a stated reason a mark and the reason under the table."""
     df = to_frame(results)
     if df.empty:
         return "(no results)"
+    notes = Notes()
     shown = df.drop(columns=[c for c in _TERMINAL_HIDDEN if c in df.columns])
     if "loss_start" in df.columns and "loss_end" in df.columns:
         shown.insert(len(shown.columns) - 1, "loss",
@@ -57,9 +75,9 @@ def format_table(results: Sequence[RunResult]) -> str:
         shown = shown.drop(columns=["replicate"])
     for f in SCHEMA_FIGURES:
         if f.name in shown.columns:
-            shown[f.name] = [f.text(v) if pd.notna(v) else "-" for v in shown[f.name]]
+            shown[f.name] = _cells(df, f, notes)
             shown = shown.rename(columns={f.name: f.header})
-    return str(shown.to_string(index=False))
+    return "\n".join([str(shown.to_string(index=False)), *notes.lines()])
 
 
 LEGEND = "\n".join(f"{f.header}: {f.define}" for f in SCHEMA_FIGURES

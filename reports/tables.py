@@ -2,7 +2,9 @@
 
 One place decides which columns exist and how each figure is formatted, so the two
 renderings cannot disagree about a number. The figure columns come from
-``reports.columns``: the schema's labelled figures, then the scaling figures.
+``reports.columns``: the schema's labelled figures, then the scaling figures. A figure
+that no run of a configuration has, where the schema says why, shows ``n/a [k]`` and
+the reason in the table's notes, which both renderings print under the table.
 """
 
 from __future__ import annotations
@@ -10,7 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from reports.columns import SCALING_FIGURES, TABLE_FIGURES, ScalingFigure, SchemaFigure
+from reports.columns import (
+    SCALING_FIGURES,
+    TABLE_FIGURES,
+    Notes,
+    ScalingFigure,
+    SchemaFigure,
+)
 from reports.configs import ConfigView
 from reports.recommend import Ranking
 from reports.report import MachineReport
@@ -23,6 +31,14 @@ class Column:
     cell: Callable[[ConfigView, Scaling, MachineReport], str]
     optional: bool = False  # shown only when some row has a value
     brief: bool = True  # also in the Markdown tables
+    # Why a configuration's cell is empty, where the schema says (see Notes).
+    why: Callable[[ConfigView], str | None] | None = None
+
+    def text(self, c: ConfigView, sc: Scaling, mr: MachineReport, notes: Notes) -> str:
+        """The cell, or its footnote mark where the figure is missing for a stated reason."""
+        shown = self.cell(c, sc, mr)
+        reason = self.why(c) if self.why is not None and shown == "-" else None
+        return notes.mark(self.header, reason, c.choice) if reason else shown
 
 
 def compact(value: float) -> str:
@@ -53,7 +69,8 @@ def _verdicts(run: ConfigView, sc: Scaling, mr: MachineReport) -> str:
 
 
 def _schema_column(f: SchemaFigure) -> Column:
-    return Column(f.header, lambda c, s, m: f.text(c.median_of(f.value)), optional=f.optional)
+    return Column(f.header, lambda c, s, m: f.text(c.median_of(f.value)), optional=f.optional,
+                  why=(lambda c: c.absence(f.absence)) if f.explained else None)
 
 
 def _scaling_column(f: ScalingFigure) -> Column:
@@ -77,6 +94,7 @@ class Table:
     groups: list[tuple[int, list[list[str]]]]  # (replicas, rows ranked best first)
     keys: list[list[str]]  # configuration (result key) per row, same shape as groups' rows
     brief: list[bool]  # per header: also in the Markdown tables
+    notes: list[str]  # why cells marked n/a [k] are empty, printed under the table
 
 
 def comparison(rk: Ranking, mr: MachineReport) -> Table:
@@ -84,14 +102,16 @@ def comparison(rk: Ranking, mr: MachineReport) -> Table:
     rows_by_n = {n: [(run, mr.scaling.get(run.key, Scaling())) for run in runs]
                  for n, runs in rk.by_replicas.items()}
     every = [rs for rows in rows_by_n.values() for rs in rows]
+    notes = Notes()
     cols = [c for c in COLUMNS
-            if not c.optional or any(c.cell(r, s, mr) != "-" for r, s in every)]
+            if not c.optional or any(c.text(r, s, mr, Notes()) != "-" for r, s in every)]
     headers = ["rank", *[c.header for c in cols]]
     groups, keys = [], []
     for n, rows in rows_by_n.items():
         cells = []
         for i, (run, sc) in enumerate(rows, 1):
-            cells.append([str(i) if run.ok else "-", *[c.cell(run, sc, mr) for c in cols]])
+            cells.append([str(i) if run.ok else "-",
+                          *[c.text(run, sc, mr, notes) for c in cols]])
         groups.append((n, cells))
         keys.append([run.key for run, _ in rows])
-    return Table(headers, groups, keys, [True, *[c.brief for c in cols]])
+    return Table(headers, groups, keys, [True, *[c.brief for c in cols]], notes.lines())

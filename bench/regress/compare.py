@@ -185,6 +185,9 @@ class ConfigComparison:
     families: dict[str, str] = field(default_factory=dict)  # family -> verdict
     verdict: str = OK
     note: str = ""
+    # Measures a side has no value of, by name, with the reason the results give (only
+    # figures whose schema says why they are empty): reported instead of left out.
+    unmeasured: dict[str, str] = field(default_factory=dict)
 
     def measure(self, name: str) -> MeasureComparison | None:
         return next((m for m in self.measures if m.measure == name), None)
@@ -354,6 +357,17 @@ def _status(results: Sequence[RunResult]) -> str:
     return "ok" if statuses == ["ok"] else "/".join(statuses)
 
 
+def _unmeasured(measure: Figure, without: dict[str, Grouped]) -> str:
+    """Why ``measure`` has no value on the sides without one (their runs, by side), as
+    their results say: ``current: <reason>``; "" where the figure names no reason."""
+    parts = []
+    for side, runs in without.items():
+        reasons = dict.fromkeys(a for r, _ in runs if (a := measure.absence(r.figures)))
+        if reasons:
+            parts.append(f"{side}: {'; '.join(reasons)}")
+    return "; ".join(parts)
+
+
 def compare_config(base: Grouped, cur: Grouped, *, thresholds: Thresholds,
                    alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER
                    ) -> ConfigComparison:
@@ -378,6 +392,10 @@ def compare_config(base: Grouped, cur: Grouped, *, thresholds: Thresholds,
         b = [(w, g) for r, g in b_ok if r.figures and (w := measure.samples(r.figures))]
         c = [(w, g) for r, g in c_ok if r.figures and (w := measure.samples(r.figures))]
         if not b or not c:
+            why = _unmeasured(measure, {"baseline": [] if b else b_ok,
+                                        "current": [] if c else c_ok})
+            if why:
+                out.unmeasured[measure.name] = why
             continue
         out.measures.append(compare_measure(
             measure, [w for w, _ in b], [w for w, _ in c], thresholds.of(measure.family),

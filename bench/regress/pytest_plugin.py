@@ -72,8 +72,9 @@ def window_step_times(result: RunResult) -> list[float]:
 def extra_info(result: RunResult, result_file: Path | None) -> dict[str, Any]:
     """What pytest-benchmark stores beside the times: every figure of the catalogue
     under its one name (None where the run did not measure it, e.g. without a
-    profile), the values of each window for the figures windows carry, the units, and
-    the fingerprint."""
+    profile) and, where the schema says why one is empty, that reason (``<name>_reason``),
+    the values of each window for the figures windows carry, the units, and the
+    fingerprint."""
     f = result.figures
     assert f is not None
     return {
@@ -85,6 +86,8 @@ def extra_info(result: RunResult, result_file: Path | None) -> dict[str, Any]:
         "round_definition": "one round = one measured window; time = window wall time / "
                             "steps (s per optimizer step)",
         **{fig.name: fig.value(f) for fig in FIGURES},
+        # Why a figure is empty, where the schema says (None where it has a value).
+        **{fig.reason_name: fig.absence(f) for fig in FIGURES if fig.reason_name},
         "windows": {fig.name: [fig.in_window(w) for w in f.windows]
                     for fig in FIGURES if fig.window},
         "units": {fig.name: fig.unit for fig in FIGURES},

@@ -69,7 +69,8 @@ HEADER = ["configuration", "measure", "baseline", "current", "change", "interval
 
 
 def rows(report: Report) -> list[list[str]]:
-    """One row per configuration and measure; status changes get one row."""
+    """One row per configuration and measure; status changes get one row, and so does
+    a measure a side has no value of, with the reason its results give."""
     out: list[list[str]] = []
     for c in report.configs:
         if not c.measures:
@@ -77,6 +78,8 @@ def rows(report: Report) -> list[list[str]]:
                         "", f"{c.baseline_runs}/{c.current_runs}", "",
                         _MARK[c.verdict] + (f" ({c.note})" if c.note else "")])
         out += [_row(c, m) for m in c.measures]
+        out += [[c.label, name, "", "", "", "", "", "", f"{c.baseline_runs}/{c.current_runs}",
+                 "", f"not compared ({why})"] for name, why in c.unmeasured.items()]
     return out
 
 

@@ -6,8 +6,11 @@ name (``memory_device_peak_bytes``): the CSV column, the ``bench show`` column, 
 TensorBoard metric, the ``bench compare`` measure and the pytest-benchmark
 ``extra_info`` key. Its label is its name for the reports' human readers. Every
 consumer iterates ``FIGURES``, so a labelled field reaches all of them with no other
-edit. It lives beside the schema because both sides of the stages read it: the
-reports, and ``bench.regress`` (compare, pytest-benchmark).
+edit. A field may also name the sibling that says why it is empty
+(``unit(..., why_missing=...)``): ``why_missing`` reads it, so the reports show the
+reason where the figure would be instead of a bare dash. It lives beside the schema
+because both sides of the stages read it: the reports, and ``bench.regress`` (compare,
+pytest-benchmark).
 """
 
 from __future__ import annotations
@@ -37,11 +40,20 @@ class Figure:
     window: tuple[str, ...] = ()
     # The ``bench compare`` family whose verdict this figure takes part in ("": none).
     family: str = ""
+    # Whether the schema names a sibling field saying why the value is empty
+    # (``unit(..., why_missing=...)``); ``absence`` reads it.
+    explained: bool = False
 
     @property
     def name(self) -> str:
         """The figure's machine name: its path, values in the stored unit."""
         return "_".join(self.path)
+
+    @property
+    def reason_name(self) -> str:
+        """The name of why the figure is empty (the CSV column, pytest-benchmark's key):
+        ``memory_device_peak_bytes_reason``; "" where nothing says why."""
+        return f"{self.name}_reason" if self.explained else ""
 
     def value(self, figures: Figures | None) -> float | None:
         """The run's stored value (a dict of per-device values reads as its largest)."""
@@ -50,6 +62,19 @@ class Figure:
     def in_window(self, window: Window) -> float | None:
         """One measured window's own value (None where windows do not carry it)."""
         return _read(window, self.window) if self.window else None
+
+    def absence(self, figures: Figures | None) -> str | None:
+        """Why the run has no value, where the schema says (see ``why_missing``); None
+        when it has one, when nothing explains the figure, or when the run has no
+        figures at all (its status and reason say why)."""
+        if not self.explained or figures is None:
+            return None
+        owner: Any = figures
+        for part in self.path[:-1]:
+            owner = getattr(owner, part)
+            if owner is None:  # an optional section not measured: nothing to explain
+                return None
+        return why_missing(owner, self.path[-1])
 
     def samples(self, figures: Figures) -> list[float]:
         """The values a comparison works on: one per measured window where windows
@@ -71,6 +96,29 @@ def _read(obj: Any, path: tuple[str, ...]) -> float | None:
     return float(obj) if isinstance(obj, (int, float)) else None
 
 
+# What an empty figure says when its result predates the field that explains it.
+NOT_RECORDED = "not recorded (the result predates the reason)"
+
+
+def why_missing(owner: Any, name: str) -> str | None:
+    """Why ``owner.<name>`` is empty, where its field names the sibling that says
+    (``unit(..., why_missing=...)`` or the same metadata key): that sibling's text, or
+    ``NOT_RECORDED`` when the result left it empty. None when the value is there or
+    the field names no sibling."""
+    fields = {f.name: f for f in dataclasses.fields(owner)}
+    if name not in fields:
+        raise SchemaError(f"{type(owner).__name__} has no field {name!r}. "
+                          f"Received: name={name!r}")
+    sibling = fields[name].metadata.get("why_missing")
+    value = getattr(owner, name)
+    if not sibling or (value is not None and value != {}):
+        return None
+    if sibling not in fields:
+        raise SchemaError(f"{type(owner).__name__}.{name}: why_missing must name a field of "
+                          f"{type(owner).__name__}. Received: why_missing={sibling!r}")
+    return getattr(owner, sibling) or NOT_RECORDED
+
+
 def _optional(tp: Any) -> bool:
     return type(None) in typing.get_args(tp)
 
@@ -88,6 +136,17 @@ def _window_path(owner: str, text: str) -> tuple[str, ...]:
                               f"Received: window={text!r}")
         cls = hints[part]
     return path
+
+
+def _explained(cls: type, owner: str, sibling: str) -> bool:
+    """Whether ``sibling`` (``unit(why_missing=...)``) explains the figure; checked
+    against ``cls``'s fields, so a misspelt name fails on import, not in a report."""
+    if not sibling:
+        return False
+    if sibling not in {f.name for f in dataclasses.fields(cls)}:
+        raise SchemaError(f"{owner}: unit(why_missing=...) must name a field of "
+                          f"{cls.__name__}. Received: why_missing={sibling!r}")
+    return True
 
 
 def catalogue(cls: type = Figures, prefix: tuple[str, ...] = (),
@@ -115,7 +174,8 @@ def catalogue(cls: type = Figures, prefix: tuple[str, ...] = (),
                 define=meta.get("define", ""), better=meta["better"],
                 detail=bool(meta.get("detail")), optional=maybe,
                 window=_window_path(owner, meta.get("window", "")),
-                family=meta.get("compare", "")))
+                family=meta.get("compare", ""),
+                explained=_explained(cls, owner, meta.get("why_missing", ""))))
     return tuple(out)
 
 

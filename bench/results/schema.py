@@ -89,7 +89,8 @@ BETTER = ("higher", "lower")
 
 
 def unit(u: str, default: Any = dataclasses.MISSING, *, label: str = "", define: str = "",
-         detail: bool = False, better: str = "", window: str = "", compare: str = "") -> Any:
+         detail: bool = False, better: str = "", window: str = "", compare: str = "",
+         why_missing: str = "") -> Any:
     """A dataclass field carrying its unit in metadata.
 
     ``label`` (a short name, without the unit) makes the field a figure
@@ -101,9 +102,13 @@ def unit(u: str, default: Any = dataclasses.MISSING, *, label: str = "", define:
     names the family of ``bench compare`` whose verdict the figure takes part in.
     ``detail`` keeps it out of the ranking tables (CSV, ``bench show`` and definitions
     only). Every consumer reads these fields, so labelling one is all it takes to add a
-    figure to them.
+    figure to them. ``why_missing`` names the sibling field (a ``str | None`` of the same
+    dataclass) that says why the value is empty; the reports show that text where the
+    figure would be (``bench.results.figures.why_missing``).
     """
     meta: dict[str, Any] = {"unit": u}
+    if why_missing:
+        meta["why_missing"] = why_missing
     if label:
         if better not in BETTER:
             raise SchemaError(f"unit(label={label!r}) needs better= one of "
@@ -177,7 +182,7 @@ class Startup:
 class Memory:
     device_peak_bytes: dict[str, int] = unit(
         "bytes", label="peak device memory", better="lower", window="device_peak_bytes",
-        compare="memory",
+        compare="memory", why_missing="device_peak_reason",
         define="allocator peak in the measured windows, the largest over the devices; on "
                "CPU process-wide (all logical devices share one allocator)")
     device_scope: str = unit("")  # "per_device" or "process"
@@ -256,7 +261,8 @@ class TaskFigures:
     step_median_s: float | None = unit("s", None)
     launch_to_first_step_s: float | None = unit("s", None)
     host_peak_rss_bytes: int | None = unit("bytes", None)
-    device_peak_bytes: dict[str, int] = field(default_factory=dict, metadata={"unit": "bytes"})
+    device_peak_bytes: dict[str, int] = field(
+        default_factory=dict, metadata={"unit": "bytes", "why_missing": "device_peak_reason"})
     device_peak_reason: str | None = None  # why device_peak_bytes is empty (as Memory's)
     cores: list[int] = field(default_factory=list)
     threads: dict[str, int] = field(default_factory=dict)
