@@ -25,6 +25,21 @@ if "STRATBENCH_CACHE_DIR" not in os.environ:
 pytest_plugins = ["bench.regress.pytest_plugin"]
 
 
+@pytest.fixture(scope="session")
+def tiny_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, object]:
+    """``(out_dir, completed_process)`` of one tiny sweep; tests must not modify it.
+
+    Tests that only read a real sweep share it (bench run in a subprocess: twelve
+    TensorFlow child processes, about 50 s): the report checks and the CLI's
+    end-to-end checks.
+    """
+    from tests.helpers import TINY, TINY_SWEEP_MATRIX, bench
+
+    out = tmp_path_factory.mktemp("shared") / "sweep"
+    proc = bench("run", *TINY_SWEEP_MATRIX, *TINY, "--out", str(out), timeout=600)
+    return out, proc
+
+
 def hardware_skip_reason(markers: set[str], gpus: int) -> str | None:
     """Why a test with ``markers`` cannot run where ``gpus`` GPUs are visible, or None."""
     if "gpu" in markers and gpus < 1:

@@ -189,6 +189,11 @@ TINY = ["--size", "tiny", "--repeats", "2", "--max-seconds", "0.3", "--min-steps
         "--max-steps", "20", "--warmup-steps", "1"]
 
 
+# The matrix of the tiny sweep the read-only sweep tests share (conftest.tiny_sweep).
+TINY_SWEEP_MATRIX = ("--workload", "mlp", "--strategy", "one_device,mirrored", "--devices",
+                     "1,2", "--batch", "16,32", "--runs", "2", "--max-runs", "2")
+
+
 def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """``python -m bench ARGS`` from the repository root, output captured."""
     return subprocess.run([sys.executable, "-m", "bench", *args], cwd=ROOT, text=True,

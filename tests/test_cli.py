@@ -9,33 +9,33 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from bench.results.store import load, load_sweep
+from bench.results.store import load, load_sweep, run_name
 from tests.helpers import ROOT, TINY, bench, child_processes
 
 
 @pytest.mark.logical_cpu
-def test_tiny_sweep_end_to_end(tmp_path: Path) -> None:
-    out = tmp_path / "sweep"
-    # One run per configuration: replication has its own tests (test_replication).
-    proc = bench("run", "--workload", "mlp", "--strategy", "one_device,mirrored",
-                 "--devices", "1,2", "--batch", "16", *TINY, "--runs", "1", "--max-runs", "1",
-                 "--out", str(out))
+def test_tiny_sweep_end_to_end(tiny_sweep: tuple[Path, Any]) -> None:
+    # The sweep the report tests read too (conftest.py): one_device and mirrored on 1
+    # and 2 devices, batches 16 and 32, two runs each.
+    out, proc = tiny_sweep
     assert proc.returncode == 0, proc.stdout + proc.stderr
     loaded = load_sweep(out)
     assert not loaded.warnings
-    statuses = sorted((r.spec.strategy, r.spec.devices, r.status) for r in loaded.results)
+    statuses = sorted({(r.spec.strategy, r.spec.devices, r.status) for r in loaded.results})
     assert statuses == [("mirrored", 1, "ok"), ("mirrored", 2, "ok"),
                         ("one_device", 1, "ok"), ("one_device", 2, "unsupported")]
     ok = [r for r in loaded.results if r.status == "ok"]
+    assert len(ok) == 12  # three supported configurations x two batches x two runs
     for r in ok:
         assert r.figures is not None and r.figures.learned
         assert r.environment["tensorflow"] and r.environment["machine_id"]
         assert r.environment["devices"]["logical"] == (r.spec.devices > 1)
-        assert (out / "logs" / f"{r.key}.log").exists()
-    assert "[4/4]" in proc.stdout and "results:" in proc.stdout
+        assert (out / "logs" / f"{run_name(r.key, r.replicate)}.log").exists()
+    assert "results:" in proc.stdout
     assert "devices must be 1" in proc.stdout  # unsupported reason in the table
     # The sweep as TensorBoard HParams sessions, and the command that opens it.
     assert f"tensorboard --logdir {out}" in proc.stdout
@@ -44,7 +44,7 @@ def test_tiny_sweep_end_to_end(tmp_path: Path) -> None:
     assert show.returncode == 0 and "mirrored" in show.stdout
     csv = bench("show", "--csv", str(out))
     assert csv.stdout.splitlines()[0].startswith("workload,strategy,devices")
-    assert len(csv.stdout.strip().splitlines()) == 5
+    assert len(csv.stdout.strip().splitlines()) == 1 + 12 + 2  # header, ok runs, unsupported
 
 
 @pytest.mark.parametrize(("args", "needle"), [

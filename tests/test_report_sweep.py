@@ -12,15 +12,17 @@ from __future__ import annotations
 import csv
 import io
 import re
+import shutil
 import statistics
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bench.results.schema import RunResult
 from bench.results.store import load_sweep
 from reports.columns import duration, fmt_rate
-from tests.helpers import TINY, bench
+from tests.helpers import TINY, TINY_SWEEP_MATRIX, bench
 
 
 def _row(md: str, batch: int, strategy: str, replicas: int) -> dict[str, str]:
@@ -41,10 +43,6 @@ def _row(md: str, batch: int, strategy: str, replicas: int) -> dict[str, str]:
     raise AssertionError(f"no row for batch {batch} {strategy} n={replicas} in:\n{md}")
 
 
-MATRIX = ("--workload", "mlp", "--strategy", "one_device,mirrored", "--devices", "1,2",
-          "--batch", "16,32", "--runs", "2", "--max-runs", "2")
-
-
 def _median(results: list[RunResult], what: str) -> float:
     values = []
     for r in results:
@@ -55,9 +53,8 @@ def _median(results: list[RunResult], what: str) -> float:
 
 
 @pytest.mark.slow  # twelve TensorFlow child processes, ~50 s on an idle 2-core machine
-def test_report_of_a_tiny_sweep(tmp_path: Path) -> None:
-    out = tmp_path / "sweep"
-    proc = bench("run", *MATRIX, *TINY, "--out", str(out), timeout=600)
+def test_report_of_a_tiny_sweep(tmp_path: Path, tiny_sweep: tuple[Path, Any]) -> None:
+    out, proc = tiny_sweep
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report_dir = out / "report"
     assert f"report: {report_dir / 'report.html'}" in proc.stdout
@@ -106,12 +103,14 @@ def test_report_of_a_tiny_sweep(tmp_path: Path) -> None:
     strip = re.compile(r"generated \S+")
     assert strip.sub("", md2) == strip.sub("", md)
 
-    # a report that cannot be written does not change the sweep's exit code
-    for f in report_dir.iterdir():
-        f.unlink()
-    report_dir.rmdir()
+    # a report that cannot be written does not change the sweep's exit code (on a
+    # copy: the shared sweep stays as bench run left it)
+    out = tmp_path / "damaged"
+    shutil.copytree(tiny_sweep[0], out)
+    report_dir = out / "report"
+    shutil.rmtree(report_dir)
     report_dir.write_text("not a directory")
-    resumed = bench("run", *MATRIX, *TINY, "--out", str(out), timeout=600)
+    resumed = bench("run", *TINY_SWEEP_MATRIX, *TINY, "--out", str(out), timeout=600)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "could not be written" in resumed.stderr
     assert len(load_sweep(out).results) == len(results)
