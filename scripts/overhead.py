@@ -1,19 +1,29 @@
-"""Harness overhead: the harness's measured loop vs a minimal hand-written loop.
+"""Harness overhead: the harness's measured loop vs its minimal peer, and its fit.
 
-For each configuration (its own process, as in a sweep), the same strategy
-object trains two copies of the model: one through bench.child.trainer.Trainer (what
-every sweep measures) and one through the most minimal custom loop one would
-write by hand (strategy.run in a tf.function on one fixed batch, no timing
-inside, one sync at the end). Rounds alternate so that machine noise hits
-both alike (ABBA order cancels a linear drift); the medians and their ratio
-are printed. Then the same for Keras fit (``fit_comparison``): the harness's fit mode
+For each configuration (its own process, as in a sweep), the same strategy object
+trains two copies of the model: one through bench.child.trainer.Trainer (what every
+sweep measures) and one through its minimal peer, the simplest loop a user would write
+(``minimal_loop``: strategy.run of the step in one tf.function on one fixed batch per
+replica placed on the devices once, nothing else per step, synchronised at the window
+ends only). Rounds alternate so that machine noise hits both alike (ABBA order cancels a
+linear drift); the medians, the ratio harness/minimal (median of the per-round ratios,
+with their range) and a verdict line per configuration are printed: "ok" at 0.95x or
+better, "HARNESS SLOWER" below. The default set has a row for every in-process strategy
+(default, one_device, mirrored, central_storage) on the MLP at batch 256 with its natural
+device count, and the CNN under the two multi-device ones.
+
+Then the same for Keras fit (``fit_comparison``): the harness's fit mode
 (bench.child.fit) vs a plain hand-written ``model.fit`` vs tf_keras' benchmark helper
 (``measure_performance``, Keras 2 lane and one device only), rotating order each round,
 each timed in its steady state (see ``hand_written_fit`` and ``keras_helper_fit``).
 
+Timings never fail the command by themselves, "HARNESS SLOWER" included: the exit
+status is 0, or 3 when a run failed or timed out (its row then says so).
+
     python -m scripts.overhead                        # the default set (make overhead)
     python -m scripts.overhead --config mlp,mirrored,2,256 --rounds 7 --seconds 3
     python -m scripts.overhead --config none --fit-config mlp,one_device,1,256   # fit only
+    python -m scripts.overhead --fit-config none --rounds 2 --seconds 1  # custom loop, quick
 """
 
 from __future__ import annotations
@@ -28,65 +38,90 @@ import time
 from typing import Any
 
 from bench.env import REPO_ROOT
+from bench.exits import Exit
 
-DEFAULT_SET = ["mlp,one_device,1,256", "mlp,mirrored,2,256", "cnn,mirrored,2,128",
-               "cnn,central_storage,2,128"]
+DEFAULT_SET = ["mlp,default,1,256", "mlp,one_device,1,256", "mlp,mirrored,2,256",
+               "mlp,central_storage,2,256", "cnn,mirrored,2,128", "cnn,central_storage,2,128"]
+# The harness at this fraction of its minimal peer's throughput or better is "ok": below
+# it, the harness's path costs what a user's simplest loop does not.
+PEER_FLOOR = 0.95
 MARK = "OVERHEAD_RESULT "
 
 
-def hand_written_loop(tf: Any, keras: Any, strategy: Any, spec: Any, pool: int) -> Any:
-    """The minimal loop over ``pool`` distinct batches: a function(seconds) -> examples/s.
+def minimal_loop(tf: Any, keras: Any, strategy: Any, spec: Any, devices: list[str]) -> Any:
+    """The simplest loop a user would write under ``strategy``: a function(seconds) ->
+    examples/s, the harness's minimal peer.
 
-    It trains on as many distinct batches as the harness does (cycling one cache-hot
-    batch would be less work than the harness does, not less overhead).
+    The workload's model and Adam (as the harness trains it) built in the strategy's scope;
+    ONE fixed batch per replica, placed on the replica's device once (values from
+    ``experimental_distribute_values_from_function``, created under ``tf.device`` as TF's
+    documentation shows: the strategies leave the values where the function made them); the
+    train step ``strategy.run`` inside one ``tf.function``. No input pipeline and no
+    distributed dataset: one distributed iterator under OneDevice or Mirrored leaves every
+    later step of the process slower (see bench.child.trainer), a cost this peer must not
+    carry. A measurement is a fixed number of calls with nothing else per step, then one
+    synchronisation; it starts synchronised (the previous measurement, the harness's or this
+    one's, ended so). Its call count is sized from the previous measurement to last about
+    ``seconds``.
+
+    The step captures its batch (a user with one batch calls ``step()``); the harness
+    passes each call its batch as arguments, as it cycles a pool of up to 8. The peer is
+    the loop a user writes, not an equal-work twin, so what the harness's way of feeding
+    costs shows in the ratio: on the 2-core CPU, MLP at batch 256, a same-process check
+    found the argument passing alone about 4% slower per step under one_device and
+    mirrored (the harness then equal to a peer that passes arguments), where the distinct
+    batches and the per-call loss fetch cost nothing measurable.
     """
     from workloads import WORKLOADS
 
-    workload = WORKLOADS.get(spec.workload)
-    params = spec.workload_params()
+    workload, params = WORKLOADS.get(spec.workload), spec.workload_params()
     keras.utils.set_random_seed(spec.seed)
     with strategy.scope():
         model = workload.build(params)
         opt = keras.optimizers.Adam(spec.learning_rate)
         opt.build(model.trainable_variables)
-    g = spec.global_batch
-    x, y = workload.make_pool(params, pool * g, spec.seed)
-    it = iter(strategy.experimental_distribute_dataset(
-        tf.data.Dataset.from_tensor_slices((x, y)).batch(g)))
-    batches = [next(it) for _ in range(pool)]
+    g, b = spec.global_batch, spec.per_replica_batch
+    x, y = workload.make_pool(params, g, spec.seed)  # one global batch
 
-    def replica(xb: Any, yb: Any) -> Any:
+    def replica_batch(ctx: Any) -> tuple[Any, Any]:
+        r = ctx.replica_id_in_sync_group
+        with tf.device(devices[r]):
+            return tf.constant(x[r * b:(r + 1) * b]), tf.constant(y[r * b:(r + 1) * b])
+
+    xb, yb = strategy.experimental_distribute_values_from_function(replica_batch)
+
+    def replica_step(xr: Any, yr: Any) -> Any:
         with tf.GradientTape() as tape:
-            logits = model(xb, training=True)
+            logits = model(xr, training=True)
             loss = tf.nn.compute_average_loss(
-                keras.losses.sparse_categorical_crossentropy(yb, logits, from_logits=True),
+                keras.losses.sparse_categorical_crossentropy(yr, logits, from_logits=True),
                 global_batch_size=g)
         grads = tape.gradient(loss, model.trainable_variables)
         opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return loss
 
     @tf.function
-    def step(xb: Any, yb: Any) -> Any:
-        return strategy.reduce("SUM", strategy.run(replica, args=(xb, yb)), axis=None)
+    def step() -> Any:
+        return strategy.reduce("SUM", strategy.run(replica_step, args=(xb, yb)), axis=None)
 
-    for i in range(3):  # warm-up, tracing
-        step(*batches[i % pool]).numpy()
+    calls = [3]
 
     def measure(seconds: float) -> float:
-        n, t0 = 0, time.perf_counter()
-        while True:
-            out = step(*batches[n % pool])
-            n += 1
-            if n % 10 == 0 and time.perf_counter() - t0 >= seconds:
-                break
-        out.numpy()  # one sync at the end
-        return n * g / (time.perf_counter() - t0)
+        n = calls[0]
+        t0 = time.perf_counter()
+        for _ in range(n):
+            out = step()
+        out.numpy()  # the one synchronisation: a call's outputs come once its updates ran
+        rate = n * g / (time.perf_counter() - t0)
+        calls[0] = max(10, int(seconds * rate / g))
+        return rate
 
+    measure(1.0)  # warm-up: traces the step, sizes the first measured call count
     return measure
 
 
 def run_one(config: str, rounds: int, seconds: float) -> dict[str, Any]:
-    """Inside the child: both loops, alternating rounds."""
+    """Inside the child: the harness and its minimal peer, alternating rounds."""
     import keras
     import tensorflow as tf
 
@@ -102,25 +137,19 @@ def run_one(config: str, rounds: int, seconds: float) -> dict[str, Any]:
     setup = setup_devices(tf, spec.devices)
     strategy = build_strategy(spec, setup.names)
     trainer = Trainer(spec, strategy, setup)
-    hand = hand_written_loop(tf, keras, strategy, spec, trainer.pool)
+    minimal = minimal_loop(tf, keras, strategy, spec, setup.names)
     phases = {"import_tf_s": 0.0, "device_setup_s": 0.0, "build_s": 0.0}
-    harness_rates, hand_rates = [], []
-
-    def measure_harness() -> None:
-        harness_rates.append(trainer.measure(time.time(), phases).global_throughput)
-
-    def measure_hand() -> None:
-        hand_rates.append(hand(seconds))
-
-    # ABBA order (harness, hand, hand, harness, ...): a drift in machine state over the
-    # run (load decaying, clocks, caches) hits both loops alike instead of the first.
+    rates: dict[str, list[float]] = {"harness": [], "minimal": []}
+    measures = {
+        "harness": lambda: trainer.measure(time.time(), phases).global_throughput,
+        "minimal": lambda: minimal(seconds),
+    }
+    # ABBA order (harness, minimal, minimal, harness, ...): a drift in machine state over
+    # the run (load decaying, clocks, caches) hits both loops alike instead of the first.
     for r in range(rounds):
-        first, second = (measure_harness, measure_hand) if r % 2 == 0 else \
-            (measure_hand, measure_harness)
-        first()
-        second()
-    return {"config": config, "harness": harness_rates, "hand": hand_rates}
-
+        for name in ("harness", "minimal") if r % 2 == 0 else ("minimal", "harness"):
+            rates[name].append(measures[name]())
+    return {"config": config, **rates}
 
 
 # -- fit: the harness's fit mode vs a hand-written model.fit vs the Keras helper ----------
@@ -285,17 +314,58 @@ def run_child(args: list[str], timeout: float, label: str) -> dict[str, Any] | N
     return result
 
 
+def _per_round(ours: list[float], other: list[float]) -> list[float]:
+    """The per-round ratios ours/other: each round pairs the two within seconds of each
+    other, so their median is immune to the machine drifting over the whole run."""
+    return [a / b for a, b in zip(ours, other, strict=True)]
+
+
 def _ratios(ours: list[float], other: list[float]) -> str:
     """Median of the per-round ratios and their range: ``0.98 [0.91-1.04]``."""
-    per_round = [a / b for a, b in zip(ours, other, strict=True)]
+    per_round = _per_round(ours, other)
     return f"{statistics.median(per_round):.3f} [{min(per_round):.2f}-{max(per_round):.2f}]"
 
 
+def loop_comparison(configs: list[str], rounds: int, seconds: float, timeout: float) -> int:
+    """Print the harness vs its minimal peer per configuration, then a verdict line per
+    configuration; returns how many configurations produced no figures."""
+    if not configs:  # --config none
+        return 0
+    print(f"custom loop, examples/s: the harness vs its minimal peer (the simplest loop a "
+          f"user writes: strategy.run in one tf.function on one fixed batch per replica, "
+          f"synchronised at the window ends only). Medians of {rounds} ABBA rounds of "
+          f"{seconds:g} s; harness/minimal: median of the per-round ratios [range].")
+    print(f"{'configuration':28s} {'harness ex/s':>13s} {'minimal ex/s':>13s} "
+          f"{'harness/minimal':>19s}")
+    verdicts, failed = [], 0
+    for config in configs:
+        r = run_child(["--one", config, "--rounds", str(rounds), "--seconds", str(seconds)],
+                      timeout, f"{config:28s}")
+        if r is None:
+            failed += 1
+            verdicts.append(f"{config:28s} no figures (the run failed)")
+            continue
+        print(f"{config:28s} {statistics.median(r['harness']):13,.0f} "
+              f"{statistics.median(r['minimal']):13,.0f} "
+              f"{_ratios(r['harness'], r['minimal']):>19s}")
+        ratio = statistics.median(_per_round(r["harness"], r["minimal"]))
+        verdicts.append(f"{config:28s} " + (
+            f"ok: the harness at {ratio:.3f}x of the minimal loop" if ratio >= PEER_FLOOR else
+            f"HARNESS SLOWER: at {ratio:.3f}x of the minimal loop, below {PEER_FLOOR:g}x"))
+    print(f"verdict (the harness at {PEER_FLOOR:g}x of its minimal peer or better, at the "
+          f"median; printed only, the exit status ignores it):")
+    for line in verdicts:
+        print(f"  {line}")
+    return failed
+
+
 def fit_comparison(configs: list[str], lanes: list[int], rounds: int, seconds: float,
-                   timeout: float) -> None:
-    """Print harness fit vs hand-written fit (vs the Keras helper) per configuration."""
+                   timeout: float) -> int:
+    """Print harness fit vs hand-written fit (vs the Keras helper) per configuration;
+    returns how many runs produced no figures."""
+    failed = 0
     if not configs:  # --fit-config none
-        return
+        return failed
     print(f"\nfit, examples/s (medians of {rounds} rounds of {seconds:g} s, the order rotating "
           f"each round), all in the steady state: the harness's windows; the hand-written "
           f"fit's second epoch; the helper's mean epoch. 'helper call' is the helper's own "
@@ -309,6 +379,7 @@ def fit_comparison(configs: list[str], lanes: list[int], rounds: int, seconds: f
             r = run_child(["--fit-one", config, "--keras", str(lane), "--rounds", str(rounds),
                            "--seconds", str(seconds)], timeout, f"fit: {config:26s} {lane:5d}")
             if r is None:
+                failed += 1
                 continue
             helper, epoch = r.get("helper"), r.get("helper_epoch")
             print(f"fit: {config:26s} {lane:5d} {statistics.median(r['harness']):8,.0f} "
@@ -318,6 +389,7 @@ def fit_comparison(configs: list[str], lanes: list[int], rounds: int, seconds: f
                   f"{_ratios(r['harness'], r['hand']):>19s}  "
                   + (f"{_ratios(r['harness'], epoch):>19s}" if epoch else
                      f"{'-':>19s}  (the helper: tf_keras' one-device fit, Keras 2 lane only)"))
+    return failed
 
 
 def main() -> int:
@@ -327,9 +399,13 @@ def main() -> int:
     parser.add_argument("--config", action="append",
                         help="workload,strategy,devices,global_batch (repeatable; default "
                         f"{', '.join(DEFAULT_SET)}; 'none' skips the custom-loop table)")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--seconds", type=float, default=3.0)
-    parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="rounds per configuration, each timing every loop once (default 5)")
+    parser.add_argument("--seconds", type=float, default=3.0,
+                        help="seconds per timed window (default 3)")
+    parser.add_argument("--timeout", type=float, default=600.0,
+                        help="seconds before a configuration's process is abandoned (default "
+                        "600; it then counts as failed)")
     parser.add_argument("--fit-config", action="append", help="fit comparison configurations "
                         f"(repeatable; default {', '.join(FIT_SET)}; 'none' skips it)")
     parser.add_argument("--fit-keras", default="3,2", help="Keras lanes of the fit comparison")
@@ -343,31 +419,14 @@ def main() -> int:
     if args.one:
         print(MARK + json.dumps(run_one(args.one, args.rounds, args.seconds)), flush=True)
         return 0
-    configs = [c for c in (args.config or DEFAULT_SET) if c != "none"]
-    if configs:
-        print(f"{'configuration':32s} {'harness ex/s':>13s} {'hand ex/s':>11s} {'ratio':>7s}  "
-              f"(medians of {args.rounds} ABBA rounds of {args.seconds:g} s; ratio = median "
-              f"of the per-round harness/hand ratios)")
-    worst = None
-    for config in configs:
-        r = run_child(["--one", config, "--rounds", str(args.rounds), "--seconds",
-                       str(args.seconds)], args.timeout, f"{config:32s}")
-        if r is None:
-            continue
-        h, m = statistics.median(r["harness"]), statistics.median(r["hand"])
-        # Each round pairs the two loops within seconds of each other: the median of the
-        # per-round ratios is immune to the machine drifting over the whole run.
-        ratio = statistics.median(a / b for a, b in zip(r["harness"], r["hand"], strict=True))
-        worst = ratio if worst is None else min(worst, ratio)
-        print(f"{config:32s} {h:13,.0f} {m:11,.0f} {ratio:7.3f}   harness rounds: "
-              f"{', '.join(f'{v:,.0f}' for v in r['harness'])}; hand: "
-              f"{', '.join(f'{v:,.0f}' for v in r['hand'])}")
-    if worst is not None:
-        print(f"worst ratio harness/hand-written: {worst:.3f} (>= 0.98 is the target)")
+    failed = loop_comparison([c for c in (args.config or DEFAULT_SET) if c != "none"],
+                             args.rounds, args.seconds, args.timeout)
     fit_configs = [c for c in (args.fit_config or FIT_SET) if c != "none"]
-    fit_comparison(fit_configs, [int(k) for k in args.fit_keras.split(",")], args.rounds,
-                   args.seconds, args.timeout)
-    return 0
+    failed += fit_comparison(fit_configs, [int(k) for k in args.fit_keras.split(",")],
+                             args.rounds, args.seconds, args.timeout)
+    # Timings alone never fail the command (a loaded machine would fail it at random):
+    # a verdict is printed, the exit status only says whether every run produced figures.
+    return Exit.RUNS_FAILED if failed else Exit.OK
 
 
 if __name__ == "__main__":
