@@ -135,6 +135,15 @@ def assert_device_peak_or_reason(peaks: dict[str, int], reason: str | None) -> N
         assert reason and "CPU:0" in reason and "no statistics" in reason
 
 
+@pytest.mark.parametrize("steps_per_call", [1, 2])
+def test_each_replica_gets_its_batch_on_its_own_device(steps_per_call: int) -> None:
+    # The pool is placed without a distributed dataset; the values must still sit on
+    # the replicas' devices (on GPUs a batch on the wrong one is copied every step).
+    r = run_case("batch_devices", strategy="mirrored", devices=2,
+                 steps_per_call=steps_per_call)
+    assert r["batches"] == r["replicas"] and len(set(r["batches"])) == 2
+
+
 @pytest.mark.parametrize("bfc", ["1", "0"])
 def test_device_memory_is_a_figure_or_says_why(bfc: str) -> None:
     # With the BFC CPU allocator (what the launcher asks for) TensorFlow keeps

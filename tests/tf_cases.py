@@ -71,6 +71,14 @@ def case_curves(setup: Any, runs: list[dict[str, Any]], steps: int) -> list[list
     return [_losses(_trainer(setup, **over), steps) for over in runs]
 
 
+def case_batch_devices(setup: Any, **over: Any) -> dict[str, Any]:
+    """Where each replica's synthetic batch lives, beside the strategy's replica devices."""
+    t = _trainer(setup, **over)
+    first = t._batches[0][0][0] if t._batches else t._args[0]
+    return {"batches": [v.device for v in getattr(first, "values", (first,))],
+            "replicas": list(t.strategy.extended.worker_devices)}
+
+
 def case_memory_probe(setup: Any) -> dict[str, Any]:
     """The device memory probe after one matmul, with this process's allocator."""
     import tensorflow as tf
@@ -179,7 +187,7 @@ def case_executed_flops(setup: Any, models: list[dict[str, Any]],
 
 CASES: dict[str, Callable[..., Any]] = {
     "train": case_train, "curves": case_curves, "measure": case_measure, "stats": case_stats,
-    "memory_probe": case_memory_probe,
+    "memory_probe": case_memory_probe, "batch_devices": case_batch_devices,
     "executed_flops": case_executed_flops,
 }
 

@@ -174,6 +174,19 @@ class Trainer:
             r = ctx.replica_id_in_sync_group
             return shard_rows(x, self.pool, n, r), shard_rows(y, self.pool, n, r)
 
+        # experimental_distribute_values_from_function groups what it is given but does
+        # not move it: each replica's tensors are made on that replica's own device.
+        try:
+            local_devices = list(strategy.extended.worker_devices)
+        except (AttributeError, RuntimeError):  # the default strategy raises RuntimeError
+            local_devices = [devices.names[0]]
+
+        def on_replica_device(ctx: Any, make: Callable[[], tuple[Any, Any]]) -> tuple[Any, Any]:
+            # Global replica ids of a worker's replicas are consecutive (worker w holds
+            # w * L .. w * L + L - 1), so the local index is the id modulo L.
+            with tf.device(local_devices[ctx.replica_id_in_sync_group % len(local_devices)]):
+                return make()
+
         if spec.data == "tfdata":
             def pipeline(ctx: Any) -> Any:
                 rows = [shard_rows(a, self.pool, ctx.num_input_pipelines,
@@ -186,7 +199,8 @@ class Trainer:
             def batch_of(j: int) -> Any:
                 def rows(ctx: Any) -> tuple[Any, Any]:
                     px, py = replica_rows(ctx)
-                    return tf.constant(px[j * b:(j + 1) * b]), tf.constant(py[j * b:(j + 1) * b])
+                    return on_replica_device(ctx, lambda: (
+                        tf.constant(px[j * b:(j + 1) * b]), tf.constant(py[j * b:(j + 1) * b])))
                 return self._on_device(
                     strategy.experimental_distribute_values_from_function(rows), devices)
 
@@ -199,7 +213,7 @@ class Trainer:
         else:
             def replica_pool(ctx: Any) -> tuple[Any, Any]:
                 px, py = replica_rows(ctx)
-                return tf.constant(px), tf.constant(py)
+                return on_replica_device(ctx, lambda: (tf.constant(px), tf.constant(py)))
 
             pool_xy = strategy.experimental_distribute_values_from_function(replica_pool)
             self._args = self._on_device(pool_xy, devices)
