@@ -62,7 +62,8 @@ KNOWN_INCOMPATIBLE = {
 }
 
 
-def _log(msg: str) -> None:
+def child_log(msg: str) -> None:
+    """A line of this process's log (stderr, which the launcher keeps)."""
     print(f"[child {os.getpid()}] {msg}", file=sys.stderr, flush=True)
 
 
@@ -89,7 +90,7 @@ def _fault(task: Task, stage: str) -> None:
     name, _, fault = wanted.partition(":")
     if name != task.name or fault != stage:
         return
-    _log(f"STRATBENCH_FAULT: {wanted}")
+    child_log(f"STRATBENCH_FAULT: {wanted}")
     if fault == "hang_at_start":
         while True:
             time.sleep(3600)
@@ -99,7 +100,8 @@ def _fault(task: Task, stage: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _configure_threads(tf: Any, task: Task) -> dict[str, int]:
+def configure_threads(tf: Any, task: Task) -> dict[str, int]:
+    """Apply the task's thread counts; returns the counts TensorFlow uses."""
     if task.intra_threads:
         tf.config.threading.set_intra_op_parallelism_threads(task.intra_threads)
     if task.inter_threads:
@@ -108,7 +110,9 @@ def _configure_threads(tf: Any, task: Task) -> dict[str, int]:
             "inter_op": tf.config.threading.get_inter_op_parallelism_threads()}
 
 
-def _environment(tf: Any, devices: Any, threads: dict[str, int], task: Task) -> dict[str, Any]:
+def task_environment(tf: Any, devices: Any, threads: dict[str, int],
+                     task: Task) -> dict[str, Any]:
+    """This process's environment fingerprint with its devices, threads and task."""
     from bench.child.env import child_fingerprint
 
     env = child_fingerprint()
@@ -133,12 +137,12 @@ def run_train(ctx: Context) -> TaskReport:
 
     factory = STRATEGIES.get(ctx.spec.strategy)
     spec = factory.local_spec(ctx.spec, ctx.task)
-    threads = _configure_threads(tf, ctx.task)
+    threads = configure_threads(tf, ctx.task)
     t = time.perf_counter()
     devices = setup_devices(tf, ctx.task.local_devices,
                             ctx.task.gpu_memory_limit_mb or spec.gpu_memory_limit_mb)
     phases["device_setup_s"] = time.perf_counter() - t
-    env = _environment(tf, devices, threads, ctx.task)
+    env = task_environment(tf, devices, threads, ctx.task)
     gpu = GpuRun()  # clocks, power, throttling; nothing without nvidia-smi
     gpu.begin()
     env.update(gpu.environment())
@@ -149,13 +153,13 @@ def run_train(ctx: Context) -> TaskReport:
     if spec.mode == "allreduce":  # the all-reduce probe instead of training
         from bench.child.probes.allreduce import plan, run_points
 
-        probe = run_points(spec, strategy, plan(spec), progress=_log)
+        probe = run_points(spec, strategy, plan(spec), progress=child_log)
         return TaskReport("ok", allreduce=probe, environment=env)
     trainer = TRAINERS.get(spec.loop)(spec, strategy, devices)
     phases["build_s"] = time.perf_counter() - t
-    _log(f"built {spec.label()} in {phases['build_s']:.2f}s "
+    child_log(f"built {spec.label()} in {phases['build_s']:.2f}s "
          f"({trainer.stats.params:,} params, pool of {trainer.pool} batches)")
-    figures = trainer.measure(ctx.launch_ts, phases, progress=_log,
+    figures = trainer.measure(ctx.launch_ts, phases, progress=child_log,
                               before_windows=_before_windows(ctx, gpu.at_start))
     gpu.at_end()  # the state at both ends of the windows, for throttle_findings
     env.update(gpu.environment())
@@ -164,7 +168,7 @@ def run_train(ctx: Context) -> TaskReport:
     profile_dir = ctx.profile_dir
     if profile_dir is not None and ctx.task.role != "single":  # one profile per process
         profile_dir = profile_dir / ctx.task.name
-    extras = after_windows(trainer, figures, profile_dir, progress=_log)
+    extras = after_windows(trainer, figures, profile_dir, progress=child_log)
     env["peak_flops"] = extras.peak_entry
     return TaskReport("ok", extras.reason, figures=figures, environment=env,
                       local_replicas=trainer.local_replicas,
@@ -187,12 +191,12 @@ def run_server(ctx: Context) -> TaskReport:
     """A TensorFlow cluster server (parameter-server or worker task): serve until killed."""
     import tensorflow as tf
 
-    _configure_threads(tf, ctx.task)
+    configure_threads(tf, ctx.task)
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     server = tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type,
                                   task_index=resolver.task_id, protocol="grpc", start=True)
     ctx.mark_ready()
-    _log(f"serving as {resolver.task_type}:{resolver.task_id}")
+    child_log(f"serving as {resolver.task_type}:{resolver.task_id}")
     server.join()  # the launcher kills this process when the run ends
     return TaskReport("failed", "server.join() returned")
 
@@ -201,7 +205,7 @@ def run_ps_chief(ctx: Context) -> TaskReport:
     """Coordinate a parameter-server run and measure it."""
     from bench.child.ps import run_coordinator
 
-    return run_coordinator(ctx.spec, ctx.launch_ts, ctx.mark_ready, _log)
+    return run_coordinator(ctx.spec, ctx.launch_ts, ctx.mark_ready, child_log)
 
 
 RUNNERS: dict[str, Callable[[Context], TaskReport]] = {
@@ -264,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     report = replace(report, task=task, pid=os.getpid())
     report = gather_hosts(task, spec, args.run_dir, report)  # multi-host: every host's figures
     report.write(args.run_dir, task.name)
-    _log(f"payload written: {report.status}")
+    child_log(f"payload written: {report.status}")
     sys.stdout.flush()
     sys.stderr.flush()
     # Skip interpreter teardown: TensorFlow's thread pools can stall exit for seconds.

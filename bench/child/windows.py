@@ -114,23 +114,26 @@ def _epoch_offset() -> float:
     return time.time() - time.perf_counter()
 
 
-def measure(loop: Loop, rules: Rules, *, stats: ModelStats, launch_ts: float,
-            phases: dict[str, float], memory: DeviceMemoryProbe,
-            replica_divergence: Callable[[], float],
-            progress: Callable[[str], None] = lambda _: None,
-            before_windows: Callable[[], None] = lambda: None,
-            warm_target: int | None = None,
-            agree: Callable[[float], int] | None = None) -> Figures:
-    """Warm up, then measure ``rules.repeats`` windows; returns the run's figures.
+@dataclass
+class Warm:
+    """A loop after its first call and warm-up: what its windows start from.
 
-    ``launch_ts`` is the wall-clock time the parent launched this process; ``phases``
-    holds the seconds spent importing TensorFlow, setting up devices and building
-    (``import_tf_s``, ``device_setup_s``, ``build_s``). ``before_windows`` runs between
-    warm-up and the first window (e.g. a start barrier shared by independent copies).
-    ``warm_target`` raises the warm-up step count; ``agree``, given the warm-up's
-    seconds per step, returns the step count every window must take (workers of one
-    synchronous run must stop on the same step).
+    ``out`` is the last call's handle; ``fixed_steps`` the step count every window
+    must take (a multi-worker run's agreement), None when windows end on their own.
     """
+
+    out: Any
+    warmup: Warmup
+    startup: Startup
+    loss_start: float
+    fixed_steps: int | None
+
+
+def warm_up(loop: Loop, rules: Rules, *, launch_ts: float, phases: dict[str, float],
+            progress: Callable[[str], None] = lambda _: None,
+            warm_target: int | None = None,
+            agree: Callable[[float], int] | None = None) -> Warm:
+    """The first call (timed apart), then the warm-up steps; nothing here is a window."""
     k = loop.steps_per_call
     t = time.perf_counter()
     if loop.first_call is not None:
@@ -157,56 +160,115 @@ def measure(loop: Loop, rules: Rules, *, stats: ModelStats, launch_ts: float,
     fixed_steps = agree((time.perf_counter() - tw) / timed) if agree and timed else None
     warmup = Warmup(first_call_s=first_call_s, steps=warm_steps,
                     total_s=time.perf_counter() - t)
-    before_windows()
+    return Warm(out, warmup, startup, loss_start, fixed_steps)
 
-    windows: list[Window] = []
-    all_times: list[float] = []
-    host_scope = "window"
+
+@dataclass
+class WindowRun:
+    """One measured window and its per-call step-time samples."""
+
+    window: Window
+    step_times: list[float]
+    out: Any  # the last call's handle (the next window syncs on it)
+    host_scope: str  # "window", or "lifetime" where the peak cannot be reset
+
+
+def run_window(loop: Loop, rules: Rules, index: int, out: Any, *,
+               memory: DeviceMemoryProbe, fixed_steps: int | None = None,
+               slowdown: float = 0.0, host_memory: bool = True) -> WindowRun:
+    """One synchronised window: opens after every device is idle, closes when they are.
+
+    ``host_memory=False`` records no host peak (a process shared with other
+    configurations has no peak of this one's own).
+    """
+    k = loop.steps_per_call
+    call, fetch, scale = loop.call, loop.fetch, loop.sample_scale / k
+    memory.reset()
+    host_scope = "window" if reset_host_peak() else "lifetime"
+    loop.sync(out)
     epoch = _epoch_offset()
-    slowdown = injected_slowdown()  # testing hook, 0 unless set (see bench.env)
+    t0 = time.perf_counter()
+    times: list[float] = []
+    steps, first_loss, loss = 0, math.nan, math.nan
+    while True:
+        tc = time.perf_counter()
+        out = call()
+        loss = fetch(out)
+        tn = time.perf_counter()
+        if slowdown:  # proportional to the call's own time, so any workload slows alike
+            tn = stall_until(tn + (tn - tc) * slowdown)
+        times.append((tn - tc) * scale)
+        if steps == 0:
+            first_loss = loss
+        steps += k
+        if rules.window_done(steps, tn - t0, fixed_steps):
+            break
+    loop.sync(out)
+    t1 = time.perf_counter()
+    wall = t1 - t0
+    examples = steps * loop.examples_per_step
+    window = Window(
+        index=index, steps=steps, examples=examples, wall_s=wall,
+        global_throughput=examples / wall,
+        per_replica_throughput=examples / wall / loop.replicas,
+        step_time=step_time_stats(times), loss_first=first_loss, loss_last=loss,
+        device_peak_bytes=memory.peaks(),
+        host_peak_rss_bytes=host_peak_rss_bytes() if host_memory else None,
+        start_ts=epoch + t0, end_ts=epoch + t1)
+    return WindowRun(window, times, out, host_scope)
+
+
+def announce_slowdown(progress: Callable[[str], None]) -> float:
+    """The testing hook's slowdown (0 unless set, see bench.env), said once if set."""
+    slowdown = injected_slowdown()
     if slowdown:
         progress(f"testing hook {INJECT_SLOWDOWN_VAR}={slowdown:g}: every timed call "
                  f"is made {slowdown:.0%} longer")
-    call, fetch, scale = loop.call, loop.fetch, loop.sample_scale / k
+    return slowdown
+
+
+def measure(loop: Loop, rules: Rules, *, stats: ModelStats, launch_ts: float,
+            phases: dict[str, float], memory: DeviceMemoryProbe,
+            replica_divergence: Callable[[], float],
+            progress: Callable[[str], None] = lambda _: None,
+            before_windows: Callable[[], None] = lambda: None,
+            warm_target: int | None = None,
+            agree: Callable[[float], int] | None = None) -> Figures:
+    """Warm up, then measure ``rules.repeats`` windows; returns the run's figures.
+
+    ``launch_ts`` is the wall-clock time the parent launched this process; ``phases``
+    holds the seconds spent importing TensorFlow, setting up devices and building
+    (``import_tf_s``, ``device_setup_s``, ``build_s``). ``before_windows`` runs between
+    warm-up and the first window (e.g. a start barrier shared by independent copies).
+    ``warm_target`` raises the warm-up step count; ``agree``, given the warm-up's
+    seconds per step, returns the step count every window must take (workers of one
+    synchronous run must stop on the same step).
+    """
+    warm = warm_up(loop, rules, launch_ts=launch_ts, phases=phases, progress=progress,
+                   warm_target=warm_target, agree=agree)
+    before_windows()
+    slowdown = announce_slowdown(progress)
+    runs: list[WindowRun] = []
+    out = warm.out
     for r in range(rules.repeats):
-        memory.reset()
-        if not reset_host_peak():
-            host_scope = "lifetime"
-        loop.sync(out)
-        t0 = time.perf_counter()
-        times: list[float] = []
-        steps, first_loss, loss = 0, math.nan, math.nan
-        while True:
-            tc = time.perf_counter()
-            out = call()
-            loss = fetch(out)
-            tn = time.perf_counter()
-            if slowdown:  # proportional to the call's own time, so any workload slows alike
-                tn = stall_until(tn + (tn - tc) * slowdown)
-            times.append((tn - tc) * scale)
-            if steps == 0:
-                first_loss = loss
-            steps += k
-            if rules.window_done(steps, tn - t0, fixed_steps):
-                break
-        loop.sync(out)
-        t1 = time.perf_counter()
-        wall = t1 - t0
-        examples = steps * loop.examples_per_step
-        windows.append(Window(
-            index=r, steps=steps, examples=examples, wall_s=wall,
-            global_throughput=examples / wall,
-            per_replica_throughput=examples / wall / loop.replicas,
-            step_time=step_time_stats(times), loss_first=first_loss, loss_last=loss,
-            device_peak_bytes=memory.peaks(), host_peak_rss_bytes=host_peak_rss_bytes(),
-            start_ts=epoch + t0, end_ts=epoch + t1))
-        all_times.extend(times)
-        progress(f"window {r + 1}/{rules.repeats}: {examples / wall:,.1f} examples/s, "
-                 f"loss {loss:.4f}")
-    return summarize(windows, all_times, warmup, startup, stats, loss_start,
-                     replicas=loop.replicas, device_scope=memory.scope,
-                     device_reason=memory.reason, host_scope=host_scope,
-                     replica_divergence=replica_divergence())
+        run = run_window(loop, rules, r, out, memory=memory, fixed_steps=warm.fixed_steps,
+                         slowdown=slowdown)
+        runs.append(run)
+        out = run.out
+        progress(f"window {r + 1}/{rules.repeats}: {run.window.global_throughput:,.1f} "
+                 f"examples/s, loss {run.window.loss_last:.4f}")
+    return summarize_runs(runs, warm, stats, replicas=loop.replicas, memory=memory,
+                          replica_divergence=replica_divergence())
+
+
+def summarize_runs(runs: list[WindowRun], warm: Warm, stats: ModelStats, *, replicas: int,
+                   memory: DeviceMemoryProbe, replica_divergence: float) -> Figures:
+    """``summarize`` over measured windows (the host peak's scope: the weakest seen)."""
+    host_scope = "lifetime" if any(r.host_scope == "lifetime" for r in runs) else "window"
+    return summarize([r.window for r in runs], [t for r in runs for t in r.step_times],
+                     warm.warmup, warm.startup, stats, warm.loss_start, replicas=replicas,
+                     device_scope=memory.scope, device_reason=memory.reason,
+                     host_scope=host_scope, replica_divergence=replica_divergence)
 
 
 def summarize(windows: list[Window], step_times: list[float], warmup: Warmup,

@@ -156,3 +156,8 @@ def task_figures(task: Task, report: TaskReport | None, share: Callable[[int], f
         loss_end=f.loss_end if f else None,
         weights_checksum=report.weights_checksum if report else None,
         windows=f.windows if f else [])
+
+
+def arm_name(index: int) -> str:
+    """The payload name of arm ``index`` of a shared process (``payload.arm<i>.json``)."""
+    return f"arm{index}"

@@ -52,6 +52,23 @@ COMMUNICATION_DEFINITION = (
     "collective_s / step_s. profiler_overhead = median profiled step time / median "
     "unprofiled step time."
 )
+BREAKDOWN_DEFINITION = (
+    "from the same profile, each profiled step's wall time split into five parts that add "
+    "up to it: at each instant the first that applies takes the time. communication: a "
+    "communication op runs (see communication); compute: another TensorFlow op runs, "
+    "outside the input pipeline's threads; input: the step waits for its iterator "
+    "(IteratorGetNext and GetNextFromShard waits, Iterator op types); host: the host works "
+    "and no op runs (the training thread outside TensorFlow calls: Python, dispatch, "
+    "function-call overhead; the executor between ops; ops that run Python, such as "
+    "EagerPyFunc); idle: nothing recorded (inside a TensorFlow call, no op running). The "
+    "input pipeline's own work runs on its threads beside the step and counts only as the "
+    "wait it causes. Each part in s per step (means over the profiled steps, divided by "
+    "steps_per_call) and as a share of the step; top: the op types (or host activities) "
+    "with the most time in each part, time shared equally among what ran at once. The "
+    "same parts for the custom loop and fit (a fit step runs from one batch's begin "
+    "callback to the next's). capture_s = what taking and reading the profile added to "
+    "the run's wall time."
+)
 ALLREDUCE_DEFINITION = (
     "as nccl-tests: bytes = size of the buffer each replica contributes; time = one "
     "all-reduce through the strategy's own cross-device path, devices synchronised around "
@@ -79,6 +96,7 @@ DEFINITIONS = {
     "step_time": STEP_TIME_DEFINITION,
     "memory": MEMORY_DEFINITION,
     "communication": COMMUNICATION_DEFINITION,
+    "breakdown": BREAKDOWN_DEFINITION,
     "allreduce": ALLREDUCE_DEFINITION,
     "mfu": MFU_DEFINITION,
 }
@@ -227,6 +245,74 @@ class Communication:
     counted_types: list[str] = field(default_factory=list)  # the rule, for the reader
 
 
+# The parts of a profiled step, in the order reports show them (bench.child.probes.trace
+# says which events claim each).
+BREAKDOWN_PARTS = ("input", "compute", "communication", "host", "idle")
+
+
+@dataclass
+class PartTime:
+    """Time per step one op type (or host activity) took within a part of the step."""
+
+    part: str  # one of BREAKDOWN_PARTS
+    name: str  # an op type ("MatMul", "CollectiveReduceV2") or a host activity
+    s: float = unit("s per step")
+
+
+@dataclass
+class Breakdown:
+    """Where a profiled step's wall time went, in five parts (see BREAKDOWN_DEFINITION)."""
+
+    step_s: float = unit("s")  # mean over the profiled steps, as are the parts
+    input_s: float = unit("s", label="input time", detail=True, better="lower",
+                          define="time of a profiled step waiting for the input iterator "
+                                 "(see breakdown)")
+    compute_s: float = unit("s", label="compute time", detail=True, better="lower",
+                            define="time of a profiled step in device ops other than "
+                                   "communication (see breakdown)")
+    communication_s: float = unit("s", label="communication time", detail=True,
+                                  better="lower",
+                                  define="time of a profiled step in collectives, sends and "
+                                         "receives and gradient packing (see breakdown)")
+    host_s: float = unit("s", label="host time", detail=True, better="lower",
+                         define="time of a profiled step in Python, dispatch and function-"
+                                "call overhead, no op running (see breakdown)")
+    idle_s: float = unit("s", label="idle time", detail=True, better="lower",
+                         define="time of a profiled step with nothing recorded running "
+                                "(see breakdown)")
+    input_share: float = unit("ratio (input_s / step_s)", label="input share", detail=True,
+                              better="lower", define="input time / profiled step")
+    compute_share: float = unit("ratio (compute_s / step_s)", label="compute share",
+                                detail=True, better="higher",
+                                define="compute time / profiled step")
+    communication_share: float = unit("ratio (communication_s / step_s)",
+                                      label="communication share", detail=True,
+                                      better="lower",
+                                      define="communication time / profiled step")
+    host_share: float = unit("ratio (host_s / step_s)", label="host share", detail=True,
+                             better="lower", define="host time / profiled step")
+    idle_share: float = unit("ratio (idle_s / step_s)", label="idle share", detail=True,
+                             better="lower", define="idle time / profiled step")
+    # The op types (or host activities) with the most time per step in each part.
+    top: list[PartTime] = field(default_factory=list)
+    loop: str = "custom"  # the training loop profiled (RunSpec.loop)
+    profile_dir: str = unit("", "")
+    profiled_steps: int = unit("steps", 0)
+    profiler_overhead: float | None = unit("ratio (profiled / unprofiled median step)", None)
+    capture_s: float = unit("s", 0.0)
+
+    def seconds(self, part: str) -> float:
+        """The seconds per step of ``part`` (one of BREAKDOWN_PARTS)."""
+        if part not in BREAKDOWN_PARTS:
+            raise ValueError(f"Breakdown has no part {part!r}; parts: "
+                             f"{', '.join(BREAKDOWN_PARTS)}. Received: part={part!r}")
+        return float(getattr(self, f"{part}_s"))
+
+    def ops(self, part: str) -> dict[str, float]:
+        """Seconds per step by op type (or host activity) within ``part``."""
+        return {t.name: t.s for t in self.top if t.part == part}
+
+
 @dataclass
 class AllReducePoint:
     label: str  # e.g. "64 MiB" or "gradients:resnet50"
@@ -310,6 +396,7 @@ class Figures:
                                        "(within-run noise)")
     # Probe figures: optional, absent from results of runs made without the probes.
     communication: Communication | None = unit("", None)
+    breakdown: Breakdown | None = unit("", None)
     mfu: float | None = unit("ratio (achieved / achievable peak FLOP/s)", None, label="MFU",
                              better="higher",
                              define="model FLOPs utilisation (see mfu)")
@@ -328,6 +415,22 @@ class Figures:
     # were combined from them (None for single-process runs).
     tasks: list[TaskFigures] | None = unit("", None)
     combination: str | None = unit("", None)
+
+
+@dataclass
+class Interleaving:
+    """How a run shared its process with other configurations (``bench.child.arms``).
+
+    The arms of one session were built in one process and measured in rounds, one
+    window of each arm per round: window r of two arms of one ``session`` ran
+    seconds apart, a within-process pair.
+    """
+
+    session: str  # shared by the arms of one process
+    arms: list[str]  # every arm's configuration label, in arm order
+    arm: int  # this result's arm
+    rounds: int = unit("windows")
+    seed: int = 0  # of the build order and the rounds' orders
 
 
 @dataclass
@@ -351,6 +454,8 @@ class RunResult:
     # spec measured in separate processes at different times, so that run-to-run noise
     # is part of every answer. Results written before replication existed read as 1.
     replicate: int = 1
+    # Set when the run shared its process with other configurations, windows interleaved.
+    interleaved: Interleaving | None = None
 
     def __post_init__(self) -> None:
         check_outcome("RunResult", self.status, self.reason)

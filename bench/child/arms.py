@@ -1,0 +1,214 @@
+"""Several in-process configurations ("arms") in one process, their windows interleaved.
+
+    python -m bench.child.arms --arms ARMS.json --run-dir DIR --task TASK.json --launch-ts T
+
+Comparing configurations run in separate processes puts each process's own luck
+(its start-up, memory layout, the machine's drift between the processes) inside
+the comparison. Here every arm is built once in one process, warmed up, and then
+measured in rounds: each round runs one window of every arm, in an order that is
+random and reversed in the next round, so that a trend over the session and the
+position in a round fall on every arm alike. Window r of one arm and window r of
+another ran seconds apart, so their ratio is a within-process pair.
+
+What stays with separate processes: memory (the arms share the allocator, so no
+arm's peak is its own: each arm says so as the figure's reason) and start-up. Only
+the custom loop of in-process strategies can be an arm (the launcher checks).
+
+ARMS.json holds ``{"specs": [...], "rounds": R, "seed": S, "rewarm_calls": C}``.
+The process leaves ``payload.arm<i>.json`` (arm i's ``TaskReport``) for every arm,
+whatever happened to the others, then its own ``payload.<task>.json``; an arm
+that fails is reported failed and leaves the rounds, the other arms go on.
+``C`` untimed calls of an arm run before each of its windows: the arm measured
+before it left its own weights in the caches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import json
+import os
+import random
+import signal
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from bench.child.keras_lane import select_keras
+from bench.child.main import child_log, configure_threads, failure_report, task_environment
+from bench.child.windows import (
+    NoDeviceMemory,
+    Rules,
+    Warm,
+    WindowRun,
+    announce_slowdown,
+    run_window,
+    summarize_runs,
+    warm_up,
+)
+from bench.errors import Unsupported
+from bench.hardware import detect
+from bench.results.payload import TaskReport, arm_name
+from bench.spec import RunSpec
+from bench.tasks import Task
+
+SHARED_MEMORY_REASON = ("measured in one process with other configurations (interleaved "
+                        "windows): they share the allocator, so no peak is this "
+                        "configuration's own; its own process's run has the figure")
+
+
+def round_orders(arms: int, rounds: int, rng: random.Random) -> list[list[int]]:
+    """The arms' order in each round: a random order, then its reverse, and again.
+
+    Within each pair of rounds every arm holds mirrored positions, so a steady trend
+    (the machine warming, a neighbour starting) adds the same to every arm's mean.
+    """
+    orders: list[list[int]] = []
+    while len(orders) < rounds:
+        order = rng.sample(range(arms), arms)
+        orders.append(order)
+        if len(orders) < rounds:
+            orders.append(order[::-1])
+    return orders
+
+
+@dataclass
+class Arm:
+    """One configuration of the session, its trainer once built, its windows."""
+
+    index: int
+    spec: RunSpec
+    trainer: Any = None
+    warm: Warm | None = None
+    runs: list[WindowRun] = field(default_factory=list)
+    report: TaskReport | None = None  # set once the arm failed (or at the end)
+
+    @property
+    def live(self) -> bool:
+        return self.report is None
+
+
+def _fail(arm: Arm, exc: BaseException) -> None:
+    traceback.print_exc()
+    arm.report = (TaskReport("unsupported", str(exc) or type(exc).__name__)
+                  if isinstance(exc, Unsupported) else failure_report(exc))
+    child_log(f"arm {arm.index} ({arm.spec.label()}) failed: {arm.report.reason}")
+
+
+def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, seed: int,
+             rewarm_calls: int, launch_ts: float) -> tuple[list[TaskReport], dict[str, Any]]:
+    """Build, warm up and measure every arm in interleaved rounds.
+
+    Returns one report per arm (in ``specs``' order) and the process's environment.
+    """
+    phases: dict[str, float] = {}
+    t = time.perf_counter()
+    import tensorflow as tf
+
+    phases["import_tf_s"] = time.perf_counter() - t
+    from bench.child.build import build as build_strategy
+    from bench.child.devices import DeviceSetup, setup_devices
+    from bench.child.fit import TRAINERS
+    from bench.child.probes.hooks import after_windows
+
+    threads = configure_threads(tf, task)
+    t = time.perf_counter()
+    devices = setup_devices(tf, task.local_devices, task.gpu_memory_limit_mb)
+    phases["device_setup_s"] = time.perf_counter() - t
+    env = task_environment(tf, devices, threads, task)
+    rng = random.Random(seed)
+    arms = [Arm(i, s) for i, s in enumerate(specs)]
+    # Built and warmed in a random order: whatever the first-built arm gains or loses
+    # (allocator state, caches) is then noise over sessions, not a bias.
+    for arm in rng.sample(arms, len(arms)):
+        try:
+            t = time.perf_counter()
+            own = DeviceSetup(devices.kind, devices.names[:arm.spec.devices], devices.logical)
+            strategy = build_strategy(arm.spec, own.names)
+            arm.trainer = TRAINERS.get(arm.spec.loop)(arm.spec, strategy, own)
+            arm_phases = {**phases, "build_s": time.perf_counter() - t}
+            arm.warm = warm_up(arm.trainer.loop(), Rules.of(arm.spec), launch_ts=launch_ts,
+                               phases=arm_phases, progress=child_log)
+            child_log(f"arm {arm.index} built and warm: {arm.spec.label()}")
+        except BaseException as exc:
+            _fail(arm, exc)
+    (run_dir / f"ready.{task.name}").touch()
+    slowdown = announce_slowdown(child_log)
+    memory = NoDeviceMemory(scope="shared", reason=SHARED_MEMORY_REASON)
+    for r, order in enumerate(round_orders(len(arms), rounds, rng)):
+        for i in order:
+            arm = arms[i]
+            if not arm.live or arm.warm is None:
+                continue
+            try:
+                loop, rules = arm.trainer.loop(), Rules.of(arm.spec)
+                out = arm.runs[-1].out if arm.runs else arm.warm.out
+                for _ in range(rewarm_calls):
+                    out = loop.call()
+                    loop.fetch(out)
+                run = run_window(loop, rules, r, out, memory=memory,
+                                 fixed_steps=arm.warm.fixed_steps, slowdown=slowdown,
+                                 host_memory=False)
+                arm.runs.append(run)
+            except BaseException as exc:
+                _fail(arm, exc)
+        child_log(f"round {r + 1}/{rounds}: " + ", ".join(
+            f"arm{a.index} {a.runs[-1].window.global_throughput:,.0f}"
+            for a in arms if a.live and a.runs))
+    reports: list[TaskReport] = []
+    for arm in arms:
+        if arm.report is None and arm.warm is not None:
+            try:
+                figures = summarize_runs(arm.runs, arm.warm, arm.trainer.stats,
+                                         replicas=arm.trainer.replicas, memory=memory,
+                                         replica_divergence=arm.trainer.replica_divergence())
+                extras = after_windows(arm.trainer, figures, None, progress=child_log)
+                arm.report = TaskReport(
+                    "ok", extras.reason, figures=figures,
+                    environment={**env, "peak_flops": extras.peak_entry},
+                    local_replicas=arm.trainer.local_replicas,
+                    weights_checksum=arm.trainer.weights_checksum())
+            except BaseException as exc:
+                _fail(arm, exc)
+        reports.append(arm.report or TaskReport("failed", "the arm was never built"))
+    return reports, env
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.child.arms")
+    parser.add_argument("--arms", required=True, type=Path)
+    parser.add_argument("--run-dir", required=True, type=Path)
+    parser.add_argument("--task", required=True, help="the Task as JSON")
+    parser.add_argument("--launch-ts", type=float, default=time.time())
+    args = parser.parse_args(argv)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    doc = json.loads(args.arms.read_text(encoding="utf-8"))
+    specs = [RunSpec.from_dict(d) for d in doc["specs"]]
+    task = Task.from_dict(json.loads(args.task))
+    detect()
+    if task.cores and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, task.cores)
+    own: TaskReport
+    try:
+        select_keras(specs[0].keras)  # one Keras lane per process: the launcher checks
+        reports, env = run_arms(specs, task, args.run_dir, rounds=int(doc["rounds"]),
+                                seed=int(doc["seed"]), rewarm_calls=int(doc.get("rewarm_calls", 1)),
+                                launch_ts=args.launch_ts)
+        for i, report in enumerate(reports):
+            replace(report, task=task, pid=os.getpid()).write(args.run_dir, arm_name(i))
+        own = TaskReport("ok", environment=env)
+    except BaseException as exc:  # the process itself failed (import, devices)
+        traceback.print_exc()
+        own = failure_report(exc)
+    replace(own, task=task, pid=os.getpid()).write(args.run_dir, task.name)
+    child_log(f"payload written: {own.status}")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

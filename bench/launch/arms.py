@@ -1,0 +1,161 @@
+"""Launch one process that measures several configurations with interleaved windows.
+
+The parent side of ``bench.child.arms``: checks that the configurations can share a
+process, starts it under the same supervision as any run (start-up deadline,
+timeout, stacks dumped and every process killed on a hang), and turns each arm's
+payload into a ``RunResult`` that says, in ``interleaved``, which process and which
+rounds it shared. Parent side: no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from bench.env import now_iso
+from bench.hardware import detect
+from bench.launch.launcher import (
+    _Proc,
+    _Run,
+    _supervise,
+    child_env,
+    make_result,
+    unsupported_result,
+)
+from bench.results.payload import arm_name, read_report
+from bench.results.schema import Interleaving, RunResult
+from bench.spec import RunSpec
+from bench.strategies import STRATEGIES
+from bench.tasks import Task
+
+DEFAULT_ROUNDS = 6
+TASK = Task("single", 0, "arms", main=True)
+
+
+class ArmsError(ValueError):
+    """The configurations cannot share one process (the message names which and why)."""
+
+
+def shareable_reason(spec: RunSpec) -> str | None:
+    """Why ``spec`` cannot be an arm of a shared process, or None if it can."""
+    factory = STRATEGIES.get(spec.strategy)
+    tasks = factory.plan(spec, detect())
+    if len(tasks) != 1 or tasks[0].role != "single":
+        return f"strategy {spec.strategy} runs {len(tasks)} processes"
+    if spec.loop != "custom":
+        return f"only the custom loop interleaves windows (loop={spec.loop})"
+    if spec.profile_steps:
+        return f"a profile is taken in the configuration's own process " \
+               f"(profile_steps={spec.profile_steps})"
+    if spec.mode != "train":
+        return f"only training interleaves (mode={spec.mode})"
+    return None
+
+
+def check_arms(specs: Sequence[RunSpec]) -> None:
+    """Raise ArmsError unless every spec can be an arm and they can share a process."""
+    if not specs:
+        raise ArmsError("no configuration to interleave. Received: specs=[]")
+    for spec in specs:
+        why = shareable_reason(spec)
+        if why:
+            raise ArmsError(f"{spec.label()} cannot share a process: {why}")
+    lanes = {s.keras for s in specs}
+    if len(lanes) > 1:  # Keras is chosen once per process, before TensorFlow starts
+        raise ArmsError(f"the arms of one process need one Keras lane. "
+                        f"Received: keras={sorted(lanes)}")
+
+
+def run_interleaved(specs: Sequence[RunSpec], log_path: Path, *, rounds: int = DEFAULT_ROUNDS,
+                    seed: int = 0, rewarm_calls: int = 1, timeout_s: float | None = None,
+                    env: Mapping[str, str] | None = None) -> list[RunResult]:
+    """Measure ``specs`` in one process, ``rounds`` windows each, interleaved.
+
+    Returns one result per spec, in order; never raises for a failed run (every arm
+    then carries the failure). A spec that cannot run on this hardware gets its
+    "unsupported" result and is left out of the process.
+    """
+    check_arms(specs)
+    if rounds < 2:
+        raise ArmsError(f"interleaving needs at least 2 rounds. Received: rounds={rounds}")
+    hw = detect()
+    results: dict[int, RunResult] = {}
+    arms: list[int] = []
+    for i, spec in enumerate(specs):
+        pre = unsupported_result(spec, hw)
+        if pre is not None:
+            results[i] = pre
+        else:
+            arms.append(i)
+    if not arms:
+        return [results[i] for i in range(len(specs))]
+    arm_specs = [specs[i].replace(repeats=rounds) for i in arms]
+    task = Task(TASK.role, TASK.index, TASK.runner, main=True,
+                local_devices=max(s.devices for s in arm_specs))
+    # The process runs every arm's warm-up and windows: its timeout is the arms' sum.
+    timeout = timeout_s if timeout_s is not None else sum(s.timeout_s for s in arm_specs)
+    session = uuid.uuid4().hex[:12]
+    started = now_iso()
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="stratbench-arms-") as tmp:
+        run_dir = Path(tmp)
+        arms_file = run_dir / "arms.json"
+        arms_file.write_text(json.dumps({
+            "specs": [s.to_dict() for s in arm_specs], "rounds": rounds, "seed": seed,
+            "rewarm_calls": rewarm_calls}), encoding="utf-8")
+        t0 = time.monotonic()
+        cmd = [sys.executable, "-m", "bench.child.arms", "--arms", str(arms_file),
+               "--run-dir", str(run_dir), "--task", json.dumps(task.to_dict()),
+               "--launch-ts", repr(time.time())]
+        procs: list[_Proc] = []
+        run = _Run(run_dir, procs)
+        try:
+            with open(log_path, "ab") as fh:
+                proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL,
+                                        env={**child_env(task, None, hw), **(env or {})},
+                                        start_new_session=True)
+            procs.append(_Proc(task, proc, log_path))
+            status, reason, culprit = _supervise(run, t0, timeout)
+            if status is not None:
+                run.dump_stacks()
+        except BaseException:
+            run.kill_all()
+            raise
+        run.kill_all()
+        wall = time.monotonic() - t0
+        own = run.report(procs[0])
+        reports = [read_report(run_dir, arm_name(k)) for k in range(len(arms))]
+    info = {"timeout_s": timeout, "log": str(log_path), "tasks": [
+        {"task": task.name, "pid": procs[0].proc.pid, "returncode": procs[0].proc.returncode,
+         "log": str(log_path)}]}
+    labels = [s.label() for s in arm_specs]
+    for k, i in enumerate(arms):
+        where = Interleaving(session=session, arms=labels, arm=k, rounds=rounds, seed=seed)
+        report = reports[k]
+        if status is not None:  # the supervisor decided: timeout or a dead process
+            result = make_result(specs[i], status, f"{reason}\n--- log tail ---\n"
+                                 f"{run.tails(culprit)}", started_at=started, wall_s=wall,
+                                 launcher=info)
+        elif own is None or own.status != "ok":
+            result = make_result(specs[i], own.status if own else "failed",
+                                 f"{own.reason if own else 'the process left no result'}"
+                                 f"\n--- log tail ---\n{run.tails()}", started_at=started,
+                                 wall_s=wall, launcher=info)
+        elif report is None:
+            result = make_result(specs[i], "failed", f"arm {k} left no result",
+                                 started_at=started, wall_s=wall, launcher=info)
+        else:
+            result = make_result(specs[i], report.status, report.reason,
+                                 figures=report.figures, environment=report.environment,
+                                 started_at=started, wall_s=wall, launcher=info)
+        result.interleaved = where
+        results[i] = result
+    return [results[i] for i in range(len(specs))]
+

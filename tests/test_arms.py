@@ -1,0 +1,75 @@
+"""Several configurations in one process with interleaved windows (bench.child.arms)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from bench.child.arms import SHARED_MEMORY_REASON, round_orders
+from bench.launch.arms import ArmsError, check_arms, run_interleaved
+from bench.spec import RunSpec
+
+TINY = {"size": "tiny", "max_seconds": 0.2, "min_steps": 3, "max_steps": 10,
+        "warmup_steps": 1}
+
+
+@pytest.mark.parametrize("arms,rounds", [(2, 6), (3, 6), (4, 5), (2, 1)])
+def test_each_arm_holds_mirrored_positions_over_each_pair_of_rounds(arms: int,
+                                                                    rounds: int) -> None:
+    orders = round_orders(arms, rounds, random.Random(7))
+    assert len(orders) == rounds
+    assert all(sorted(o) == list(range(arms)) for o in orders)
+    for first, second in zip(orders[::2], orders[1::2], strict=False):
+        assert second == first[::-1]
+    positions = {a: sum(o.index(a) for o in orders[:rounds - rounds % 2])
+                 for a in range(arms)}
+    assert len(set(positions.values())) == 1  # every arm's mean position is the same
+
+
+def test_the_orders_differ_between_seeds() -> None:
+    seen = {tuple(map(tuple, round_orders(3, 4, random.Random(s)))) for s in range(20)}
+    assert len(seen) > 1
+
+
+@pytest.mark.parametrize("change,why", [
+    ({"strategy": "multi_worker_mirrored", "devices": 2}, "runs 2 processes"),
+    ({"loop": "fit"}, "only the custom loop"),
+    ({"profile_steps": 2}, "profile is taken in the configuration's own process"),
+])
+def test_configurations_that_cannot_share_a_process_are_refused_by_name(
+        change: dict[str, object], why: str) -> None:
+    ok = RunSpec(workload="mlp", strategy="one_device", devices=1, batch=16, **TINY)
+    bad = ok.replace(**change)
+    with pytest.raises(ArmsError, match=why):
+        check_arms([ok, bad])
+    check_arms([ok, ok.replace(strategy="mirrored", devices=2)])  # these may share
+
+
+def test_mixed_keras_lanes_cannot_share_a_process() -> None:
+    ok = RunSpec(workload="mlp", strategy="one_device", devices=1, batch=16, **TINY)
+    with pytest.raises(ArmsError, match="one Keras lane"):
+        check_arms([ok, ok.replace(keras=2)])
+
+
+def test_arms_are_measured_in_alternating_rounds_in_one_process(tmp_path: Path) -> None:
+    one = RunSpec(workload="mlp", strategy="one_device", devices=1, batch=16, **TINY)
+    two = one.replace(strategy="mirrored", devices=2)
+    results = run_interleaved([one, two], tmp_path / "arms.log", rounds=4, seed=3)
+    assert [r.status for r in results] == ["ok", "ok"], [r.reason for r in results]
+    sessions = {r.interleaved.session for r in results if r.interleaved}
+    assert len(sessions) == 1
+    assert [r.interleaved.arm for r in results if r.interleaved] == [0, 1]
+    pids = {r.launcher["tasks"][0]["pid"] for r in results}
+    assert len(pids) == 1  # one process measured both
+    windows = [r.figures.windows for r in results if r.figures]
+    assert [len(w) for w in windows] == [4, 4]
+    # Round r of every arm ends before round r + 1 of any arm starts.
+    for r in range(3):
+        assert max(w[r].end_ts for w in windows) <= min(w[r + 1].start_ts for w in windows)
+    assert [r.replicas for r in results] == [1, 2]
+    for r in results:
+        assert r.figures is not None
+        assert r.figures.memory.device_peak_reason == SHARED_MEMORY_REASON
+        assert r.figures.memory.host_peak_rss_bytes is None
