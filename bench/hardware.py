@@ -85,6 +85,54 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+# The CPUs' worth of time this process may use (e.g. "0.5"), set by a launcher that put
+# it in a cgroup with that quota: inside `ip netns exec` /sys is remounted and the
+# cgroup files are out of sight, so the launcher says it.
+CPU_BUDGET_VAR = "STRATBENCH_CPU_BUDGET"
+
+
+def cpu_budget() -> float | None:
+    """CPUs' worth of time this process may use, or None (no quota).
+
+    From ``STRATBENCH_CPU_BUDGET`` where a launcher set it, else from this process's
+    own cgroup (v2 ``cpu.max``, v1 ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``), as a
+    container's CPU limit sets it.
+    """
+    given = os.environ.get(CPU_BUDGET_VAR)
+    if given:
+        try:
+            value = float(given)
+        except ValueError:
+            return None
+        return value if value > 0 else None
+    try:
+        with open("/proc/self/cgroup", encoding="ascii") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        try:
+            if controllers == "":  # v2: "0::/path"
+                quota, period = open_text(f"/sys/fs/cgroup{path}/cpu.max").split()[:2]
+            elif "cpu" in controllers.split(","):
+                base = f"/sys/fs/cgroup/{controllers}{path}"
+                quota = open_text(f"{base}/cpu.cfs_quota_us")
+                period = open_text(f"{base}/cpu.cfs_period_us")
+            else:
+                continue
+            if quota.strip() not in ("max", "-1"):
+                return int(quota) / int(period)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def open_text(path: str) -> str:
+    with open(path, encoding="ascii") as fh:
+        return fh.read().strip()
+
+
 def memory_bytes() -> int | None:
     try:
         with open("/proc/meminfo", encoding="utf-8") as fh:

@@ -18,6 +18,7 @@ from bench.cli.common import add_matrix_args, specs_from_args, split_list
 from bench.cli.worker import spec_from_file
 from bench.errors import UsageError
 from bench.exits import Exit
+from bench.launch.cgroups import CgroupError, CpuBudget
 from bench.launch.cluster_demo import PEER_END_S, DemoError, DemoOutcome, run_demo
 from bench.launch.netns import LinkShape, NetnsError, parse_rate
 from bench.results.store import new_sweep_dir
@@ -41,6 +42,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--link-delay-ms", type=float, default=0.0,
                    help="one-way delay added on each host's link, ms (needs the kernel's "
                         "netem qdisc)")
+    p.add_argument("--cpu-per-host", type=float, default=None,
+                   help="each host's CPU budget in CPUs, e.g. 0.5 (a cgroup quota; default: "
+                        "none, training hosts pinned to their own cores)")
     p.add_argument("--fault", help="STRATBENCH_FAULT for every host, e.g. "
                                    "worker1:kill_after_warmup")
     p.add_argument("--absent", type=split_list, default=[],
@@ -62,15 +66,16 @@ def cmd_cluster_demo(args: argparse.Namespace) -> int:
                          f"{len(specs)}")
     try:
         shape = LinkShape(args.link_rate, args.link_delay_ms / 1e3)
-    except NetnsError as exc:
+        cpu = CpuBudget(args.cpu_per_host) if args.cpu_per_host is not None else None
+    except (NetnsError, CgroupError) as exc:
         raise UsageError(str(exc)) from None
     out: Path = args.out or new_sweep_dir("cluster-demo")
     # Ctrl-C and SIGTERM (bench.cli.main turns it into Ctrl-C) leave run_demo through
     # its Network's exit: the namespaces and everything in them are removed.
     try:
         outcome = run_demo(specs[0], out, shape, fault=args.fault, absent=args.absent,
-                           progress=lambda m: print(f"  {m}", flush=True))
-    except (DemoError, NetnsError) as exc:
+                           cpu=cpu, progress=lambda m: print(f"  {m}", flush=True))
+    except (DemoError, NetnsError, CgroupError) as exc:
         raise UsageError(str(exc)) from None
     print_outcome(outcome)
     ok = outcome.result is not None and outcome.result.status in ("ok", "unsupported")
@@ -79,13 +84,19 @@ def cmd_cluster_demo(args: argparse.Namespace) -> int:
 
 def print_outcome(outcome: DemoOutcome) -> None:
     """Every host's end, then the chief's result and each task's own figures."""
-    print(f"\nlinks: {outcome.shape.label()}; wall {outcome.wall_s:.1f} s")
+    note = outcome.budget.get("note")
+    print(f"\nlinks: {outcome.shape.label()}" + (f" ({note})" if note else "")
+          + f"; wall {outcome.wall_s:.1f} s")
     for h in outcome.hosts:
         end = ("never started" if not h.started else
                f"killed by the demo ({PEER_END_S:g} s after the chief)" if h.killed_by_demo
                else f"exit {h.returncode}, {h.ended_after_chief_s:+.1f} s vs the chief")
-        print(f"  {h.task:<8} {h.host:<6} {h.address:<14} cores "
-              f"{','.join(map(str, h.cores)) or 'all':<5} {end}")
+        where = (f"cpu {h.cpus:g}" if h.cpus is not None
+                 else f"cores {','.join(map(str, h.cores)) or 'all'}")
+        stat = outcome.cpu_stats.get(h.host, {})
+        throttled = (f", throttled {stat['nr_throttled']}/{stat['nr_periods']} periods"
+                     if stat.get("nr_periods") else "")
+        print(f"  {h.task:<8} {h.host:<6} {h.address:<14} {where:<11} {end}{throttled}")
     if outcome.leftovers:
         print(f"  left in namespaces (killed on removal): {outcome.leftovers}")
     r = outcome.result

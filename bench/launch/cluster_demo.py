@@ -14,6 +14,13 @@ puts the coordinator (chief) and the parameter servers on host 0 and each worker
 server on a host of its own (1 ps + 2 workers: 3 hosts); those hosts share every
 core, because a server pinned to one core deadlocks on its first step (TF 2.21).
 
+Budgets (``cpu``): every host gets a cgroup with that CPU quota (``bench.launch.cgroups``)
+instead of pinned cores, and its training process as many intra-op threads as the
+quota rounds up to; the link rate is shaped with ``tbf`` and a delay with ``netem``
+where the kernel has it (else the delay is dropped and the result says so). The
+chief's result records both (``launcher["budget"]``), and the demo reads each
+host's throttling statistics before the groups are removed.
+
 Deadlines: the chief's own supervisor ends its task at the spec's timeout. Once
 the chief has ended, every other host has ``PEER_END_S`` to end by itself (a
 MultiWorkerMirrored peer of a dead worker fails within ~0.1 s; a frozen one by
@@ -38,7 +45,16 @@ from typing import IO, Any
 
 from bench.errors import BenchError
 from bench.hardware import Hardware, detect
-from bench.launch.netns import LinkShape, NetnsError, Network, ours, unavailable_reason
+from bench.launch.cgroups import CpuBudget
+from bench.launch.netns import (
+    LinkShape,
+    NetnsError,
+    Network,
+    applicable,
+    ours,
+    unavailable_reason,
+)
+from bench.launch.worker import HOST_BUDGET_VAR
 from bench.results.schema import RunResult
 from bench.results.store import SweepStore, load
 from bench.spec import RunSpec
@@ -67,10 +83,11 @@ class HostPlan:
     cores: tuple[int, ...] = ()  # empty: every core
 
 
-def layout(spec: RunSpec, hw: Hardware | None = None) -> list[HostPlan]:
+def layout(spec: RunSpec, hw: Hardware | None = None, pin: bool = True) -> list[HostPlan]:
     """Hosts of ``spec``'s cluster tasks: coordinator and parameter servers on host 0,
     every other task (a worker) on a host of its own; training hosts on disjoint
-    cores where there are enough, server hosts on every core."""
+    cores where there are enough (``pin``; hosts with a CPU budget are not pinned:
+    the quota is their share), server hosts on every core."""
     tasks = [t for t in STRATEGIES.get(spec.strategy).plan(spec, hw or detect())
              if t.cluster_job]
     if not tasks:
@@ -80,9 +97,10 @@ def layout(spec: RunSpec, hw: Hardware | None = None) -> list[HostPlan]:
     hub = tuple(t for t in tasks if t.role in HUB_ROLES)
     own = [t for t in tasks if t.role not in HUB_ROLES]
     trainers = [t for t in own if t.runner == "train"]
-    core_sets = iter(split_cores(len(trainers)) if trainers else [])
+    core_sets = iter(split_cores(len(trainers)) if trainers and pin else [])
     hosts = [HostPlan(hub)] if hub else []
-    hosts += [HostPlan((t,), next(core_sets) if t.runner == "train" else ()) for t in own]
+    hosts += [HostPlan((t,), next(core_sets, ()) if t.runner == "train" else ())
+              for t in own]
     return hosts
 
 
@@ -107,6 +125,7 @@ class HostOutcome:
     cores: tuple[int, ...]
     started: bool
     returncode: int | None = None
+    cpus: float | None = None  # its CPU budget (None: its cores, unlimited)
     # Seconds after the chief's worker ended (negative: before it); None: never ended.
     ended_after_chief_s: float | None = None
     killed_by_demo: bool = False
@@ -122,6 +141,10 @@ class DemoOutcome:
     shape: LinkShape
     wall_s: float
     leftovers: dict[str, list[int]] = field(default_factory=dict)  # netns -> pids
+    # What every host was given, as the chief's result records it (launcher["budget"]).
+    budget: dict[str, Any] = field(default_factory=dict)
+    # Each host's cgroup cpu.stat at the end (periods, throttled periods and time).
+    cpu_stats: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def clean(self) -> bool:
@@ -129,21 +152,40 @@ class DemoOutcome:
         return not self.leftovers and not any(h.killed_by_demo for h in self.hosts)
 
 
+def budget_record(shape: LinkShape, asked: LinkShape, note: str | None,
+                  cpu: CpuBudget | None, backend: str) -> dict[str, Any]:
+    """What every host was given, as results record it: the CPU budget (None: the
+    hosts' own cores), the link as applied and as asked, and what was dropped."""
+    return {"cpu": cpu.to_dict() if cpu is not None else None, "cgroup": backend or None,
+            "link": shape.to_dict(), "link_asked": asked.to_dict(), "note": note}
+
+
+def worker_command(spec_file: Path, target: Path) -> list[str]:
+    """The command every host runs: ``bench worker`` on the shared spec file."""
+    return [sys.executable, "-m", "bench", "worker", "--spec", str(spec_file),
+            "--cluster", "tf_config", "--out", str(target)]
+
+
 def run_demo(spec: RunSpec, out: Path, shape: LinkShape | None = None, *,
              fault: str | None = None, absent: Sequence[str] = (),
+             cpu: CpuBudget | None = None,
              progress: Callable[[str], None] = lambda _: None) -> DemoOutcome:
     """Run ``spec`` on emulated hosts; the chief's result goes to ``out``.
 
     ``fault`` is passed to every host as STRATBENCH_FAULT (e.g.
     ``"worker1:kill_after_warmup"``); the tasks named in ``absent`` are never
-    started (a host that never comes up). Raises NetnsError where namespaces
-    cannot be made, DemoError for a configuration without cluster tasks.
+    started (a host that never comes up); ``cpu`` is every host's CPU budget.
+    Raises NetnsError where namespaces cannot be made, CgroupError where budgets
+    cannot be set, DemoError for a configuration without cluster tasks.
     """
     why = unavailable_reason()
     if why is not None:
         raise NetnsError(f"bench cluster-demo cannot run here: {why}")
-    shape = shape or LinkShape()
-    plans = layout(spec)
+    asked = shape or LinkShape()
+    shape, note = applicable(asked)
+    if note:
+        progress(note)
+    plans = layout(spec, pin=cpu is None)
     names = {t.name for p in plans for t in p.tasks}
     unknown = sorted(set(absent) - names)
     if unknown:
@@ -160,14 +202,19 @@ def run_demo(spec: RunSpec, out: Path, shape: LinkShape | None = None, *,
     outcomes: list[HostOutcome] = []
     procs: dict[str, subprocess.Popen[Any]] = {}
     leftovers: dict[str, list[int]] = {}
-    with Network(len(plans), shape, [p.cores for p in plans]) as net:
+    budget: dict[str, Any] = {}
+    cpu_stats: dict[str, dict[str, int]] = {}
+    with Network(len(plans), shape, [p.cores for p in plans], cpu=cpu) as net:
+        budget = budget_record(shape, asked, note, cpu,
+                               net.groups.backend_name if net.groups else "")
         configs = tf_configs(plans, [h.address for h in net.hosts])
         files: list[IO[bytes]] = []
         try:
             for plan, host in zip(plans, net.hosts, strict=True):
                 for t in plan.tasks:
                     outcomes.append(HostOutcome(t.name, host.label, host.address,
-                                                host.cores, t.name not in absent))
+                                                host.cores, t.name not in absent,
+                                                cpus=host.cpus))
                     if t.name in absent:
                         progress(f"{t.name}: {host.label} ({host.address}) never started "
                                  f"(absent on purpose)")
@@ -175,27 +222,31 @@ def run_demo(spec: RunSpec, out: Path, shape: LinkShape | None = None, *,
                     log = demo_dir / f"{spec.key()}.{t.name}.out"
                     outcomes[-1].output = str(log)
                     target = out if t.main else demo_dir / t.name
-                    env = {**os.environ, "TF_CONFIG": json.dumps(configs[t.name])}
+                    env = {**os.environ, "TF_CONFIG": json.dumps(configs[t.name]),
+                           HOST_BUDGET_VAR: json.dumps(budget)}
                     env.pop("STRATBENCH_FAULT", None)
                     if fault:
                         env["STRATBENCH_FAULT"] = fault
                     files.append(open(log, "ab"))  # noqa: SIM115 (closed in finally)
                     procs[t.name] = net.popen(
-                        host, [sys.executable, "-m", "bench", "worker", "--spec",
-                               str(spec_file), "--cluster", "tf_config", "--out", str(target)],
-                        stdout=files[-1], stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                        host, worker_command(spec_file, target), stdout=files[-1],
+                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                         env=env, cwd=str(Path(__file__).resolve().parents[2]))
                     address = configs[t.name]["cluster"][t.cluster_job][t.index]
-                    progress(f"{t.name}: {host.label} {address} cores "
-                             f"{','.join(map(str, host.cores)) or 'all'}")
+                    where = (f"{host.cpus:g} CPU" if host.cpus is not None else
+                             f"cores {','.join(map(str, host.cores)) or 'all'}")
+                    progress(f"{t.name}: {host.label} {address} {where}")
             _wait(procs, outcomes, chief_name, spec.timeout_s + MARGIN_S, progress)
             leftovers = {k: v for k, v in net.live_pids().items() if v}
+            if net.groups is not None:
+                cpu_stats = {h.label: net.groups.stats(h.label) for h in net.hosts}
         finally:
             for fh in files:
                 fh.close()
     # The network is gone here (Network.__exit__ killed anything left in it).
     result = _new_result(out, spec, before)
-    return DemoOutcome(result, outcomes, shape, time.monotonic() - t0, leftovers)
+    return DemoOutcome(result, outcomes, shape, time.monotonic() - t0, leftovers, budget,
+                       cpu_stats)
 
 
 def _wait(procs: dict[str, subprocess.Popen[Any]], outcomes: list[HostOutcome],

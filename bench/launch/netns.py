@@ -19,6 +19,11 @@ started them) and deletes the namespaces, also after an exception, Ctrl-C or a
 timeout; namespaces left by a process that died without its ``finally``
 (SIGKILL) are removed by the next ``Network`` (their names carry the dead PID).
 Every command has a timeout. Needs root, ``ip`` and ``tc`` (iproute2).
+
+A ``Network`` with a ``cpu`` budget also gives every host a cgroup with that CPU
+quota (``bench.launch.cgroups``): each process ``popen`` starts joins its host's
+group before it runs, learns its budget from ``STRATBENCH_CPU_BUDGET``, and the
+groups are removed with the namespaces (their processes killed first).
 """
 
 from __future__ import annotations
@@ -32,12 +37,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from bench.errors import BenchError
+from bench.hardware import CPU_BUDGET_VAR
+from bench.launch.cgroups import CgroupError, CpuBudget, CpuGroups, alive, kill_all
 
 BENCHMARK_RANGE = ipaddress.IPv4Network("198.18.0.0/15")  # RFC 2544
 DEFAULT_SUBNET = "198.18.0.0/24"
@@ -113,6 +119,7 @@ class Host:
     netns: str
     address: str
     cores: tuple[int, ...] = ()
+    cpus: float | None = None  # its CPU budget (None: no quota)
 
 
 def unavailable_reason() -> str | None:
@@ -135,6 +142,34 @@ def unavailable_reason() -> str | None:
     return None
 
 
+def netem_available() -> bool:
+    """Whether this kernel offers the ``netem`` qdisc (link delays); probed in a
+    throw-away namespace, so the machine's own interfaces are never touched."""
+    probe = f"{NAME_PREFIX}{os.getpid()}n{next(_counter)}-netem"
+    try:
+        _run(["ip", "netns", "add", probe])
+    except NetnsError:
+        return False
+    try:
+        _run(["tc", "-n", probe, "qdisc", "add", "dev", "lo", "root", "netem", "delay",
+              "1ms"])
+        return True
+    except NetnsError:
+        return False
+    finally:
+        with contextlib.suppress(NetnsError):
+            _run(["ip", "netns", "del", probe])
+
+
+def applicable(shape: LinkShape) -> tuple[LinkShape, str | None]:
+    """``shape`` as this kernel can apply it, and a note when a part was dropped: a
+    delay needs netem (absent from some VM kernels); the rate alone still applies."""
+    if shape.delay_s > 0 and not netem_available():
+        return (LinkShape(shape.rate_bps, 0.0),
+                f"delay {shape.delay_s * 1e3:g} ms not applied: this kernel has no netem qdisc")
+    return shape, None
+
+
 def list_netns() -> list[str]:
     """Names of the machine's network namespaces (``ip netns list``)."""
     out = _run(["ip", "netns", "list"]).stdout
@@ -151,7 +186,7 @@ def remove_stale() -> list[str]:
     removed = []
     for name in ours():
         m = _NAME.match(name)
-        if m and not _alive(int(m.group(1))):
+        if m and not alive(int(m.group(1))):
             _destroy_netns(name)
             removed.append(name)
     return removed
@@ -171,7 +206,8 @@ class Network:
     """``hosts`` hosts on one switch, links shaped by ``shape``; a context manager.
 
     ``cores[i]`` are host i's CPU cores (processes started by ``popen`` are pinned
-    to them with taskset; empty: all cores). Addresses are ``subnet``'s first
+    to them with taskset; empty: all cores); ``cpu`` every host's CPU budget (a
+    cgroup each; None: none). Addresses are ``subnet``'s first
     host addresses, in host order; ``subnet`` must lie inside 198.18.0.0/15.
     """
 
@@ -179,7 +215,9 @@ class Network:
     shape: LinkShape = field(default_factory=LinkShape)
     cores: Sequence[tuple[int, ...]] = ()
     subnet: str = DEFAULT_SUBNET
+    cpu: CpuBudget | None = None
     hosts: list[Host] = field(default_factory=list, init=False)
+    groups: CpuGroups | None = field(default=None, init=False, repr=False)
     _made: list[str] = field(default_factory=list, init=False, repr=False)
     _procs: list[subprocess.Popen[Any]] = field(default_factory=list, init=False, repr=False)
 
@@ -202,6 +240,10 @@ class Network:
     def __enter__(self) -> Network:
         remove_stale()
         try:
+            if self.cpu is not None:
+                self.groups = CpuGroups([f"host{i}" for i in range(self.hosts_wanted)],
+                                        self.cpu)
+                self.groups.create()
             self._create()
         except BaseException:
             self.destroy()
@@ -233,7 +275,8 @@ class Network:
             _run(["ip", "-n", name, "link", "set", "lo", "up"])
             self._shape(name)
             cores = tuple(self.cores[i]) if self.cores else ()
-            self.hosts.append(Host(f"host{i}", name, str(addr), cores))
+            cpus = self.cpu.cpus if self.cpu is not None else None
+            self.hosts.append(Host(f"host{i}", name, str(addr), cores, cpus))
 
     def _add_netns(self, name: str) -> None:
         _run(["ip", "netns", "add", name])
@@ -266,7 +309,8 @@ class Network:
               "limit", str(limit)])
 
     def destroy(self) -> None:
-        """Kill every process in the namespaces, then delete them (idempotent)."""
+        """Kill every process in the namespaces and CPU groups, then delete them
+        (idempotent)."""
         for proc in self._procs:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -281,15 +325,26 @@ class Network:
                 problems.append(str(exc))
         self._made.clear()
         self._procs.clear()
+        if self.groups is not None:
+            try:
+                self.groups.destroy()
+            except CgroupError as exc:
+                problems.append(str(exc))
         if problems:
             raise NetnsError("; ".join(problems))
 
     # -- use ---------------------------------------------------------------------
     def popen(self, host: Host, cmd: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
-        """Start ``cmd`` inside ``host``'s namespace, pinned to its cores, in its own
-        session (so that it and its children can be killed as a group)."""
+        """Start ``cmd`` inside ``host``'s namespace, pinned to its cores, within its
+        CPU budget, in its own session (so that it and its children can be killed as
+        a group)."""
         pin = ["taskset", "-c", ",".join(map(str, host.cores))] if host.cores else []
-        proc = subprocess.Popen(["ip", "netns", "exec", host.netns, *pin, *cmd],
+        join: list[str] = []
+        if self.groups is not None and host.cpus is not None:
+            join = self.groups.prefix(host.label)
+            kwargs["env"] = {**(kwargs.get("env") or os.environ),
+                             CPU_BUDGET_VAR: f"{host.cpus:g}"}
+        proc = subprocess.Popen([*join, "ip", "netns", "exec", host.netns, *pin, *cmd],
                                 start_new_session=True, **kwargs)
         self._procs.append(proc)
         return proc
@@ -300,35 +355,21 @@ class Network:
         return _run(["ip", "netns", "exec", host.netns, *cmd], timeout=timeout)
 
     def live_pids(self) -> dict[str, list[int]]:
-        """Processes still inside each namespace of this network (empty lists: none)."""
-        return {name: pids_in(name) for name in self._made}
+        """Processes still inside each namespace and CPU group of this network (empty
+        lists: none)."""
+        groups = self.groups.live_pids() if self.groups is not None else {}
+        return {**{name: pids_in(name) for name in self._made},
+                **{f"cgroup {label}": pids for label, pids in groups.items()}}
 
 
 def _destroy_netns(name: str) -> None:
     """SIGKILL what runs in ``name`` (bounded wait), then delete it."""
-    deadline = time.monotonic() + KILL_WAIT_S
-    while True:
-        pids = [p for p in pids_in(name) if _alive(p)]
-        if not pids:
-            break
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        if time.monotonic() > deadline:
-            raise NetnsError(f"processes {pids} in namespace {name} survived SIGKILL for "
-                             f"{KILL_WAIT_S:g} s (stuck in the kernel?)")
-        time.sleep(0.05)
+    try:
+        kill_all(lambda: pids_in(name), f"namespace {name}")
+    except CgroupError as exc:
+        raise NetnsError(str(exc)) from exc
     if name in list_netns():
         _run(["ip", "netns", "del", name])
-
-
-def _alive(pid: int) -> bool:
-    """True for a live process (a zombie, already dead but unreaped, is not)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 def _run(cmd: Sequence[str], timeout: float = CMD_TIMEOUT_S) -> subprocess.CompletedProcess[str]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import signal
 import socket
@@ -39,7 +40,7 @@ from typing import Any
 from bench.env import now_iso
 from bench.errors import BenchError, UsageError
 from bench.exits import Exit
-from bench.hardware import detect
+from bench.hardware import cpu_budget, detect
 from bench.launch.launcher import STACK_DUMP_WAIT_S, child_env, kill_group, log_tail, make_result
 from bench.results.combination import combine
 from bench.results.mfu import TaskPeak, run_mfu
@@ -53,6 +54,9 @@ from bench.tasks import Task
 SLURM_RESOLVE_TIMEOUT_S = 120.0
 # Task.extra flag that makes the child gather every host's figures (bench.child.gather).
 GATHER_FLAG = "gather"
+# What an emulated host was given (CPU budget, link), as JSON set by the launcher that
+# made the host (bench cluster-demo, bench lab); the chief records it in the result.
+HOST_BUDGET_VAR = "STRATBENCH_HOST_BUDGET"
 POLL_S = 0.2
 PROBE_TIMEOUT_S = 2.0
 # A server task checks the coordinator's port this often; after this many misses in a
@@ -159,6 +163,9 @@ def run_worker(spec: RunSpec, cluster: str, out: Path) -> int:
         {"task": m.name, "address": m.address,
          "peak_flops_per_s": outcome.peaks.get(m.name)} for m in everyone],
         "gather_s": report.gather_s}
+    budget = host_budget()
+    if budget is not None:
+        info["budget"] = budget
     result = make_result(spec, outcome.status, outcome.reason, figures=outcome.figures,
                          environment=report.environment, started_at=started,
                          wall_s=time.monotonic() - t0, launcher=info,
@@ -169,12 +176,29 @@ def run_worker(spec: RunSpec, cluster: str, out: Path) -> int:
     return 0 if result.status in ("ok", "unsupported") else Exit.RUNS_FAILED
 
 
+def host_budget() -> dict[str, Any] | None:
+    """The budget the launcher recorded for this host (``STRATBENCH_HOST_BUDGET``)."""
+    text = os.environ.get(HOST_BUDGET_VAR)
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {"unreadable": text}
+    return value if isinstance(value, dict) else {"value": value}
+
+
 def host_threads(task: Task) -> tuple[int, int]:
     """Threads of a training task on a host whose cores it was pinned to (taskset,
     a cpuset): ``(intra, inter)`` = as many intra-op threads as its cores and one
     inter-op thread, the local plan's choice for CPU workers. It also keys the peak
     FLOP/s cache by the thread count, so a one-core host never reads the peak an
-    unpinned process measured. Elsewhere TensorFlow's defaults, ``(0, 0)``."""
+    unpinned process measured. A host with a CPU budget (a cgroup quota) gets as many
+    intra-op threads as the budget rounds up to: more would only take turns in its
+    quota. Elsewhere TensorFlow's defaults, ``(0, 0)``."""
+    budget = cpu_budget()
+    if task.runner == "train" and budget is not None and not task.gpus and not detect().gpus:
+        return max(1, math.ceil(budget - 1e-9)), 1
     try:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux

@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.hardware import parse_float, parse_int
+from bench.hardware import cpu_budget, parse_float, parse_int
 
 # Which dtype's peak bounds a run of each precision (the dtype of its matmuls).
 PRECISION_DTYPE = {"float32": "float32", "mixed_bfloat16": "bfloat16",
@@ -263,8 +263,12 @@ def cache_key(tf: Any, device: str) -> str:
     from bench.env import fingerprint
 
     threads = tf.config.threading.get_intra_op_parallelism_threads()
+    # A process under a CPU quota (an emulated host of bench lab) reaches a fraction
+    # of the cores' peak: it keeps its own entry.
+    budget = cpu_budget()
+    quota = f"|cpu{budget:g}" if budget is not None else ""
     return (f"{fingerprint()['machine_id']}|tf{tf.__version__}|{device_kind(device)}"
-            f"|intra{threads}|cores{len(_usable_cpus())}|{METHOD_VERSION}")
+            f"|intra{threads}|cores{len(_usable_cpus())}{quota}|{METHOD_VERSION}")
 
 
 def chain_length(rate_estimate: float, n: int, min_call_s: float = MIN_CALL_S,
