@@ -129,6 +129,10 @@ def fingerprint(extra: dict[str, Any] | None = None) -> dict[str, Any]:
         "host": socket.gethostname(),
         "timestamp": now_iso(),
         "python": sys.version.split()[0],
+        # Which interpreter (virtual environment) ran the process: an A/B side may run
+        # under another one (``--candidate-python``). Not part of the software id: the
+        # versions it runs are, and a venv's path says where, not what.
+        "interpreter": sys.executable,
         "platform": platform.platform(),
         "cpu_model": hw.cpu_model,
         "cpu_cores": hw.cores,

@@ -2,8 +2,10 @@
 
 For each configuration given with the usual axes, baseline and candidate runs (each
 its own process) alternate in randomized AB/BA pairs until the sequential decision
-(``bench.regress.ab``) settles or ``--budget`` is spent. Sides differ by environment
-variables and workload parameters; both default to this environment (an A/A check).
+(``bench.regress.ab``) settles or ``--budget`` is spent. Sides differ by interpreter
+(another virtual environment), environment variables and workload parameters; both
+default to this environment (an A/A check). ``bench nightly`` runs the same sessions
+through ``add_side_args``, ``sides_from_args`` and ``run_ab``.
 
 Exit codes (``bench.exits``): 0 SAME or IMPROVED, 4 REGRESSED, 5 UNKNOWN after the
 budget, 3 runs failed, 2 usage error, 1 internal error. With several configurations
@@ -20,10 +22,18 @@ from typing import Any
 
 from bench.cli.common import add_matrix_args, env_var, param, specs_from_args, writable_dir
 from bench.errors import UsageError
+from bench.launch.interpreter import Interpreter, probe
 from bench.launch.sweep import run_replicate
 from bench.regress.ab import DEFAULT_ALPHA, DEFAULT_BUDGET_S, DEFAULT_THRESHOLD
 from bench.regress.compare import CompareError, parse_fraction
-from bench.regress.interleave import BASELINE, CANDIDATE, Side, run_session, session_exit
+from bench.regress.interleave import (
+    BASELINE,
+    CANDIDATE,
+    Session,
+    Side,
+    run_session,
+    session_exit,
+)
 from bench.results.schema import RunResult
 from bench.results.store import SweepStore, new_sweep_dir
 from bench.spec import RunSpec
@@ -58,33 +68,60 @@ def fraction(text: str) -> float:
     return value
 
 
-def cmd_ab(args: argparse.Namespace) -> int:
-    specs = specs_from_args(args)
-    if not specs:
-        raise UsageError("the axes name no configuration to compare")
-    if not 0 < args.alpha < 0.5:
-        raise UsageError(f"--alpha must be between 0 and 0.5. Received: --alpha {args.alpha}")
-    sides = (Side(BASELINE, dict(args.baseline_env), dict(args.baseline_param)),
-             Side(CANDIDATE, dict(args.candidate_env), dict(args.candidate_param)))
+def check_alpha(alpha: float) -> float:
+    """``alpha`` of a sequential A/B decision, or a usage error."""
+    if not 0 < alpha < 0.5:
+        raise UsageError(f"--alpha must be between 0 and 0.5. Received: --alpha {alpha}")
+    return alpha
+
+
+def side_options_given(args: argparse.Namespace) -> bool:
+    """True when any --baseline-*/--candidate-* option was given."""
+    return any(getattr(args, f"{name}_{what}") for name in (BASELINE, CANDIDATE)
+               for what in ("python", "env", "param"))
+
+
+def sides_from_args(args: argparse.Namespace) -> tuple[Side, Side]:
+    """The baseline and candidate sides; an interpreter is probed first (it must import
+    TensorFlow and this checkout's child code: a usage error otherwise)."""
+    probed: dict[str, Interpreter] = {}
+    sides = []
+    for name in (BASELINE, CANDIDATE):
+        text = getattr(args, f"{name}_python")
+        python = None
+        if text is not None:
+            if text not in probed:
+                print(f"ab: checking --{name}-python {text} (imports TensorFlow)", flush=True)
+                probed[text] = probe(text, f"--{name}-python")
+            python = probed[text]
+        sides.append(Side(name, dict(getattr(args, f"{name}_env")),
+                          dict(getattr(args, f"{name}_param")), python))
+    return sides[0], sides[1]
+
+
+def run_ab(specs: list[RunSpec], sides: tuple[Side, Side], out: Path, *, budget_s: float,
+           threshold: float, alpha: float, seed: int | None = None,
+           command: str = "ab") -> list[Session]:
+    """One A/B session per configuration, printed as it goes (``bench ab``, ``bench
+    nightly``); runs are stored in ``out``/baseline and ``out``/candidate."""
     for spec in specs:  # a bad parameter is a usage error now, not after the first runs
         for side in sides:
             side.spec(spec)
-    out: Path = writable_dir(args.out or new_sweep_dir("ab"))
     stores = {side.name: SweepStore(writable_dir(out / side.name)) for side in sides}
-    seed = args.order_seed
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)
-    print(f"ab: baseline = {sides[0].describe()}; candidate = {sides[1].describe()}; "
-          f"{len(specs)} configuration(s), budget {args.budget:.0f} s each, threshold "
-          f"{args.threshold:.0%}, alpha {args.alpha:g}, --order-seed {seed}; results in {out}")
+    print(f"{command}: baseline = {sides[0].describe()}; candidate = {sides[1].describe()}; "
+          f"{len(specs)} configuration(s), budget {budget_s:.0f} s each, threshold "
+          f"{threshold:.0%}, alpha {alpha:g}, --order-seed {seed}; results in {out}")
 
     def runner(spec: RunSpec, side: Side, pair: int) -> RunResult:
-        return run_replicate(stores[side.name], spec, pair, env=side.env)
+        return run_replicate(stores[side.name], spec, pair, env=side.env,
+                             python=side.python_path)
 
     sessions = []
     for i, spec in enumerate(specs):
-        s = run_session(spec, *sides, runner, budget_s=args.budget, threshold=args.threshold,
-                        alpha=args.alpha, seed=seed + i)
+        s = run_session(spec, *sides, runner, budget_s=budget_s, threshold=threshold,
+                        alpha=alpha, seed=seed + i)
         sessions.append(s)
         if s.failed is not None:
             print(f"{spec.label()}: runs failed after {len(s.log_ratios)} pair(s): {s.failed}")
@@ -93,9 +130,45 @@ def cmd_ab(args: argparse.Namespace) -> int:
             print(f"{spec.label()}: {d.verdict.value.upper()} after {d.pairs} pairs in "
                   f"{s.wall_s:.0f} s: candidate/baseline {d.ratio:.3f} [{d.low:.3f}, "
                   f"{d.high:.3f}]; {d.reason}")
+    return sessions
+
+
+def cmd_ab(args: argparse.Namespace) -> int:
+    specs = specs_from_args(args)
+    if not specs:
+        raise UsageError("the axes name no configuration to compare")
+    alpha = check_alpha(args.alpha)
+    sides = sides_from_args(args)
+    out: Path = writable_dir(args.out or new_sweep_dir("ab"))
+    sessions = run_ab(specs, sides, out, budget_s=args.budget, threshold=args.threshold,
+                      alpha=alpha, seed=args.order_seed)
     code = session_exit(sessions)
     print(f"ab: exit code {int(code)} ({code.name.lower()})")
     return int(code)
+
+
+def add_side_args(p: argparse.ArgumentParser) -> None:
+    """The sides' options and the session's budget and order (``ab`` and ``nightly``)."""
+    sides = p.add_argument_group("sides (env and param repeatable; both sides default to "
+                                 "this environment)")
+    for name in (BASELINE, CANDIDATE):
+        sides.add_argument(f"--{name}-python", metavar="PATH",
+                           help=f"interpreter the {name}'s runs start under, e.g. a second "
+                                f"virtual environment's bin/python with another TensorFlow "
+                                f"(it must import TensorFlow; this checkout is put on its "
+                                f"PYTHONPATH)")
+        sides.add_argument(f"--{name}-env", type=env_var, action="append", default=[],
+                           metavar="KEY=VALUE",
+                           help=f"environment variable of the {name}'s runs, e.g. "
+                                f"TF_ENABLE_ONEDNN_OPTS=0")
+        sides.add_argument(f"--{name}-param", type=param, action="append", default=[],
+                           metavar="KEY=VALUE",
+                           help=f"workload parameter of the {name} over --param's, e.g. "
+                                f"widths=550,550")
+    p.add_argument("--budget", type=duration, default=DEFAULT_BUDGET_S,
+                   help="time for each configuration's pairs: 90s, 10m, 1h (default 10m)")
+    p.add_argument("--order-seed", type=int, default=None,
+                   help="seed of the AB/BA orders (default: drawn, and printed)")
 
 
 def add_parser(sub: Any) -> None:
@@ -109,30 +182,16 @@ def add_parser(sub: Any) -> None:
                     "noise says are needed). Alpha is spent over the looks (O'Brien-"
                     "Fleming spending function, union bound), so looking after every "
                     "block keeps the false-alarm rate at or below --alpha. Both sides "
-                    "default to this environment: an A/A check. --baseline-python / "
-                    "--candidate-python (another interpreter) are not built yet.",
+                    "default to this environment: an A/A check.",
         epilog=EXIT_CODES)
     add_matrix_args(p)
-    sides = p.add_argument_group("sides (repeatable; both default to this environment)")
-    for name in (BASELINE, CANDIDATE):
-        sides.add_argument(f"--{name}-env", type=env_var, action="append", default=[],
-                           metavar="KEY=VALUE",
-                           help=f"environment variable of the {name}'s runs, e.g. "
-                                f"TF_ENABLE_ONEDNN_OPTS=0")
-        sides.add_argument(f"--{name}-param", type=param, action="append", default=[],
-                           metavar="KEY=VALUE",
-                           help=f"workload parameter of the {name} over --param's, e.g. "
-                                f"widths=550,550")
-    p.add_argument("--budget", type=duration, default=DEFAULT_BUDGET_S,
-                   help="time for each configuration's pairs: 90s, 10m, 1h (default 10m)")
+    add_side_args(p)
     p.add_argument("--threshold", type=fraction, default=DEFAULT_THRESHOLD,
                    help=f"smallest relative change that counts, 5%% or 0.05 (default "
                         f"{DEFAULT_THRESHOLD * 100:.0f}%%)")
     p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
                    help="false-alarm rate per configuration over all looks (default "
                         "%(default)s)")
-    p.add_argument("--order-seed", type=int, default=None,
-                   help="seed of the AB/BA orders (default: drawn, and printed)")
     p.add_argument("--out", type=Path,
                    help="directory of the runs, baseline/ and candidate/ sweeps (default "
                         "results/ab-<time>)")

@@ -68,6 +68,28 @@ def log_tail(path: Path, lines: int = TAIL_LINES) -> str:
 RECORDED_TASK_EXTRA = ("communication", "processes_on_device")
 
 
+def checkout_pythonpath(env: Mapping[str, str]) -> str:
+    """``env``'s PYTHONPATH with this checkout first.
+
+    A child must import this checkout, wherever the CLI was started from and whatever
+    interpreter runs it (another virtual environment has no stratbench installed):
+    bench/launch/launcher.py -> the directory that holds bench/.
+    """
+    root = str(Path(__file__).resolve().parents[2])
+    return os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+
+
+def child_command(module: str, *args: str, python: str | None = None) -> list[str]:
+    """The command line of a child process: ``python -m module args``.
+
+    Every child process of a run starts through here, so a side of an A/B comparison
+    that names another interpreter (``--candidate-python``: a second virtual
+    environment, another TensorFlow) runs all of its processes under it; ``None`` is
+    this interpreter.
+    """
+    return [python or sys.executable, "-m", module, *args]
+
+
 def child_env(task: Task, tf_config: dict[str, Any] | None, hw: Hardware) -> dict[str, str]:
     """The environment of one task's process.
 
@@ -84,10 +106,7 @@ def child_env(task: Task, tf_config: dict[str, Any] | None, hw: Hardware) -> dic
     # user set is kept, and an empty figure then says why.
     env.setdefault(CPU_ALLOCATOR_VAR, "1")
     env["PYTHONUNBUFFERED"] = "1"
-    # The child must import this checkout, wherever the CLI was started from
-    # (bench/launch/launcher.py -> the directory that holds bench/).
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    env["PYTHONPATH"] = checkout_pythonpath(env)
     env.pop("TF_CONFIG", None)
     if tf_config is not None:
         env["TF_CONFIG"] = json.dumps(tf_config)
@@ -231,13 +250,23 @@ class _Run:
             kill_group(p.proc)
 
 
+def task_args(spec_file: Path, run_dir: Path, task: Task, launch_ts: float,
+              profile_dir: Path | None = None) -> list[str]:
+    """The arguments of ``python -m bench.child`` for one task of a run."""
+    args = ["--spec", str(spec_file), "--run-dir", str(run_dir), "--task",
+            json.dumps(task.to_dict()), "--launch-ts", repr(launch_ts)]
+    return args + (["--profile-dir", str(profile_dir)] if profile_dir is not None else [])
+
+
 def run_isolated(spec: RunSpec, log_path: Path, timeout_s: float | None = None,
                  profile_dir: Path | None = None,
-                 env: Mapping[str, str] | None = None) -> RunResult:
+                 env: Mapping[str, str] | None = None,
+                 python: str | None = None) -> RunResult:
     """Run ``spec`` in fresh child processes; never raises for a failed run.
 
     ``env``: variables set in every task's environment over the inherited ones (one
-    side of an A/B comparison, e.g. ``TF_ENABLE_ONEDNN_OPTS=0``).
+    side of an A/B comparison, e.g. ``TF_ENABLE_ONEDNN_OPTS=0``). ``python``: the
+    interpreter every task starts under (default this one; ``child_command``).
     KeyboardInterrupt is re-raised after every process of the run is killed.
     """
     hw = detect()
@@ -261,11 +290,8 @@ def run_isolated(spec: RunSpec, log_path: Path, timeout_s: float | None = None,
             for task, tf_config in zip(tasks, cluster_configs(tasks), strict=True):
                 log = log_path if len(tasks) == 1 else log_path.with_name(
                     f"{log_path.stem}.{task.name}.log")
-                cmd = [sys.executable, "-m", "bench.child", "--spec", str(spec_file),
-                       "--run-dir", str(run_dir), "--task", json.dumps(task.to_dict()),
-                       "--launch-ts", repr(launch_ts)]
-                if profile_dir is not None:
-                    cmd += ["--profile-dir", str(profile_dir)]
+                cmd = child_command("bench.child", *task_args(
+                    spec_file, run_dir, task, launch_ts, profile_dir), python=python)
                 with open(log, "ab") as fh:
                     proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL,
@@ -283,9 +309,9 @@ def run_isolated(spec: RunSpec, log_path: Path, timeout_s: float | None = None,
         wall = time.monotonic() - t0
         reports = {p.task.name: run.report(p) for p in procs}
     main = next(p for p in procs if p.task.main)
-    info = {"timeout_s": timeout, "log": str(log_path), "tasks": [
-        {"task": p.task.name, "pid": p.proc.pid, "returncode": p.proc.returncode,
-         "log": str(p.log)} for p in procs]}
+    info = {"timeout_s": timeout, "log": str(log_path), "python": python or sys.executable,
+            "tasks": [{"task": p.task.name, "pid": p.proc.pid,
+                       "returncode": p.proc.returncode, "log": str(p.log)} for p in procs]}
     if status is not None:  # the supervisor decided: timeout or a task failed
         return make_result(spec, status, f"{reason}\n--- log tail ---\n{run.tails(culprit)}",
                            started_at=started, wall_s=wall, launcher=info)

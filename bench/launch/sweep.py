@@ -234,18 +234,19 @@ def _earlier(store: SweepStore, by_key: dict[str, list[RunResult]], spec: RunSpe
 
 def run_replicate(store: SweepStore, spec: RunSpec, replicate: int = 1,
                   finish: Callable[[RunResult], RunResult] | None = None,
-                  env: Mapping[str, str] | None = None) -> RunResult:
+                  env: Mapping[str, str] | None = None,
+                  python: str | None = None) -> RunResult:
     """Run ``spec`` isolated as its run number ``replicate`` and save the result.
 
     The one way a run is measured and kept (sweeps, the pytest-benchmark fixture,
     scripts): the log, profile and result go where the store names run ``replicate``
     of ``spec``, and the result says which run it is. ``finish`` may amend the result
-    before it is saved; ``env`` is set in the run's processes (``run_isolated``). A
-    result already stored there is never overwritten (raises FileExistsError after
-    the run).
+    before it is saved; ``env`` is set in the run's processes and ``python`` starts
+    them (another interpreter; ``run_isolated``). A result already stored there is
+    never overwritten (raises FileExistsError after the run).
     """
     paths = store.paths(spec, replicate)
-    result = run_isolated(spec, paths.log, profile_dir=paths.profile, env=env)
+    result = run_isolated(spec, paths.log, profile_dir=paths.profile, env=env, python=python)
     result.replicate = replicate
     if finish is not None:
         result = finish(result)

@@ -28,7 +28,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -41,7 +40,15 @@ from bench.env import now_iso
 from bench.errors import BenchError, UsageError
 from bench.exits import Exit
 from bench.hardware import cpu_budget, detect
-from bench.launch.launcher import STACK_DUMP_WAIT_S, child_env, kill_group, log_tail, make_result
+from bench.launch.launcher import (
+    STACK_DUMP_WAIT_S,
+    child_command,
+    child_env,
+    kill_group,
+    log_tail,
+    make_result,
+    task_args,
+)
 from bench.results.combination import combine
 from bench.results.mfu import TaskPeak, run_mfu
 from bench.results.payload import TaskReport, read_report
@@ -68,8 +75,8 @@ MAX_REPLICATES = 1000
 
 def tf_config_from_slurm(strategy: str, ps_tasks: int) -> dict[str, Any]:
     """TF_CONFIG for this Slurm task, from TensorFlow's SlurmClusterResolver (child)."""
-    cmd = [sys.executable, "-m", "bench.child.slurm", "--strategy", strategy,
-           "--ps-tasks", str(ps_tasks)]
+    cmd = child_command("bench.child.slurm", "--strategy", strategy, "--ps-tasks",
+                        str(ps_tasks))
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, check=True,
                              timeout=SLURM_RESOLVE_TIMEOUT_S, stdin=subprocess.DEVNULL)
@@ -332,9 +339,8 @@ def _run_supervised(spec: RunSpec, task: Task, tf_config: dict[str, Any], log: P
         run_dir = Path(tmp)
         spec_file = run_dir / "spec.json"
         spec_file.write_text(json.dumps(spec.to_dict()), encoding="utf-8")
-        cmd = [sys.executable, "-m", "bench.child", "--spec", str(spec_file), "--run-dir",
-               str(run_dir), "--task", json.dumps(task.to_dict()), "--launch-ts",
-               repr(time.time()), "--profile-dir", str(profile_dir)]
+        cmd = child_command("bench.child", *task_args(spec_file, run_dir, task, time.time(),
+                                                      profile_dir))
         with open(log, "ab") as fh:
             proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL,

@@ -1,8 +1,9 @@
 """One A/B session: baseline and candidate runs interleaved in randomized pairs, decided
 sequentially within a time budget (the statistics are ``bench.regress.ab``).
 
-A side is what differs between baseline and candidate: environment variables set in
-the run's processes and workload parameters over the configuration's. Each run is
+A side is what differs between baseline and candidate: the interpreter its runs start
+under (another virtual environment), environment variables set in the run's processes
+and workload parameters over the configuration's. Each run is
 its own process (the runner: ``bench.launch.sweep.run_replicate`` at the CLI, a fake
 in tests). Pairs are run in blocks up to the plan's next look, the pairs of a block
 alternating AB and BA from a seeded random start, so that a trend inside the session
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bench.exits import Exit
+from bench.launch.interpreter import Interpreter
 from bench.regress.ab import (
     DEFAULT_ALPHA,
     DEFAULT_BLOCK_PAIRS,
@@ -48,19 +50,33 @@ MAX_PLANNED_PAIRS = 400
 
 @dataclass(frozen=True)
 class Side:
-    """What one side sets over the configuration: environment variables, workload params."""
+    """What one side sets over the configuration: the interpreter (None: this one),
+    environment variables, workload params."""
 
     name: str
     env: Mapping[str, str] = field(default_factory=dict)
     params: Mapping[str, Any] = field(default_factory=dict)
+    python: Interpreter | None = None
+
+    @property
+    def python_path(self) -> str | None:
+        """The interpreter the side's runs start under (None: this one)."""
+        return self.python.path if self.python is not None else None
 
     def spec(self, spec: RunSpec) -> RunSpec:
         """``spec`` with this side's workload parameters (validated by RunSpec)."""
         return spec.replace(params={**spec.params, **self.params}) if self.params else spec
 
     def describe(self) -> str:
-        items = [f"{k}={v}" for k, v in {**self.env, **self.params}.items()]
+        """``python /venv/bin/python (TensorFlow 2.16.1, ...), K=V, ...``."""
+        items = [f"python {self.python.describe()}"] if self.python is not None else []
+        items += [f"{k}={v}" for k, v in {**self.env, **self.params}.items()]
         return ", ".join(items) or "this environment"
+
+    def identity(self) -> dict[str, Any]:
+        """What the history stores of the side (with its runs' own fingerprints)."""
+        return {"python": self.python.identity() if self.python is not None else None,
+                "env": dict(self.env), "params": dict(self.params)}
 
 
 # (the side's spec, the side, pair number from 1) -> the run's result
@@ -83,6 +99,9 @@ class Session:
     decision: Decision | None = None
     failed: str | None = None
     wall_s: float = 0.0
+    # Each side's first measured run's fingerprint (its interpreter, TensorFlow, machine):
+    # what the runs themselves say they ran on, stored with the session's ratio.
+    environments: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> Exit:
@@ -131,6 +150,7 @@ def run_session(spec: RunSpec, baseline: Side, candidate: Side, runner: Runner, 
                                   f"{result.status} {result.reason or ''}").strip()
                 return False
             figures[side.name] = value
+            session.environments.setdefault(side.name, dict(result.environment or {}))
         done.append(order)
         session.log_ratios.append(math.log(figures[CANDIDATE] / figures[BASELINE]))
         return True
