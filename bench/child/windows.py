@@ -187,6 +187,7 @@ def run_window(loop: Loop, rules: Rules, index: int, out: Any, *,
     host_scope = "window" if reset_host_peak() else "lifetime"
     loop.sync(out)
     epoch = _epoch_offset()
+    c0 = time.process_time()
     t0 = time.perf_counter()
     times: list[float] = []
     steps, first_loss, loss = 0, math.nan, math.nan
@@ -205,6 +206,7 @@ def run_window(loop: Loop, rules: Rules, index: int, out: Any, *,
             break
     loop.sync(out)
     t1 = time.perf_counter()
+    cpu = time.process_time() - c0
     wall = t1 - t0
     examples = steps * loop.examples_per_step
     window = Window(
@@ -214,7 +216,7 @@ def run_window(loop: Loop, rules: Rules, index: int, out: Any, *,
         step_time=step_time_stats(times), loss_first=first_loss, loss_last=loss,
         device_peak_bytes=memory.peaks(),
         host_peak_rss_bytes=host_peak_rss_bytes() if host_memory else None,
-        start_ts=epoch + t0, end_ts=epoch + t1)
+        start_ts=epoch + t0, end_ts=epoch + t1, cpu_s=cpu)
     return WindowRun(window, times, out, host_scope)
 
 

@@ -34,6 +34,8 @@ from bench.regress.interleave import (
     run_session,
     session_exit,
 )
+from bench.regress.window_pairs import DEFAULT_ROUNDS, sharing_reason, window_pairs
+from bench.regress.window_pairs import MODES as PAIR_MODES
 from bench.results.schema import RunResult
 from bench.results.store import SweepStore, new_sweep_dir
 from bench.spec import RunSpec
@@ -54,6 +56,18 @@ def duration(text: str) -> float:
         raise argparse.ArgumentTypeError(f"a duration is a positive number with s, m or h "
                                          f"(10m). Received: {text!r}")
     return float(match.group(1)) * _UNIT_S[match.group(2) or "s"]
+
+
+def rounds_count(text: str) -> int:
+    """A window count of at least 2 (one pair of mirrored rounds)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"--rounds must be a whole number >= 2. "
+                                         f"Received: {text!r}")
+    return value
 
 
 def fraction(text: str) -> float:
@@ -101,12 +115,28 @@ def sides_from_args(args: argparse.Namespace) -> tuple[Side, Side]:
 
 def run_ab(specs: list[RunSpec], sides: tuple[Side, Side], out: Path, *, budget_s: float,
            threshold: float, alpha: float, seed: int | None = None,
-           command: str = "ab") -> list[Session]:
+           command: str = "ab", pairs: str = "auto",
+           rounds: int = DEFAULT_ROUNDS) -> list[Session]:
     """One A/B session per configuration, printed as it goes (``bench ab``, ``bench
-    nightly``); runs are stored in ``out``/baseline and ``out``/candidate."""
+    nightly``); runs are stored in ``out``/baseline and ``out``/candidate.
+
+    ``pairs``: ``windows`` measures each pair in one process with the sides' windows
+    interleaved (``rounds`` each), ``processes`` runs each side its own process,
+    ``auto`` takes windows wherever the sides can share a process.
+    """
+    shared: list[bool] = []
     for spec in specs:  # a bad parameter is a usage error now, not after the first runs
         for side in sides:
             side.spec(spec)
+        why = sharing_reason(spec, *sides)
+        if pairs == "windows" and why is not None:
+            raise UsageError(f"--pairs windows: {spec.label()} cannot put both sides in one "
+                             f"process: {why}. Received: --pairs {pairs}")
+        shared.append(pairs == "windows" or (pairs == "auto" and why is None))
+        if pairs == "auto":
+            print(f"{command}: {spec.label()}: " + (
+                f"both sides in one process, windows interleaved ({rounds} rounds a pair)"
+                if why is None else f"each run its own process ({why})"))
     stores = {side.name: SweepStore(writable_dir(out / side.name)) for side in sides}
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)
@@ -120,8 +150,10 @@ def run_ab(specs: list[RunSpec], sides: tuple[Side, Side], out: Path, *, budget_
 
     sessions = []
     for i, spec in enumerate(specs):
+        in_one = window_pairs(stores, sides[0], rounds=rounds, seed=seed + i) \
+            if shared[i] else None
         s = run_session(spec, *sides, runner, budget_s=budget_s, threshold=threshold,
-                        alpha=alpha, seed=seed + i)
+                        alpha=alpha, seed=seed + i, pairs=in_one)
         sessions.append(s)
         if s.failed is not None:
             print(f"{spec.label()}: runs failed after {len(s.log_ratios)} pair(s): {s.failed}")
@@ -141,7 +173,8 @@ def cmd_ab(args: argparse.Namespace) -> int:
     sides = sides_from_args(args)
     out: Path = writable_dir(args.out or new_sweep_dir("ab"))
     sessions = run_ab(specs, sides, out, budget_s=args.budget, threshold=args.threshold,
-                      alpha=alpha, seed=args.order_seed)
+                      alpha=alpha, seed=args.order_seed, pairs=args.pairs,
+                      rounds=args.rounds)
     code = session_exit(sessions)
     print(f"ab: exit code {int(code)} ({code.name.lower()})")
     return int(code)
@@ -169,6 +202,14 @@ def add_side_args(p: argparse.ArgumentParser) -> None:
                    help="time for each configuration's pairs: 90s, 10m, 1h (default 10m)")
     p.add_argument("--order-seed", type=int, default=None,
                    help="seed of the AB/BA orders (default: drawn, and printed)")
+    p.add_argument("--pairs", choices=PAIR_MODES, default="auto",
+                   help="windows: a pair is one process holding both sides, their windows "
+                        "interleaved (sides that differ only in --*-param); processes: each "
+                        "run its own process; auto (default): windows where the sides can "
+                        "share a process")
+    p.add_argument("--rounds", type=rounds_count, default=DEFAULT_ROUNDS,
+                   help=f"windows of each side in a one-process pair (default "
+                        f"{DEFAULT_ROUNDS})")
 
 
 def add_parser(sub: Any) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -24,6 +23,7 @@ from bench.launch.launcher import (
     _Proc,
     _Run,
     _supervise,
+    child_command,
     child_env,
     make_result,
     unsupported_result,
@@ -74,12 +74,14 @@ def check_arms(specs: Sequence[RunSpec]) -> None:
 
 def run_interleaved(specs: Sequence[RunSpec], log_path: Path, *, rounds: int = DEFAULT_ROUNDS,
                     seed: int = 0, rewarm_calls: int = 1, timeout_s: float | None = None,
-                    env: Mapping[str, str] | None = None) -> list[RunResult]:
+                    env: Mapping[str, str] | None = None,
+                    python: str | None = None) -> list[RunResult]:
     """Measure ``specs`` in one process, ``rounds`` windows each, interleaved.
 
     Returns one result per spec, in order; never raises for a failed run (every arm
     then carries the failure). A spec that cannot run on this hardware gets its
-    "unsupported" result and is left out of the process.
+    "unsupported" result and is left out of the process. ``env`` and ``python`` as in
+    ``run_isolated`` (one environment and interpreter: the arms share the process).
     """
     check_arms(specs)
     if rounds < 2:
@@ -110,9 +112,9 @@ def run_interleaved(specs: Sequence[RunSpec], log_path: Path, *, rounds: int = D
             "specs": [s.to_dict() for s in arm_specs], "rounds": rounds, "seed": seed,
             "rewarm_calls": rewarm_calls}), encoding="utf-8")
         t0 = time.monotonic()
-        cmd = [sys.executable, "-m", "bench.child.arms", "--arms", str(arms_file),
-               "--run-dir", str(run_dir), "--task", json.dumps(task.to_dict()),
-               "--launch-ts", repr(time.time())]
+        cmd = child_command("bench.child.arms", "--arms", str(arms_file), "--run-dir",
+                            str(run_dir), "--task", json.dumps(task.to_dict()),
+                            "--launch-ts", repr(time.time()), python=python)
         procs: list[_Proc] = []
         run = _Run(run_dir, procs)
         try:

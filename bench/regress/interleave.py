@@ -83,6 +83,41 @@ class Side:
 Runner = Callable[[RunSpec, Side, int], RunResult]
 
 
+@dataclass(frozen=True)
+class PairOutcome:
+    """One pair's statistic, log(candidate / baseline), or why the pair has none.
+
+    ``environments``: each side's fingerprint as its run reported it.
+    """
+
+    log_ratio: float | None
+    environments: dict[str, dict[str, Any]] = field(default_factory=dict)
+    failed: str | None = None
+
+
+# (each side's spec by side name, "AB" or "BA", pair number from 1) -> the pair
+PairRunner = Callable[[Mapping[str, RunSpec], str, int], PairOutcome]
+
+
+def process_pairs(runner: Runner, baseline: Side, candidate: Side) -> PairRunner:
+    """Pairs of two runs, each its own process, in the pair's order; the statistic is
+    the log ratio of the runs' figures."""
+    def run(specs: Mapping[str, RunSpec], order: str, pair: int) -> PairOutcome:
+        figures: dict[str, float] = {}
+        envs: dict[str, dict[str, Any]] = {}
+        for side in ((baseline, candidate) if order == "AB" else (candidate, baseline)):
+            result = runner(specs[side.name], side, pair)
+            value = _figure(result)
+            if value is None:
+                return PairOutcome(None, envs, f"{side.name} run of pair {pair} gave no "
+                                               f"figure: {result.status} "
+                                               f"{result.reason or ''}".strip())
+            figures[side.name] = value
+            envs[side.name] = dict(result.environment or {})
+        return PairOutcome(math.log(figures[CANDIDATE] / figures[BASELINE]), envs)
+    return run
+
+
 @dataclass
 class Session:
     """One configuration's A/B session: its pairs so far and the last decision.
@@ -118,17 +153,27 @@ def _figure(result: RunResult) -> float | None:
     return run_figure(runs[0]) if runs else None
 
 
-def run_session(spec: RunSpec, baseline: Side, candidate: Side, runner: Runner, *,
+def run_session(spec: RunSpec, baseline: Side, candidate: Side, runner: Runner | None, *,
                 budget_s: float = DEFAULT_BUDGET_S, threshold: float = DEFAULT_THRESHOLD,
                 alpha: float = DEFAULT_ALPHA, seed: int = 0,
                 echo: Callable[[str], None] = print,
-                clock: Callable[[], float] = time.monotonic) -> Session:
-    """Run pairs until the sequential decision settles or the budget is spent."""
+                clock: Callable[[], float] = time.monotonic,
+                pairs: PairRunner | None = None) -> Session:
+    """Run pairs until the sequential decision settles or the budget is spent.
+
+    A pair is two runs of ``runner``, each its own process (``process_pairs``), unless
+    ``pairs`` measures pairs another way (both sides in one process: window_pairs).
+    """
     if budget_s <= 0:
         raise ValueError(f"the budget must be > 0 s. Received: budget_s={budget_s!r}")
     rng = random.Random(seed)
     session = Session(spec, baseline, candidate)
     specs = {BASELINE: baseline.spec(spec), CANDIDATE: candidate.spec(spec)}
+    if pairs is None:
+        if runner is None:
+            raise ValueError("a session needs a runner or a pair runner. Received: neither")
+        pairs = process_pairs(runner, baseline, candidate)
+    pair_runner = pairs
     t0 = clock()
 
     def elapsed() -> float:
@@ -141,18 +186,14 @@ def run_session(spec: RunSpec, baseline: Side, candidate: Side, runner: Runner, 
             order = rng.choice(("AB", "BA"))
         else:
             order = "BA" if done[-1] == "AB" else "AB"
-        figures: dict[str, float] = {}
-        for side in ((baseline, candidate) if order == "AB" else (candidate, baseline)):
-            result = runner(specs[side.name], side, len(done) + 1)
-            value = _figure(result)
-            if value is None:
-                session.failed = (f"{side.name} run of pair {len(done) + 1} gave no figure: "
-                                  f"{result.status} {result.reason or ''}").strip()
-                return False
-            figures[side.name] = value
-            session.environments.setdefault(side.name, dict(result.environment or {}))
+        outcome = pair_runner(specs, order, len(done) + 1)
+        for name, env in outcome.environments.items():
+            session.environments.setdefault(name, env)
+        if outcome.log_ratio is None:
+            session.failed = outcome.failed or f"pair {len(done) + 1} gave no ratio"
+            return False
         done.append(order)
-        session.log_ratios.append(math.log(figures[CANDIDATE] / figures[BASELINE]))
+        session.log_ratios.append(outcome.log_ratio)
         return True
 
     def budget_allows_a_pair() -> bool:

@@ -175,6 +175,10 @@ class Window:
     # written before they were stored.
     start_ts: float | None = unit("s since the Unix epoch", None)
     end_ts: float | None = unit("s since the Unix epoch", None)
+    # CPU time of the whole process during the window (user + system, every thread):
+    # over wall_s it says how much of the machine the process got, so a window that
+    # a neighbour's burst took cores from can be told apart. None before it was stored.
+    cpu_s: float | None = unit("s", None)
 
 
 @dataclass
