@@ -183,6 +183,23 @@ def child_processes(under: Path | None = None) -> list[int]:
     return pids
 
 
+def writers_under(path: Path) -> list[int]:
+    """Live processes whose stdout goes below ``path`` (one test's processes, whatever
+    they are and whichever namespace they run in)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            out = os.readlink(entry / "fd" / "1")
+            state = (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0]
+        except OSError:
+            continue
+        if out.startswith(str(path)) and state != "Z":
+            pids.append(int(entry.name))
+    return pids
+
+
 ROOT = Path(__file__).resolve().parent.parent
 # Options that make a CLI sweep of tiny workloads take seconds.
 TINY = ["--size", "tiny", "--repeats", "2", "--max-seconds", "0.3", "--min-steps", "3",

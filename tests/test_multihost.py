@@ -34,7 +34,7 @@ from bench.launch.netns import (
 from bench.launch.worker import Member, chief_outcome, members
 from bench.results.payload import HostReport, TaskReport
 from bench.results.schema import TaskFigures
-from tests.helpers import ROOT, fake_figures, tiny_spec
+from tests.helpers import ROOT, fake_figures, tiny_spec, writers_under
 
 NETNS_REASON = unavailable_reason()
 F = TypeVar("F", bound=Callable[..., Any])
@@ -209,22 +209,6 @@ def test_a_server_ends_once_the_coordinators_port_closed(monkeypatch: pytest.Mon
 
 
 # -- real namespaces ------------------------------------------------------------------
-def writers_under(path: Path) -> list[int]:
-    """Live processes whose stdout goes below ``path`` (this test's processes)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if os.readlink(entry / "fd" / "1").startswith(str(path)):
-                state = (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0]
-                if state != "Z":
-                    pids.append(int(entry.name))
-        except OSError:
-            continue
-    return pids
-
-
 def on_namespaces(test: F) -> F:
     """Mark a test that makes namespaces; skip it, with the reason, where it cannot."""
     test = pytest.mark.skipif(NETNS_REASON is not None, reason=f"{NETNS_REASON}")(test)

@@ -34,7 +34,7 @@ from bench.launch.cluster_demo import budget_record, layout, run_demo
 from bench.launch.netns import LinkShape, Network, applicable, ours
 from bench.launch.worker import host_threads
 from bench.tasks import Task
-from tests.helpers import ROOT, tiny_spec
+from tests.helpers import ROOT, tiny_spec, writers_under
 
 NETNS_REASON = cluster_demo.unavailable_reason() or cgroups.unavailable_reason()
 on_hosts = pytest.mark.skipif(NETNS_REASON is not None, reason=f"{NETNS_REASON}")
@@ -128,21 +128,6 @@ FAKE_WORKER = textwrap.dedent("""
         time.sleep(600)
     sys.exit(3 if what == "fail" else 0)
 """)
-
-
-def writers_under(path: Path) -> list[int]:
-    """Live processes whose stdout goes below ``path`` (this test's hosts)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if os.readlink(entry / "fd" / "1").startswith(str(path)):
-                if (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z":
-                    pids.append(int(entry.name))
-        except OSError:
-            continue
-    return pids
 
 
 def leftovers(owner: int, path: Path) -> dict[str, list[Any]]:
