@@ -17,10 +17,10 @@ ARGS   ?=
 TF_MINOR = $(PY) -c "import importlib.metadata as m; print('.'.join(m.version(m.packages_distributions()['tensorflow'][0]).split('.')[:2]))"
 
 .DEFAULT_GOAL := help
-.PHONY: help venv bench smoke test lint overhead probes clean
+.PHONY: help venv bench smoke test lint overhead gate-power probes clean
 
 help: ## list the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 	@echo "  variables: OUT=<sweep dir> ARGS='<extra bench run args>' TF_EXTRA=cpu|gpu|tf"
 
 $(STAMP): pyproject.toml
@@ -51,6 +51,10 @@ lint: $(STAMP) ## ruff, mypy and the import contracts (pyproject.toml)
 
 overhead: $(STAMP) ## harness vs the minimal loop per in-process strategy (ok / HARNESS SLOWER below 0.95x), and vs plain fit (prints figures; exit 0 unless a run fails)
 	$(PY) -m scripts.overhead $(ARGS)
+
+# Takes up to (A/A + A/B) x the budget: about an hour with the defaults on a 2-core machine.
+gate-power: $(STAMP) ## bench ab's verdicts on this machine: 10 A/A and 10 A/B (+10.5% work) comparisons against the targets (prints figures)
+	$(PY) -m scripts.gate_power $(ARGS)
 
 probes: $(STAMP) ## all-reduce bus bandwidth and communication-fraction figures (prints figures)
 	$(PY) -m scripts.probe_figures $(ARGS)
