@@ -60,8 +60,9 @@ probes: $(STAMP) ## all-reduce bus bandwidth and communication-fraction figures 
 	$(PY) -m scripts.probe_figures $(ARGS)
 
 .PHONY: stability
-# A=<sweep dir> B=<sweep dir>: agree / tie-consistent / disagree per workload and batch.
-stability: $(STAMP) ## do two sweeps recommend the same? A=<dir> B=<dir> (exit 4 on a disagreement)
+# A=<sweep dir> B=<sweep dir>: agree / equivalent-consistent / not settled / disagree per
+# machine, workload and batch, then the median half-width of the answers' intervals.
+stability: $(STAMP) ## do two sweeps recommend the same? A=<dir> B=<dir> (exit 4 disagree, 5 not settled, 2 not comparable)
 	@test -n "$(A)" -a -n "$(B)" || { echo "usage: make stability A=results/<sweep> B=results/<sweep>"; exit 2; }
 	$(PY) -m scripts.stability $(A) $(B)
 

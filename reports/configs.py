@@ -18,7 +18,16 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from bench.results.schema import Communication, Figures, RunResult, TaskFigures
-from bench.results.stats import RunComparison, RunSummary, compare_runs, summarize_runs
+from bench.results.stats import (
+    DEFAULT_MARGIN,
+    RunComparison,
+    RunSummary,
+    Settlement,
+    compare_runs,
+    run_figure,
+    settle_runs,
+    summarize_runs,
+)
 from bench.strategies import STRATEGIES
 from reports.runs import RunView, Variant
 
@@ -34,15 +43,23 @@ RUNS_DEFINITION = (
     "run-level noise pooled over both, never below what the runs' own windows allow); with "
     "one run a side no noise is measured and no interval is given.")
 ANSWER_DEFINITION = (
-    "the recommendation is the simplest configuration (fewest devices, then processes, "
-    "then the plainest strategy) among those tied with the fastest: tied = the interval of "
-    "their ratio includes 1, or one run a side leaves it unknown. Baselines (a ceiling, not "
-    "a way to train one model) and configurations above their hardware's ideal speed-up "
-    "(1.0x on logical devices sharing the cores, N x on N real devices: noise, not a gain) "
-    "are never recommended. A configuration with a batch per worker (asynchronous) is "
-    "ranked apart and compared at equal work per device. A cause is given only for a "
-    "difference beyond the noise whose cause was measured: a profile's communication share "
-    "or the distribution-overhead model, itself beyond the noise.")
+    "every answer is one of three, each against the fastest configuration measured: "
+    "FASTER: every other configuration is slower beyond the noise (its 95% interval leaves "
+    "out 1) and by more than the margin (default +-5%); EQUIVALENT: the others that are "
+    "not slower are shown to lie within +-5% of the fastest (an equivalence test, TOST: "
+    "their 90% interval lies inside the margin), and the simplest of them is chosen "
+    "(fewest devices, then processes, then the plainest strategy); NOT SETTLED at this "
+    "precision: some configuration is neither shown slower nor shown within the margin, "
+    "the simplest of those not shown apart is shown for now, with the runs a configuration "
+    "that would settle it at the noise measured (90% power). Intervals between "
+    "configurations come from their runs (Welch's t on the log run figures, never below "
+    "what the runs' own windows allow); a run-to-run noise needs 2 or more runs on a side. "
+    "A speed-up above the device count (super-ideal) is flagged with what it means and "
+    "kept. Baselines (a ceiling, not a way to train one model) are never recommended. A "
+    "configuration with a batch per worker (asynchronous) is ranked apart and compared at "
+    "equal work per device. A cause is given only for a difference beyond the noise whose "
+    "cause was measured: a profile's communication share or the distribution-overhead "
+    "model, itself beyond the noise.")
 
 
 def _run_windows(result: RunResult) -> tuple[float, ...] | None:
@@ -177,8 +194,8 @@ class ConfigView:
 
     @property
     def simplicity(self) -> tuple[int, int, int, str]:
-        """Sort key among tied configurations: fewest devices, then processes, then the
-        plainest strategy (registry ``plainness``)."""
+        """Sort key among configurations not shown apart: fewest devices, then processes,
+        then the plainest strategy (registry ``plainness``)."""
         return (self.devices, self.processes, self.plainness, self.strategy)
 
     @property
@@ -326,6 +343,28 @@ def ratio_of(current: ConfigView, baseline: ConfigView, per: float = 1.0) -> Rat
                  c.low if decided else None, c.high if decided else None,
                  c.significant, c.mde if math.isfinite(c.mde) else None,
                  c.note).scaled(per)
+
+
+def settle_of(candidate: ConfigView, reference: ConfigView,
+              margin: float = DEFAULT_MARGIN) -> Settlement | None:
+    """candidate / reference settled from their runs (``stats.settle_runs``): faster,
+    slower, equivalent within +-``margin`` or not settled; None without figures.
+
+    The runs of two configurations are independent here (separate processes at
+    different times). Interleaved pairs of the two, where a sweep measures them,
+    are the better evidence: ``stats.settle_pairs`` takes their log ratios and
+    gives the same Settlement.
+    """
+    if not candidate.stats_runs or not reference.stats_runs:
+        return None
+    return _settle(reference.stats_runs, candidate.stats_runs, margin)
+
+
+@functools.lru_cache(maxsize=4096)  # one answer asks for the same pairs in several places
+def _settle(reference: StatsRuns, candidate: StatsRuns, margin: float) -> Settlement:
+    floor_cv = _compare(reference, candidate).window_floor_cv
+    return settle_runs([run_figure(w) for w in reference], [run_figure(w) for w in candidate],
+                       margin=margin, floor_sd_log=math.sqrt(math.log1p(floor_cv * floor_cv)))
 
 
 def describe_noise(configs: Sequence[ConfigView]) -> str:

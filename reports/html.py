@@ -103,8 +103,7 @@ def _recommendation(w: WorkloadAnswer) -> str:
     items = []
     for rec in w.recommendations:
         others = "".join(f"<li>{e(o)}</li>" for o in rec.others)
-        verb = "use " if rec.best else ""
-        items.append(f"<li><b>{e(rec.ranking.label)}</b>: {verb}{e(rec.text)}"
+        items.append(f"<li><b>{e(rec.ranking.label)}</b>: {rec.verb}{e(rec.text)}"
                      + (f"<ul>{others}</ul>" if others else "") + "</li>")
     return (f"<div class='box rec'><b>Recommendation</b><ul>{''.join(items)}</ul></div>")
 
@@ -302,7 +301,8 @@ def render_html(report: SweepReport) -> str:
     if not report.machines:
         body.append("<p>No results to report.</p>")
     body.append(f"<div class='box rec'><b>Answers</b> (per workload and batch: what to use, "
-                f"any tie, and the noise behind it)<ul>{''.join(toc)}</ul></div>")
+                f"whether it is faster, equivalent within the margin or not settled, and the "
+                f"noise behind it)<ul>{''.join(toc)}</ul></div>")
     body.extend(_machine(mr, n) for n, mr in enumerate(report.machines, 1))
     body.append(_definitions())
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"

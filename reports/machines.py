@@ -14,9 +14,10 @@ from reports.runs import RunView
 
 CPU_ONLY_DISCLAIMER = (
     "CPU only: the device counts are logical devices that share the same {cores} CPU "
-    "core(s). Every replica competes for the same cores, so the attainable speed-up is "
-    "1.0x at any device count; efficiency and speed-up here measure what a strategy's "
-    "overhead costs, not how it would scale on real accelerators.")
+    "core(s). Every replica competes for the same cores, so more devices add no hardware: "
+    "a speed-up above 1.0x means the one-device configuration used the cores less well "
+    "than several devices do, not that it scaled; efficiency and speed-up here measure "
+    "what a strategy's overhead costs, not how it would scale on real accelerators.")
 
 
 @dataclass

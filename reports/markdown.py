@@ -30,11 +30,12 @@ def _machine(mr: MachineReport, n: int, many: bool) -> list[str]:
         out += [f"> **Note.** {m.disclaimer}", ""]
     answers = [f"- {w.variant.label()}, {line}" for w in mr.workloads for line in w.lines()]
     if answers:
-        out += ["**Answers** (details, ties and the other strategies below):", "", *answers, ""]
+        out += ["**Answers** (details, what settled them and the other strategies below):",
+                "", *answers, ""]
     for w in mr.workloads:
         out += [f"### {w.variant.label()}", ""]
         for rec in w.recommendations:
-            out.append(f"- **{rec.ranking.label}**: {'use ' if rec.best else ''}{rec.text}")
+            out.append(f"- **{rec.ranking.label}**: {rec.verb}{rec.text}")
             out += [f"  - {o}" for o in rec.others]
         out.append("")
         for rk in w.rankings:

@@ -4,19 +4,26 @@ Configurations are compared only within one machine and one variant, at one batc
 setting (the ``--batch`` value, read as global or per-replica by its ``batch_mode``),
 so a ranking never mixes different amounts of work per step.
 
-The answer earns its conclusions from the runs:
+The answer earns its conclusions from the runs. Every other configuration is settled
+against the fastest measured one (``configs.settle_of``: ``stats.settle_runs`` on their
+runs), and the answer is one of three:
 
-- every ratio it states carries its interval from the runs of both configurations;
-- configurations whose throughput cannot be told apart from the fastest one (the
-  interval of their ratio includes 1, or one run a side leaves the noise unmeasured)
-  are *tied*, and among ties the simplest wins: fewest devices, then processes, then
-  the plainest strategy (registry ``plainness``); the answer says it was a tie and with
-  what;
-- a configuration faster than its hardware's ideal (1.0x the single-device baseline on
-  logical CPU devices sharing the cores, N x on N real devices) is never recommended:
-  it is reported as noise;
-- a cause ("because <trait>") is given only for a significant difference whose cause
-  was measured (``verdicts.measured_cause``), never as a template over noise;
+- FASTER: every other configuration is slower beyond the noise and by more than the
+  margin (default +-5%): the fastest is recommended, with the interval to the next best;
+- EQUIVALENT: those not slower are *shown* to lie within the margin of the fastest (an
+  equivalence test, not a failure to find a difference), and the simplest of them wins:
+  fewest devices, then processes, then the plainest strategy (registry ``plainness``);
+- NOT SETTLED at this precision: some configuration is neither shown slower nor shown
+  within the margin. The simplest of those not shown apart is shown for now, marked as
+  such, with the runs a configuration that would settle it at the noise measured.
+
+Also:
+
+- a speed-up above the device count (super-ideal) is flagged with what it means and
+  kept in the ranking: on logical CPU devices a speed-up below the device count is
+  possible (one process may use the cores worse than several) and is never discarded;
+- a cause ("because <trait>") is given only for a difference beyond the noise whose
+  cause was measured (``verdicts.measured_cause``), never as a template over noise;
 - a configuration whose batch is per worker (asynchronous training) does more work
   per step than a synchronous one at the same global batch: it is ranked apart, and
   compared with synchronous configurations on equal per-device work where the sweep
@@ -28,9 +35,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from bench.results.stats import (
+    DEFAULT_MARGIN,
+    EQUIVALENT,
+    FASTER,
+    NOT_SETTLED,
+    SLOWER,
+    Settlement,
+)
 from bench.strategies import STRATEGIES
 from reports.columns import change_ci, fmt_rate, pct_ci, times_ci
-from reports.configs import ConfigView, Ratio, describe_noise, ratio_of
+from reports.configs import ConfigView, Ratio, describe_noise, settle_of
 from reports.machines import Machine
 from reports.runs import Variant, trait_of
 from reports.scaling import Scaling
@@ -66,22 +81,76 @@ class Ranking:
         return [c for cs in self.by_replicas.values() for c in cs]
 
 
+# The answer's kinds: the three of stats.SETTLE_VERDICTS an answer can be, and a
+# configuration alone at its batch setting (nothing to compare it with).
+ALONE = "alone"
+ANSWER_KINDS = (FASTER, EQUIVALENT, NOT_SETTLED, ALONE)
+
+
 @dataclass
 class Recommendation:
-    """What to use at one batch setting, and how sure the runs make it."""
+    """What to use at one batch setting, and what the runs settled.
+
+    ``kind`` is one of ``ANSWER_KINDS`` ("" without a recommendation). ``settlements``
+    holds every other candidate against ``fastest`` (by key); ``equivalent`` those
+    shown within the margin of it, ``unsettled`` those neither shown slower nor within
+    the margin (``best`` excluded from both).
+    """
 
     ranking: Ranking
-    best: ConfigView | None  # the recommended configuration
+    best: ConfigView | None  # the recommended configuration (for now, when not settled)
     text: str
     others: list[str] = field(default_factory=list)
-    tied_with: list[ConfigView] = field(default_factory=list)  # within the noise of best
+    kind: str = ""
     fastest: ConfigView | None = None  # highest headline among the candidates
+    equivalent: list[ConfigView] = field(default_factory=list)
+    unsettled: list[ConfigView] = field(default_factory=list)
+    settlements: dict[str, Settlement] = field(default_factory=dict)
     noise: str = ""
-    above_ideal: list[ConfigView] = field(default_factory=list)  # reported as noise
+    super_ideal: list[ConfigView] = field(default_factory=list)  # flagged, kept
+    margin: float = DEFAULT_MARGIN
 
     @property
-    def tie(self) -> bool:
-        return bool(self.tied_with)
+    def settled(self) -> bool:
+        return self.kind in (FASTER, EQUIVALENT, ALONE)
+
+    @property
+    def verb(self) -> str:
+        """How a rendering introduces ``text``: a settled answer is an instruction."""
+        return "use " if self.best is not None and self.settled else ""
+
+    @property
+    def deciding(self) -> Settlement | None:
+        """The comparison the answer rests on: the recommended configuration against the
+        fastest where they differ, else the next best against the fastest."""
+        if self.best is None or self.fastest is None:
+            return None
+        if self.best is not self.fastest:
+            return self.settlements.get(self.best.key)
+        rivals = [c for c in self.ranking.ok_configs() if c.key in self.settlements]
+        if not rivals:
+            return None
+        return self.settlements[max(rivals, key=lambda c: c.throughput or 0.0).key]
+
+    @property
+    def half_width(self) -> float | None:
+        """The relative half-width of the deciding comparison's interval."""
+        d = self.deciding
+        return d.half_width if d is not None else None
+
+    @property
+    def runs_needed(self) -> int | None:
+        """NOT SETTLED: the runs a configuration (or pairs) that would settle every open
+        comparison at the noise measured; None when some noise is unmeasured or a plan
+        is beyond reach."""
+        plans = [self.settlements[c.key].needed for c in self.unsettled]
+        if self.best is not None and self.best is not self.fastest \
+                and self.best.key in self.settlements \
+                and not self.settlements[self.best.key].settled:
+            plans.append(self.settlements[self.best.key].needed)
+        if not plans or any(n is None for n in plans):
+            return None
+        return max(n for n in plans if n is not None)
 
 
 @dataclass
@@ -94,23 +163,43 @@ class WorkloadAnswer:
     recommendations: list[Recommendation]
 
     def lines(self) -> list[str]:
-        """The answers only, one per batch setting: ``global batch 64: one_device on 1
-        device (1,104 examples/s; tie with default on 1 device; run-to-run cv 4% (3 runs
+        """The answers only, one per batch setting, each saying what was shown:
+        ``global batch 64: one_device on 1 device (1,104 examples/s; equivalent within
+        +-5% to mirrored on 2 devices, the simplest wins; run-to-run cv 4% (3 runs
         each))``."""
-        parts = []
-        for r in self.recommendations:
-            if r.best is None:
-                parts.append(f"{r.ranking.label}: {r.text}")
-                continue
-            tie = (f"; tie with {_listed([c.choice for c in r.tied_with])}"
-                   if r.tied_with else "")
-            parts.append(f"{r.ranking.label}: {r.best.choice} "
-                         f"({fmt_rate(r.best.throughput or 0)} examples/s{tie}; {r.noise})")
-        return parts
+        return [answer_line(r) for r in self.recommendations]
 
     @property
     def short(self) -> str:
         return "; ".join(self.lines())
+
+
+def answer_line(r: Recommendation) -> str:
+    """One answer in a line, for the terminal, the Markdown answers and stability."""
+    if r.best is None:
+        return f"{r.ranking.label}: {r.text}"
+    m = f"+-{r.margin:.0%}"
+    head = f"{r.ranking.label}: {r.best.choice} ({fmt_rate(r.best.throughput or 0)} examples/s"
+    d = r.deciding
+    if r.best in r.super_ideal:  # flagged where it is read, never dropped
+        head += f"; super-ideal: above the {r.best.replicas}x ideal, see the report"
+    if r.kind == ALONE or d is None:
+        return f"{head}; the only configuration measured; {r.noise})"
+    if r.kind == FASTER:
+        runner = next(c for c in r.ranking.ok_configs() if r.settlements.get(c.key) is d)
+        return (f"{head}; faster beyond the noise than {runner.choice}, "
+                f"{_change(d.flipped())}; {r.noise})")
+    if r.kind == EQUIVALENT:
+        return (f"{head}; equivalent within {m} to "
+                f"{_listed([c.choice for c in _equivalent_to_best(r)])}, the simplest wins; "
+                f"{r.noise})")
+    open_ = _listed([f"{c.choice} {_change(s)}" for c, s in _open(r)])
+    fastest = r.fastest.choice if r.fastest is not None else "-"
+    against = ("the fastest measured; not settled against it:" if r.best is r.fastest else
+               f"not settled against the fastest measured, {fastest}:")
+    return (f"{r.ranking.label}: NOT SETTLED at this precision, {r.best.choice} for now "
+            f"({fmt_rate(r.best.throughput or 0)} examples/s; {against} {open_} (neither "
+            f"beyond the noise nor within {m}); {_needed(r)}; {r.noise})")
 
 
 def _rank_key(config: ConfigView) -> tuple[int, float, str]:
@@ -128,18 +217,29 @@ def rankings_for(configs: Sequence[ConfigView]) -> list[Ranking]:
     return [settings[k] for k in sorted(settings)]
 
 
-def ideal_speedup(config: ConfigView, machine: Machine) -> float:
-    """The most N devices can give over one: 1.0 when logical devices share the cores."""
-    return 1.0 if machine.cpu_only else float(config.replicas)
-
-
-def above_ideal(config: ConfigView, scaling: dict[str, Scaling], machine: Machine
-                ) -> Ratio | None:
-    """The speed-up over the single-device baseline if it exceeds the hardware's ideal."""
+def super_ideal(config: ConfigView, scaling: dict[str, Scaling]) -> Ratio | None:
+    """The speed-up over the single-device baseline where it exceeds the device count:
+    more than the added devices can give (flagged and kept, never discarded)."""
     if config.replicas <= 1:
         return None
     r = scaling.get(config.key, Scaling()).speedup_vs_one
-    return r if r is not None and r.value > ideal_speedup(config, machine) else None
+    return r if r is not None and r.value > config.replicas else None
+
+
+def _super_ideal_line(c: ConfigView, r: Ratio, sc: Scaling, machine: Machine) -> str:
+    n = c.replicas
+    beyond = ("beyond the noise" if r.low is not None and r.low > n else
+              "though its interval reaches the ideal" if r.low is not None else
+              "with one run a side, so the noise is not measured")
+    meaning = (
+        f"on logical devices sharing the same cores more than {n}x cannot come from the "
+        f"hardware: the single-device baseline ran slowed (a disturbed run) or uses the "
+        f"cores far worse; re-run both before relying on it" if machine.cpu_only else
+        "a super-linear speed-up: each device's share of the work got cheaper (the split "
+        "batch fits caches or memory better), or the single-device baseline ran slowed; "
+        "check that baseline before relying on it")
+    return (f"{c.choice}: super-ideal, {times_ci(r)} {sc.one_device_name} on 1 device, above "
+            f"the {n}x ideal of {devices(n)} ({beyond}): {meaning}. Kept in the ranking")
 
 
 def _listed(items: Sequence[str], limit: int = 3) -> str:
@@ -151,12 +251,53 @@ def _listed(items: Sequence[str], limit: int = 3) -> str:
     return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} and {shown[-1]}"
 
 
-def _versus(c: ConfigView, pick: ConfigView) -> str:
-    """``default on 1 device (-3% [-9%, +4%])``."""
-    return f"{c.choice} ({change_ci(ratio_of(c, pick))})"
+def _as_ratio(s: Settlement, shown: bool = False) -> Ratio:
+    """The Settlement's 95% interval (``shown``: the 90% one equivalence is shown by)."""
+    low, high = (s.eq_low, s.eq_high) if shown else (s.low, s.high)
+    return Ratio(s.ratio, low if s.decided else None, high if s.decided else None,
+                 s.verdict in (FASTER, SLOWER), None)
 
 
-def _scaling_phrase(best: ConfigView, sc: Scaling) -> str:
+def _change(s: Settlement) -> str:
+    """``-3% [-9%, +4%]`` (the 95% interval)."""
+    return change_ci(_as_ratio(s))
+
+
+def _change_shown(s: Settlement) -> str:
+    """``-2% [90%: -4%, +0%]``: the interval an equivalence test puts inside the margin."""
+    text = change_ci(_as_ratio(s, shown=True))
+    return text.replace(" [", f" [{1 - 2 * s.alpha:.0%}: ", 1) if s.decided else text
+
+
+def _equivalent_to_best(r: Recommendation) -> list[ConfigView]:
+    """The configurations shown within the margin, seen from the answer: the fastest
+    (when it is not the answer) and the others within the margin of it."""
+    head = [r.fastest] if r.fastest is not None and r.fastest is not r.best else []
+    return head + [c for c in r.equivalent if c is not r.best]
+
+
+def _open(r: Recommendation) -> list[tuple[ConfigView, Settlement]]:
+    """The comparisons an unsettled answer leaves open, each against the fastest."""
+    out = [(c, r.settlements[c.key]) for c in r.unsettled]
+    if r.best is not None and r.best is not r.fastest and r.best.key in r.settlements \
+            and not r.settlements[r.best.key].settled:
+        out.insert(0, (r.best, r.settlements[r.best.key]))
+    return out
+
+
+def _needed(r: Recommendation) -> str:
+    """What would settle an answer: the plan of its hardest open comparison."""
+    plans = [s for _, s in _open(r)]
+    if not plans:
+        return ""
+
+    def hardness(s: Settlement) -> tuple[int, int]:
+        return (2, 0) if s.sd_log is None else (1, 0) if s.needed is None else (0, s.needed)
+
+    return max(plans, key=hardness).plan
+
+
+def _scaling_phrase(best: ConfigView, sc: Scaling, machine: Machine) -> str:
     if best.replicas <= 1:
         return ""
     n = best.replicas
@@ -165,75 +306,83 @@ def _scaling_phrase(best: ConfigView, sc: Scaling) -> str:
                 f"device at the same per-replica batch, {pct_ci(sc.weak_eff_vs_one)} "
                 f"weak-scaling efficiency")
     if sc.speedup_vs_one is not None:
-        return (f", {times_ci(sc.speedup_vs_one)} {sc.one_device_name} on 1 device, "
+        text = (f", {times_ci(sc.speedup_vs_one)} {sc.one_device_name} on 1 device, "
                 f"{pct_ci(sc.speedup_vs_one.scaled(n))} efficiency")
+        if machine.cpu_only and sc.speedup_vs_one.value > 1.0:
+            # Logical devices add no hardware: what a speed-up means there.
+            text += (f" (on logical devices sharing the same cores a speed-up is no added "
+                     f"hardware: the one-device configuration uses the cores less well "
+                     f"than {n} devices do)")
+        return text
     if sc.speedup is not None and sc.strong_eff is not None:
         return (f", {times_ci(sc.speedup)} itself on 1 device, {pct_ci(sc.strong_eff)} "
                 f"efficiency")
     return ""
 
 
-def _undecided(c: ConfigView, best: ConfigView) -> bool:
-    r = ratio_of(c, best)
-    return r is None or not r.decided
-
-
-def _answer(best: ConfigView, fastest: ConfigView, tied: list[ConfigView],
-            candidates: list[ConfigView], sc: Scaling, machine: Machine, noise: str) -> str:
+def _answer(r: Recommendation, candidates: list[ConfigView], sc: Scaling,
+            machine: Machine) -> str:
+    best, fastest = r.best, r.fastest
+    assert best is not None and fastest is not None
+    m = f"+-{r.margin:.0%}"
     text = (f"{best.choice}: {fmt_rate(best.throughput or 0)} examples/s"
-            f"{_scaling_phrase(best, sc)}.")
-    within = [c for c in tied if not _undecided(c, best)]
-    unknown = [c for c in tied if _undecided(c, best)]
-    if within:
-        text += f" A tie: within the noise of {_listed([_versus(c, best) for c in within])}"
-        text += (", so the simplest was chosen." if fastest is not best else
-                 "; it is both the fastest measured and the simplest.")
-    if unknown:
-        text += (f" {'It also' if within else 'It'} cannot be told apart from "
-                 f"{_listed([c.choice for c in unknown])}: with one run a side the "
-                 f"run-to-run noise is not measured, so no difference can be called and the "
-                 f"simplest is shown; measure 2 or more runs per configuration.")
-    if fastest is not best:
-        text += (f" The fastest measured was {fastest.choice} "
-                 f"({fmt_rate(fastest.throughput or 0)} examples/s)"
-                 + ("." if _undecided(fastest, best) else
-                    ", not faster beyond the noise."))
-    if not tied:
-        rivals = [c for c in candidates if c is not best]
-        if rivals:
-            runner = max(rivals, key=lambda c: c.throughput or 0.0)
-            text += (f" Faster beyond the noise than the next best, "
-                     f"{_versus(runner, best)}.")
-    multi = [c for c in candidates if c.replicas > 1 and c not in tied]
-    if best.replicas == 1 and multi:
-        top = max(multi, key=lambda c: c.throughput or 0.0)
-        r = ratio_of(top, best)
-        if r is not None and r.significant and r.value < 1:
-            text += (f" More devices do not pay off: the best multi-device configuration "
-                     f"({top.choice}) is {1 - r.value:.0%}"
-                     + (f" [{1 - r.high:.0%}-{1 - r.low:.0%}]"
-                        if r.high is not None and r.low is not None else "")
-                     + " slower"
-                     + (" (expected on logical CPU devices sharing the same cores)"
-                        if machine.cpu_only else "") + ".")
-    return f"{text} Noise: {noise}."
+            f"{_scaling_phrase(best, sc, machine)}.")
+    if r.kind == ALONE:
+        text += " The only configuration measured at this batch: nothing to compare it with."
+    elif r.kind == FASTER:
+        d = r.deciding
+        assert d is not None
+        runner = next(c for c in candidates if r.settlements.get(c.key) is d)
+        text += (f" Faster beyond the noise and by more than the {m} margin than every other "
+                 f"configuration: the next best, {runner.choice}, is {_change(d)} (95% "
+                 f"interval from {d.sizes[1]} and {d.sizes[0]} runs).")
+    elif r.kind == EQUIVALENT:
+        within = ([best] if best is not fastest else []) + r.equivalent
+        shown = [f"{c.choice} {_change_shown(r.settlements[c.key])}" for c in within]
+        test = "an equivalence test: the interval lies inside the margin"
+        if best is fastest:
+            text += (f" Equivalent within {m} to {_listed(shown)} (each vs {fastest.choice}, "
+                     f"shown by {test}); it is both the fastest measured and the simplest.")
+        else:
+            text += (f" The fastest measured, {fastest.choice} "
+                     f"({fmt_rate(fastest.throughput or 0)} examples/s), is not faster by more "
+                     f"than the margin: vs it, {_listed(shown)}, shown within {m} by "
+                     f"{test}; so the simplest was chosen.")
+    else:
+        open_ = [f"{c.choice} ({_change(s)} vs {fastest.choice})" for c, s in _open(r)]
+        text = (f"NOT SETTLED at this precision; for now {text} "
+                f"{_listed(open_)} {'is' if len(open_) == 1 else 'are'} neither shown slower "
+                f"beyond the noise nor shown within {m}, so this is the simplest of the "
+                f"configurations not shown apart from the fastest measured, not an answer: "
+                f"{_needed(r)}.")
+    slower_multi = [c for c in candidates if c.replicas > 1 and c.key in r.settlements
+                    and r.settlements[c.key].verdict == SLOWER]
+    if best.replicas == 1 and slower_multi and r.settled:
+        top = max(slower_multi, key=lambda c: c.throughput or 0.0)
+        s = r.settlements[top.key]
+        text += (f" More devices do not pay off: the best multi-device configuration "
+                 f"({top.choice}) is {_change(s)} vs {fastest.choice}, slower beyond the noise"
+                 + (" (expected on logical CPU devices sharing the same cores)"
+                    if machine.cpu_only else "") + ".")
+    if best in r.super_ideal:
+        text += (f" Flagged super-ideal: its speed-up is above the {best.replicas}x that "
+                 f"{devices(best.replicas)} can give (what that means is below).")
+    return f"{text} Noise: {r.noise}."
 
 
-def _other_line(c: ConfigView, best: ConfigView, tied: list[ConfigView],
-                inputs: RuleInputs) -> str:
-    r = ratio_of(c, best)
+def _other_line(c: ConfigView, best: ConfigView, margin: float, inputs: RuleInputs) -> str:
+    s = settle_of(c, best, margin)
     head = f"{c.strategy} (best {fmt_rate(c.throughput or 0)} examples/s on {devices(c.replicas)})"
-    if r is None:
+    if s is None:
         return head
-    if c in tied or not r.significant:
-        why = ("within the noise" if r.decided else
-               "cannot tell: one run a side, the run-to-run noise is not measured")
-        return f"{head}: {change_ci(r)} vs {best.choice}, {why}"
-    if r.value >= 1:
-        return f"{head}: {change_ci(r)} vs {best.choice}"
-    slower = (f"{1 - r.value:.0%} slower" + (f" [{1 - r.high:.0%}-{1 - r.low:.0%}]"
-                                             if r.high is not None and r.low is not None
-                                             else ""))
+    m = f"+-{margin:.0%}"
+    if s.verdict == EQUIVALENT:
+        return f"{head}: {_change_shown(s)} vs {best.choice}, shown within {m} (equivalent)"
+    if s.verdict == NOT_SETTLED:
+        return f"{head}: {_change(s)} vs {best.choice}, not settled at this precision ({s.plan})"
+    if s.verdict == FASTER:
+        return f"{head}: {_change(s)} vs {best.choice}, faster beyond the noise"
+    slower = f"{1 - s.ratio:.0%} slower [{1 - s.high:.0%}-{1 - s.low:.0%}]"
     cause = measured_cause(c, inputs)
     if cause is None:
         return (f"{head}: {slower} than {best.choice}, beyond the noise; cause not measured "
@@ -242,7 +391,7 @@ def _other_line(c: ConfigView, best: ConfigView, tied: list[ConfigView],
             f"{trait_of(c.base_strategy)} ({cause})")
 
 
-def _per_worker_line(c: ConfigView, pool: Sequence[ConfigView]) -> str:
+def _per_worker_line(c: ConfigView, pool: Sequence[ConfigView], margin: float) -> str:
     """A per-worker-batch configuration, labelled, against equal per-device work."""
     text = (f"{c.choice}: {fmt_rate(c.throughput or 0)} examples/s with a batch of "
             f"{c.per_replica_batch} per worker ({c.replicas} workers step asynchronously: "
@@ -254,12 +403,13 @@ def _per_worker_line(c: ConfigView, pool: Sequence[ConfigView]) -> str:
         return (f"{text}; no synchronous configuration with {c.per_replica_batch} examples "
                 f"per device on {devices(c.replicas)} in this sweep to compare it with")
     ref = max(same_work, key=lambda s: s.throughput or 0.0)
-    r = ratio_of(c, ref)
-    verdict = ("beyond the noise" if r is not None and r.significant else
-               "within the noise" if r is not None and r.decided else
-               "cannot tell with one run a side")
-    return (f"{text}; on equal per-device work it is {change_ci(r)} vs {ref.choice} at "
-            f"global batch {ref.global_batch}, {verdict}")
+    s = settle_of(c, ref, margin)
+    verdict = ("not compared" if s is None else
+               f"{s.verdict} beyond the noise" if s.verdict in (FASTER, SLOWER) else
+               f"shown within +-{margin:.0%}" if s.verdict == EQUIVALENT else
+               f"not settled at this precision ({s.plan})")
+    return (f"{text}; on equal per-device work it is {_change(s) if s else '-'} vs "
+            f"{ref.choice} at global batch {ref.global_batch}, {verdict}")
 
 
 def _unprofiled(configs: list[ConfigView]) -> list[ConfigView]:
@@ -272,26 +422,24 @@ def _unprofiled(configs: list[ConfigView]) -> list[ConfigView]:
 
 
 def recommend(ranking: Ranking, machine: Machine, scaling: dict[str, Scaling],
-              inputs: RuleInputs, pool: Sequence[ConfigView] = ()) -> Recommendation:
-    """The configuration to use at one batch setting, the ties, and every other's place.
+              inputs: RuleInputs, pool: Sequence[ConfigView] = (),
+              margin: float = DEFAULT_MARGIN) -> Recommendation:
+    """The configuration to use at one batch setting, what settled it, and every other's
+    place.
 
     ``pool``: every configuration of the workload variant (other batch settings too),
     where per-worker-batch configurations find synchronous ones of equal work.
+    ``margin``: the relative change within which two configurations count as equivalent.
     """
     everything = ranking.ok_configs()
     ceilings = [c for c in everything if not is_choice(c)]
     choices = [c for c in everything if is_choice(c)]
     # In a global-batch ranking a per-worker batch is more work per step: apart.
     apart = [c for c in choices if c.batch_per_worker and ranking.batch_mode == "global"]
-    impossible = [c for c in choices if c not in apart and above_ideal(c, scaling, machine)]
-    candidates = _unprofiled([c for c in choices if c not in apart and c not in impossible])
-    others: list[str] = []
-    for c in impossible:
-        r = above_ideal(c, scaling, machine)
-        others.append(f"{c.choice}: {times_ci(r)} {scaling[c.key].one_device_name} on 1 device, "
-                      f"above the {ideal_speedup(c, machine):.1f}x ideal of this hardware: "
-                      f"noise (a disturbed run on either side), not a gain; not recommended")
-    others += [_per_worker_line(c, pool or everything) for c in apart]
+    candidates = _unprofiled([c for c in choices if c not in apart])
+    flagged = [(c, r) for c in candidates if (r := super_ideal(c, scaling)) is not None]
+    others = [_super_ideal_line(c, r, scaling[c.key], machine) for c, r in flagged]
+    others += [_per_worker_line(c, pool or everything, margin) for c in apart]
     others += [f"{c.choice}: {fmt_rate(c.throughput or 0)} examples/s, the no-communication "
                f"ceiling (a baseline, not a way to train one model)"
                for c in sorted(ceilings, key=lambda c: c.replicas)]
@@ -302,27 +450,37 @@ def recommend(ranking: Ranking, machine: Machine, scaling: dict[str, Scaling],
             text = "no configuration to recommend: every successful one is listed below"
         else:
             text = "no successful run (see the runs without figures)"
-        return Recommendation(ranking, None, text, others)
+        return Recommendation(ranking, None, text, others, margin=margin)
 
     fastest = max(candidates, key=lambda c: (c.throughput or 0.0, -c.replicas))
-    tied_all = [c for c in candidates if c is fastest
-                or not (r := ratio_of(c, fastest)) or not r.significant]
-    best = min(tied_all, key=lambda c: c.simplicity)
-    tied = sorted((c for c in tied_all if c is not best), key=lambda c: c.simplicity)
-    noise = describe_noise(candidates)
-    text = _answer(best, fastest, tied, candidates, scaling.get(best.key, Scaling()),
-                   machine, noise)
+    settlements = {c.key: s for c in candidates
+                   if c is not fastest and (s := settle_of(c, fastest, margin)) is not None}
+    verdict = {c.key: settlements[c.key].verdict if c.key in settlements else NOT_SETTLED
+               for c in candidates if c is not fastest}
+    equivalent = [c for c in candidates if verdict.get(c.key) == EQUIVALENT]
+    # Neither slower beyond the noise nor within the margin (a "faster" than the fastest
+    # headline means the runs' medians and means disagree: not settled either).
+    unsettled = [c for c in candidates if verdict.get(c.key) in (NOT_SETTLED, FASTER)]
+    best = min([fastest, *equivalent, *unsettled], key=lambda c: c.simplicity)
+    kind = (ALONE if len(candidates) == 1 else NOT_SETTLED if unsettled else
+            EQUIVALENT if equivalent else FASTER)
+    rec = Recommendation(
+        ranking, best, "", others, kind, fastest,
+        sorted((c for c in equivalent if c is not best), key=lambda c: c.simplicity),
+        sorted((c for c in unsettled if c is not best), key=lambda c: c.simplicity),
+        settlements, describe_noise(candidates), [c for c, _ in flagged], margin)
+    rec.text = _answer(rec, candidates, scaling.get(best.key, Scaling()), machine)
 
     per_strategy: dict[str, ConfigView] = {}
     for c in sorted(candidates, key=lambda c: -(c.throughput or 0.0)):
         per_strategy.setdefault(c.strategy, c)
-    lines = [_other_line(c, best, tied, inputs) for s, c in per_strategy.items()
-             if s != best.strategy]
+    lines = [_other_line(c, best, margin, inputs) for st, c in per_strategy.items()
+             if st != best.strategy]
     for strategy in sorted({c.strategy for c in ranking.configs() if is_choice(c)}
                            - {c.strategy for c in choices}):
         lines.append(f"{strategy}: no successful run (see the failures below)")
-    return Recommendation(ranking, best, text, lines + others, tied, fastest, noise,
-                          impossible)
+    rec.others = lines + others
+    return rec
 
 
 def answer_workload(variant: Variant, configs: list[ConfigView], machine: Machine,

@@ -1,45 +1,65 @@
-"""Do two sweeps give the same answer? Their recommendations, compared per workload and batch.
+"""Do two sweeps give the same answer? Their recommendations, compared per machine,
+workload and batch.
 
-A recommendation is stable when a second sweep of the same matrix (on the same
-machine, at another time) recommends the same configuration, or when both call a
-tie that contains the other's choice (the noise allows either, and both say so).
-Anything else is a disagreement: the answer would have changed on a re-run.
+A place is (machine, workload variant, batch setting): the machine is part of it, so
+sweeps from two machines share no place and can never agree. At each place:
+
+- ``agree``: both answers are settled (faster, equivalent within the margin, or the only
+  configuration) and recommend the same configuration;
+- ``equivalent-consistent``: both settled on different choices, each shown equivalent
+  within the margin to the other's choice (the margin allows either, and both reports
+  showed it);
+- ``not settled``: either answer is not settled at its precision: nothing can agree yet;
+- ``disagree``: both settled, on choices neither showed equivalent: the answer would
+  have changed on a re-run;
+- ``only in A`` / ``only in B`` / ``no answer``: nothing to compare there.
+
+A check that can only pass when it compared something: sweeps that share fewer places
+than either has (another matrix, another machine) or none at all fail it
+(``shared_places``).
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bench.exits import Exit
 from reports.report import SweepReport
 
-AGREE, TIE_CONSISTENT, DISAGREE = "agree", "tie-consistent", "disagree"
+AGREE, CONSISTENT, NOT_SETTLED, DISAGREE = (
+    "agree", "equivalent-consistent", "not settled", "disagree")
 ONLY_A, ONLY_B, NO_ANSWER = "only in A", "only in B", "no answer"
-VERDICTS = (AGREE, TIE_CONSISTENT, DISAGREE, ONLY_A, ONLY_B, NO_ANSWER)
+VERDICTS = (AGREE, CONSISTENT, NOT_SETTLED, DISAGREE, ONLY_A, ONLY_B, NO_ANSWER)
 
 
 @dataclass(frozen=True)
 class Answer:
-    """One sweep's recommendation at one workload variant and batch setting."""
+    """One sweep's recommendation at one machine, workload variant and batch setting."""
 
-    where: str  # "mlp, global batch 64" (machine first when a sweep spans several)
+    where: str  # "[cpu-box] mlp, global batch 64": the machine first, always
     choice: str | None  # "one_device on 1 device"; None: nothing to recommend
-    tied: frozenset[str]  # choices tied with it (itself excluded)
+    # The choices shown within the margin of the fastest, which the answer was picked
+    # among (itself excluded).
+    within: frozenset[str]
     summary: str  # the answer line as the report prints it
+    settled: bool = True
+    half_width: float | None = None  # of the interval the answer rests on (0.05: +-5%)
 
 
 def answers_of(report: SweepReport) -> dict[str, Answer]:
-    """Every recommendation of ``report``, keyed by where it applies."""
-    many = len(report.machines) > 1
+    """Every recommendation of ``report``, keyed by where it applies (machine first)."""
     out: dict[str, Answer] = {}
     for mr in report.machines:
         for w in mr.workloads:
             for rec, line in zip(w.recommendations, w.lines(), strict=True):
-                where = f"{w.variant.label()}, {rec.ranking.label}"
-                if many:
-                    where = f"[{mr.machine.machine_id}] {where}"
+                where = f"[{mr.machine.machine_id}] {w.variant.label()}, {rec.ranking.label}"
+                within = [c.choice for c in rec.equivalent]
+                if rec.fastest is not None and rec.fastest is not rec.best and rec.settled:
+                    within.append(rec.fastest.choice)
                 out[where] = Answer(where, rec.best.choice if rec.best else None,
-                                    frozenset(c.choice for c in rec.tied_with), line)
+                                    frozenset(within), line, rec.settled, rec.half_width)
     return out
 
 
@@ -58,8 +78,9 @@ class Agreement:
                 return "-"
             if x.choice is None:
                 return "no recommendation"
-            return x.choice + (f" (tie with {', '.join(sorted(x.tied))})" if x.tied else "")
-        return f"{self.verdict:15s} {self.where}: A {side(self.a)} | B {side(self.b)}"
+            return ((x.choice if x.settled else f"not settled, {x.choice} for now")
+                    + (f" (equivalent to {', '.join(sorted(x.within))})" if x.within else ""))
+        return f"{self.verdict:21s} {self.where}: A {side(self.a)} | B {side(self.b)}"
 
 
 def agreement(a: Answer | None, b: Answer | None) -> str:
@@ -70,10 +91,12 @@ def agreement(a: Answer | None, b: Answer | None) -> str:
         return ONLY_A
     if a.choice is None or b.choice is None:
         return NO_ANSWER
+    if not a.settled or not b.settled:
+        return NOT_SETTLED
     if a.choice == b.choice:
         return AGREE
-    if b.choice in a.tied and a.choice in b.tied:
-        return TIE_CONSISTENT
+    if b.choice in a.within and a.choice in b.within:
+        return CONSISTENT
     return DISAGREE
 
 
@@ -88,9 +111,54 @@ def disagreements(rows: Sequence[Agreement]) -> list[Agreement]:
     return [r for r in rows if r.verdict == DISAGREE]
 
 
+def shared_places(rows: Sequence[Agreement]) -> str | None:
+    """Why the two sweeps cannot be compared, or None: they must share every place
+    either has (the same matrix on the same machine), and at least one."""
+    shared = sum(1 for r in rows if r.a is not None and r.b is not None)
+    in_a = sum(1 for r in rows if r.a is not None)
+    in_b = sum(1 for r in rows if r.b is not None)
+    if shared and shared == in_a == in_b:
+        return None
+    return (f"the sweeps share {shared} place(s) (machine, workload, batch); A has {in_a} "
+            f"and B {in_b}: not two sweeps of the same matrix on the same machine, so "
+            f"their agreement would say nothing")
+
+
+def median_half_width(rows: Sequence[Agreement], side: str | None = None) -> float | None:
+    """The median relative half-width of the intervals the answers rest on, over both
+    sweeps (``side`` "a" or "b": one of them); None where no answer has one."""
+    answers = [x for r in rows for x in ((r.a, r.b) if side is None else
+                                         (r.a if side == "a" else r.b,)) if x is not None]
+    widths = [x.half_width for x in answers if x.half_width is not None]
+    return statistics.median(widths) if widths else None
+
+
+def exit_code(rows: Sequence[Agreement]) -> Exit:
+    """USAGE when the sweeps cannot be compared, REGRESSION on a disagreement,
+    CANNOT_TELL when some place is not settled (or has no answer), else OK."""
+    if shared_places(rows) is not None:
+        return Exit.USAGE
+    if disagreements(rows):
+        return Exit.REGRESSION
+    if any(r.verdict in (NOT_SETTLED, NO_ANSWER) for r in rows):
+        return Exit.CANNOT_TELL
+    return Exit.OK
+
+
+def _pct(value: float | None) -> str:
+    return f"{value:.1%}" if value is not None else "n/a"
+
+
 def stability_text(rows: Sequence[Agreement]) -> str:
-    """The table the stability script prints, and a one-line count."""
+    """The table the stability script prints, a count, and the precision of the answers
+    (the last line: ``median half-width: X%``)."""
     counts = {v: sum(1 for r in rows if r.verdict == v) for v in VERDICTS}
     tail = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
-    return "\n".join([*(r.line() for r in rows),
-                      f"{len(rows)} place(s) compared: {tail or 'nothing to compare'}"])
+    lines = [*(r.line() for r in rows),
+             f"{len(rows)} place(s) compared: {tail or 'nothing to compare'}"]
+    if (why := shared_places(rows)) is not None:
+        lines.append(f"cannot compare: {why}")
+    lines += [f"half-widths of the answers' intervals: A {_pct(median_half_width(rows, 'a'))}, "
+              f"B {_pct(median_half_width(rows, 'b'))} (medians)",
+              f"median half-width: {_pct(median_half_width(rows))}"]
+    return "\n".join(lines)

@@ -2,16 +2,23 @@
 
     .venv/bin/python -m scripts.stability SWEEP_A SWEEP_B     (or: make stability A=... B=...)
 
-For every workload and batch setting either sweep answers, prints one line:
+For every machine, workload and batch setting either sweep answers, prints one line:
 
-- ``agree``: the same configuration is recommended;
-- ``tie-consistent``: different choices, but each sweep calls a tie that contains the
-  other's choice (the noise allows either, and both reports say so);
-- ``disagree``: anything else; the answer would have changed on a re-run;
+- ``agree``: both answers are settled and recommend the same configuration;
+- ``equivalent-consistent``: both settled on different choices, each shown within the
+  margin of the other's (the margin allows either, and both reports showed it);
+- ``not settled``: either answer is not settled at its precision;
+- ``disagree``: both settled on different choices; the answer would have changed;
 - ``only in A`` / ``only in B`` / ``no answer``: nothing to compare there.
 
-Reads stored results only (no TensorFlow). Exit codes: 0 no disagreement, 4 at least
-one disagreement (the answer changed), 2 usage error (not a sweep directory).
+Places are keyed by machine (fingerprint ``machine_id``): two machines' sweeps share
+none. Then ``median half-width: X%``, the median relative half-width of the intervals
+the answers rest on (both sweeps; each sweep's just above it).
+
+Reads stored results only (no TensorFlow). Exit codes: 0 every place agrees (or is
+equivalent-consistent); 2 usage error (not a sweep directory) or sweeps that cannot be
+compared: they share fewer places than either has, or none; 4 at least one
+disagreement; 5 some place is not settled (or has no answer) and none disagrees.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from pathlib import Path
 
 from bench.exits import Exit
 from reports.report import build
-from reports.stability import compare_answers, disagreements, stability_text
+from reports.stability import compare_answers, exit_code, shared_places, stability_text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,7 +49,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label}: {report.source} ({len(report.results)} results)")
     rows = compare_answers(*reports)
     print(stability_text(rows))
-    return Exit.REGRESSION if disagreements(rows) else Exit.OK
+    why = shared_places(rows)
+    if why is not None:
+        print(f"error: {why}. Received: sweep_a={str(args.sweep_a)!r}, "
+              f"sweep_b={str(args.sweep_b)!r}", file=sys.stderr)
+    return exit_code(rows)
 
 
 if __name__ == "__main__":

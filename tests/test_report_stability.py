@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import statistics
 from pathlib import Path
+
+import pytest
 
 from bench.exits import Exit
 from bench.results.schema import RunResult
@@ -12,29 +13,37 @@ from bench.results.store import SweepStore, save
 from reports.report import SweepReport, build_from_results
 from reports.stability import (
     AGREE,
+    CONSISTENT,
     DISAGREE,
     NO_ANSWER,
+    NOT_SETTLED,
     ONLY_A,
-    TIE_CONSISTENT,
+    ONLY_B,
     Answer,
     agreement,
     compare_answers,
     disagreements,
+    exit_code,
+    median_half_width,
+    shared_places,
     stability_text,
 )
+from scripts.stability import main
 from tests.helpers import fake_environment, replicated
 
-ROOT = Path(__file__).resolve().parent.parent
 GPU = fake_environment("gpu-box", gpus=2)
+B64, B128 = "[gpu-box] mlp[tiny], global batch 64", "[gpu-box] mlp[tiny], global batch 128"
 
 
-def _sweep(mirrored_64: float, mirrored_128: float = 1000.0, *,
-           run_cv: float = 0.05) -> list[RunResult]:
-    """one_device at 1,000 examples/s and mirrored on 2 devices, at batches 64 and 128."""
-    return [*replicated("one_device", 1, 64, 1000.0, env=GPU, run_cv=run_cv),
-            *replicated("mirrored", 2, 64, mirrored_64, env=GPU, run_cv=run_cv),
-            *replicated("one_device", 1, 128, 1000.0, env=GPU, run_cv=run_cv),
-            *replicated("mirrored", 2, 128, mirrored_128, env=GPU, run_cv=run_cv)]
+def _sweep(mirrored_64: float, mirrored_128: float = 1000.0, *, run_cv: float = 0.01,
+           env: dict | None = None, batches: tuple[int, ...] = (64, 128)) -> list[RunResult]:
+    """one_device at 1,000 examples/s and mirrored on 2 devices, at batches 64 and 128,
+    3 runs each with run-to-run (and window) noise ``run_cv``."""
+    env = env or GPU
+    mirrored = {64: mirrored_64, 128: mirrored_128}
+    return [r for b in batches for r in (
+        *replicated("one_device", 1, b, 1000.0, env=env, run_cv=run_cv, cv=run_cv),
+        *replicated("mirrored", 2, b, mirrored[b], env=env, run_cv=run_cv, cv=run_cv))]
 
 
 def _report(results: list[RunResult]) -> SweepReport:
@@ -43,32 +52,94 @@ def _report(results: list[RunResult]) -> SweepReport:
 
 def test_the_same_choice_agrees_and_a_changed_one_disagrees() -> None:
     a = _report(_sweep(1500.0, 1020.0))
-    b = _report(_sweep(1480.0, 1500.0, run_cv=0.03))
+    b = _report(_sweep(1480.0, 1500.0))
     rows = {r.where: r for r in compare_answers(a, b)}
-    assert set(rows) == {"mlp[tiny], global batch 64", "mlp[tiny], global batch 128"}
-    same = rows["mlp[tiny], global batch 64"]
+    assert set(rows) == {B64, B128}  # the machine is part of every place
+    same = rows[B64]
     assert same.verdict == AGREE and same.a is not None
-    assert same.a.choice == "mirrored on 2 devices"
-    # A: a tie at batch 128 -> the simpler one_device; B: mirrored beyond the noise
-    changed = rows["mlp[tiny], global batch 128"]
+    assert same.a.choice == "mirrored on 2 devices" and same.a.settled
+    # A: 2% apart at 1% noise, shown equivalent -> the simpler one_device; B: mirrored
+    # faster beyond the noise. Both settled, on different choices.
+    changed = rows[B128]
     assert changed.verdict == DISAGREE and changed.a is not None and changed.b is not None
     assert changed.a.choice == "one_device on 1 device"
-    assert changed.a.tied == {"mirrored on 2 devices"} and not changed.b.tied
+    assert changed.a.within == {"mirrored on 2 devices"} and not changed.b.within
     assert disagreements(list(rows.values())) == [changed]
+    assert exit_code(list(rows.values())) == Exit.REGRESSION
     text = stability_text(list(rows.values()))
-    assert "disagree" in text and "1 agree, 1 disagree" in text
+    assert "1 agree, 1 disagree" in text
 
 
-def test_tie_consistency_needs_each_tie_to_contain_the_other_choice() -> None:
+def test_an_answer_not_settled_never_agrees() -> None:
+    """Two sweeps that recommend the same configuration for now, unsettled, do not agree:
+    otherwise a check of answers fixed before anything is measured would pass."""
+    settled = _report(_sweep(1500.0, 1020.0))
+    noisy = _report(_sweep(1500.0, 1020.0, run_cv=0.20))
+    rows = {r.where: r for r in compare_answers(settled, noisy)}
+    assert rows[B128].verdict == NOT_SETTLED
+    assert rows[B128].b is not None and not rows[B128].b.settled
+    assert rows[B128].a is not None and rows[B128].a.choice == rows[B128].b.choice
+    assert "not settled, one_device on 1 device for now" in rows[B128].line()
+    assert exit_code(list(rows.values())) == Exit.CANNOT_TELL
+    both = compare_answers(settled, _report(_sweep(1480.0, 1010.0)))
+    assert [r.verdict for r in both] == [AGREE, AGREE] and exit_code(both) == Exit.OK
+
+
+def test_consistency_needs_each_side_to_have_shown_the_other_choice_equivalent() -> None:
     x, y = "one_device on 1 device", "mirrored on 2 devices"
-    tie_x = Answer("w", x, frozenset({y}), "")
-    tie_y = Answer("w", y, frozenset({x}), "")
+    eq_x = Answer("w", x, frozenset({y}), "")
+    eq_y = Answer("w", y, frozenset({x}), "")
     plain_y = Answer("w", y, frozenset(), "")
-    assert agreement(tie_x, tie_y) == TIE_CONSISTENT
-    assert agreement(tie_x, plain_y) == DISAGREE  # only one side saw a tie
-    assert agreement(tie_x, tie_x) == AGREE
-    assert agreement(tie_x, None) == ONLY_A
-    assert agreement(tie_x, Answer("w", None, frozenset(), "")) == NO_ANSWER
+    assert agreement(eq_x, eq_y) == CONSISTENT
+    assert agreement(eq_x, plain_y) == DISAGREE  # only one side showed the margin
+    assert agreement(eq_x, eq_x) == AGREE
+    assert agreement(eq_x, Answer("w", x, frozenset({y}), "", settled=False)) == NOT_SETTLED
+    assert agreement(eq_x, None) == ONLY_A and agreement(None, eq_x) == ONLY_B
+    assert agreement(eq_x, Answer("w", None, frozenset(), "")) == NO_ANSWER
+
+
+def test_sweeps_from_two_machines_share_no_place_and_cannot_agree() -> None:
+    here = _sweep(1500.0, 1020.0)
+    there = _sweep(1500.0, 1020.0, env=fake_environment("other-box", gpus=2))
+    same_machine = compare_answers(_report(here), _report(_sweep(1500.0, 1020.0)))
+    assert shared_places(same_machine) is None and exit_code(same_machine) == Exit.OK
+    rows = compare_answers(_report(here), _report(there))
+    assert {r.verdict for r in rows} == {ONLY_A, ONLY_B}  # identical answers, other machine
+    why = shared_places(rows)
+    assert why is not None and "share 0 place(s)" in why
+    assert exit_code(rows) == Exit.USAGE
+    assert f"cannot compare: {why}" in stability_text(rows)
+
+
+def test_sweeps_must_share_every_place_either_has() -> None:
+    full = _report(_sweep(1500.0, 1020.0))
+    part = _report(_sweep(1500.0, 1020.0, batches=(64,)))
+    rows = compare_answers(full, part)
+    why = shared_places(rows)
+    assert why is not None and "share 1 place(s)" in why and "A has 2 and B 1" in why
+    assert exit_code(rows) == Exit.USAGE  # though the one shared place agrees
+    assert [r.verdict for r in rows if r.b is not None] == [AGREE]
+    assert exit_code(compare_answers(part, part)) == Exit.OK  # both have the same one place
+    assert exit_code([]) == Exit.USAGE  # nothing compared is not a pass
+
+
+def test_median_half_width_is_printed_and_grows_with_the_noise() -> None:
+    precise = _report(_sweep(1500.0, 1020.0))
+    rows = compare_answers(precise, precise)
+    recs = [r for mr in precise.machines for w in mr.workloads for r in w.recommendations]
+    widths = [r.half_width for r in recs if r.half_width is not None]
+    assert len(widths) == 2
+    expected = statistics.median(widths * 2)
+    assert median_half_width(rows) == pytest.approx(expected)
+    # Welch at 1% run-to-run noise, 3 runs a side: t(0.975, 4) x 1% x sqrt(2/3) ~ 2.3%
+    assert 0.02 < expected < 0.026
+    assert stability_text(rows).splitlines()[-1] == f"median half-width: {expected:.1%}"
+    noisy = _report(_sweep(1500.0, 1020.0, run_cv=0.05))
+    wider = median_half_width(compare_answers(noisy, noisy))
+    assert wider is not None and wider > 4 * expected
+    mixed = compare_answers(precise, noisy)
+    assert median_half_width(mixed, "a") == pytest.approx(expected)
+    assert median_half_width(mixed, "b") == pytest.approx(wider)
 
 
 def _store(results: list[RunResult], root: Path) -> Path:
@@ -78,21 +149,22 @@ def _store(results: list[RunResult], root: Path) -> Path:
     return root
 
 
-def _script(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "scripts.stability", *args],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
-
-
-def test_the_script_exits_non_zero_on_a_disagreement(tmp_path: Path) -> None:
-    a = _store(_sweep(1500.0), tmp_path / "a")
-    b = _store(_sweep(1490.0, run_cv=0.03), tmp_path / "b")
-    c = _store(_sweep(1000.0), tmp_path / "c")  # batch 64 becomes a tie -> one_device
-    same = _script(str(a), str(b))
-    assert same.returncode == Exit.OK, same.stdout + same.stderr
-    assert same.stdout.count("agree ") == 2
-    changed = _script(str(a), str(c))
-    assert changed.returncode == Exit.REGRESSION, changed.stdout + changed.stderr
-    assert "disagree        mlp[tiny], global batch 64: A mirrored on 2 devices | B " \
-           "one_device on 1 device (tie with mirrored on 2 devices)" in changed.stdout
-    missing = _script(str(a), str(tmp_path / "nowhere"))
-    assert missing.returncode == Exit.USAGE and "Received: sweep_b=" in missing.stderr
+def test_the_script_exits_by_what_it_found(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    a = _store(_sweep(1500.0, 1020.0), tmp_path / "a")
+    b = _store(_sweep(1490.0, 1010.0), tmp_path / "b")
+    c = _store(_sweep(1000.0, 1020.0), tmp_path / "c")  # batch 64: equivalent -> one_device
+    other = _store(_sweep(1500.0, 1020.0, env=fake_environment("other-box", gpus=2)),
+                   tmp_path / "other")
+    assert main([str(a), str(b)]) == Exit.OK
+    out = capsys.readouterr().out
+    assert out.count("agree ") == 2 and "\nmedian half-width: " in out
+    assert main([str(a), str(c)]) == Exit.REGRESSION
+    out = capsys.readouterr().out
+    assert (f"disagree              {B64}: A mirrored on 2 devices | B one_device on 1 device "
+            f"(equivalent to mirrored on 2 devices)") in out
+    assert main([str(a), str(other)]) == Exit.USAGE
+    err = capsys.readouterr().err
+    assert "share 0 place(s)" in err and "Received: sweep_a=" in err
+    assert main([str(a), str(tmp_path / "nowhere")]) == Exit.USAGE
+    assert "Received: sweep_b=" in capsys.readouterr().err

@@ -29,8 +29,9 @@ or two sequences of positive figures, one value a pair on each side.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -511,10 +512,250 @@ def pairs_for_equivalence(sd_log: float, margin: float, *, alpha: float = DEFAUL
         raise ValueError(f"no number of pairs up to {max_pairs} shows a {margin:.1%} margin "
                          f"with power {power}. Received: sd_log={sd_log!r}, "
                          f"true_ratio={true_ratio!r}")
+    return _fewest(enough, max_pairs)
+
+
+def _fewest(enough: Callable[[int], bool], most: int) -> int:
+    """The smallest n in 2..``most`` with ``enough(n)``, for an ``enough`` that grows with n
+    and holds at ``most`` (the caller checked): doubling, then bisection."""
     lo, hi = 1, 2  # not enough(lo) (a single pair never is), enough(hi) after the doubling
     while not enough(hi):
-        lo, hi = hi, min(2 * hi, max_pairs)
+        lo, hi = hi, min(2 * hi, most)
     while hi - lo > 1:  # the power grows with the pairs: bisect
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if enough(mid) else (mid, hi)
     return hi
+
+
+def pairs_to_detect(sd_log: float, log_change: float, *, alpha: float = DEFAULT_ALPHA,
+                    power: float = DEFAULT_POWER, max_pairs: int = 100_000) -> int:
+    """The fewest pairs whose paired t test at ``alpha`` finds ``log_change`` with ``power``.
+
+    For planning, at the SD of the pairs' log ratios ``sd_log``; raises when even
+    ``max_pairs`` would not do (a change of 0, or a tiny one in large noise).
+    """
+    if sd_log < 0:
+        raise ValueError(f"sd_log must be >= 0. Received: sd_log={sd_log!r}")
+
+    def enough(n: int) -> bool:
+        return detectable_log_change(sd_log / math.sqrt(n), n - 1, alpha, power) <= abs(
+            log_change)
+
+    if log_change == 0 or not enough(max_pairs):
+        raise ValueError(f"no number of pairs up to {max_pairs} detects this change with power "
+                         f"{power}. Received: sd_log={sd_log!r}, log_change={log_change!r}")
+    return _fewest(enough, max_pairs)
+
+
+# -- one answer between two configurations: faster, equivalent, or not settled ---------------
+# A comparison that decides something has three honest outcomes. A difference beyond the
+# noise (and beyond the margin: a significant 1% gap is no reason to pay for a more complex
+# configuration); a difference shown to be smaller than the margin (an equivalence test:
+# "not significant" only says the runs could not tell, never that the two are the same);
+# or neither, with what it would take. The decision is one pure function of an interval,
+# so both kinds of evidence feed it: independent runs of each side (a Welch interval on
+# the log run figures) and interleaved pairs (a paired t interval on the log ratios).
+DEFAULT_MARGIN = 0.05
+FASTER, SLOWER, EQUIVALENT, NOT_SETTLED = "faster", "slower", "equivalent", "not settled"
+SETTLE_VERDICTS = (FASTER, SLOWER, EQUIVALENT, NOT_SETTLED)
+RUNS, PAIRS = "runs", "pairs"  # the two kinds of evidence
+# A plan beyond this many runs (or pairs) is reported as "more than": no sweep does it.
+MAX_PLANNED = 10_000
+# The decision reads the paired t interval only: the bootstrap beside it needs few resamples.
+SETTLE_RESAMPLES = 100
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """What the evidence says about candidate / reference: one of ``SETTLE_VERDICTS``.
+
+    ``verdict``: FASTER / SLOWER when the ``1 - alpha`` interval leaves out 1 and the
+    estimate lies beyond +-``margin`` (symmetric on the log scale, as
+    ``paired_equivalence``); EQUIVALENT when the ``1 - 2 alpha`` interval lies inside
+    +-``margin`` (TOST, which takes precedence: a change shown smaller than the margin
+    is no reason to choose); NOT_SETTLED otherwise. ``ratio`` is exp(mean log ratio);
+    ``low``/``high`` its ``1 - alpha`` interval and ``eq_low``/``eq_high`` the
+    ``1 - 2 alpha`` one (NaN when no noise could be measured). ``evidence`` is RUNS
+    (``sizes`` = runs of reference and candidate) or PAIRS (``sizes`` = (pairs,));
+    ``sd_log`` the noise per run (pooled over both sides) or per pair, log scale
+    (None: not measured); ``needed`` (NOT_SETTLED only) the runs per configuration,
+    or pairs, that would settle it with ``power`` at that noise and the estimated
+    ratio, counting those done (None when the noise is unmeasured or the plan exceeds
+    ``MAX_PLANNED``); ``reason`` says it in words.
+    """
+
+    verdict: str
+    ratio: float
+    low: float
+    high: float
+    eq_low: float
+    eq_high: float
+    margin: float
+    alpha: float
+    power: float
+    evidence: str
+    sizes: tuple[int, ...]
+    sd_log: float | None
+    needed: int | None
+
+    @property
+    def decided(self) -> bool:
+        """An interval was measured (two or more runs on a side, or pairs)."""
+        return not (math.isnan(self.low) or math.isnan(self.high))
+
+    @property
+    def half_width(self) -> float | None:
+        """The interval's relative half-width, sqrt(high / low) - 1 (0.05: about +-5%)."""
+        return math.sqrt(self.high / self.low) - 1.0 if self.decided else None
+
+    @property
+    def settled(self) -> bool:
+        return self.verdict != NOT_SETTLED
+
+    @property
+    def unit(self) -> str:
+        """What ``needed`` counts."""
+        return "runs a configuration" if self.evidence == RUNS else "pairs"
+
+    @property
+    def reason(self) -> str:
+        """The decision in words: ``+2.0% is shown to lie within +-5% (...)``."""
+        change, m = f"{self.ratio - 1:+.1%}", f"+-{self.margin:.0%}"
+        if self.verdict in (FASTER, SLOWER):
+            return f"{change} is beyond the noise and beyond {m}"
+        if self.verdict == EQUIVALENT:
+            return (f"{change} is shown to lie within {m} (its {1 - 2 * self.alpha:.0%} "
+                    f"interval lies inside it)")
+        return f"{change} is neither shown beyond the noise and {m} nor within {m}; {self.plan}"
+
+    @property
+    def plan(self) -> str:
+        """What would settle it (empty once settled)."""
+        if self.settled:
+            return ""
+        if self.sd_log is None:
+            return f"the noise is not measured: 2 or more {self.unit} needed"
+        if self.needed is None:
+            return f"more than {MAX_PLANNED:,} {self.unit} would be needed at this noise"
+        return f"about {self.needed:,} {self.unit} would settle it at this noise"
+
+    def flipped(self) -> Settlement:
+        """The same evidence read the other way round: reference / candidate (both
+        intervals are symmetric on the log scale, so nothing else changes)."""
+        swap = {FASTER: SLOWER, SLOWER: FASTER}
+        return replace(self, verdict=swap.get(self.verdict, self.verdict), ratio=1 / self.ratio,
+                       low=1 / self.high, high=1 / self.low, eq_low=1 / self.eq_high,
+                       eq_high=1 / self.eq_low, sizes=self.sizes[::-1])
+
+
+def _check_settle_args(margin: float, alpha: float, power: float) -> float:
+    if not 0 < alpha < 0.5 or not 0 < power < 1:
+        raise ValueError(f"alpha must be in (0, 0.5) and power in (0, 1). Received: "
+                         f"alpha={alpha!r}, power={power!r}")
+    return _log_margin(margin)
+
+
+def _settle(mean: float, se: float | None, df: float, sd_pair: float | None, *,
+            margin: float, alpha: float, power: float, evidence: str,
+            sizes: tuple[int, ...], sd_log: float | None,
+            equivalent: bool | None = None) -> Settlement:
+    """The decision on a log ratio ``mean`` with standard error ``se`` (``df`` degrees of
+    freedom; None: no noise measured). ``sd_pair`` is the noise of one planned unit's
+    log ratio (a pair's; for runs, a run a side), what ``needed`` is planned at.
+    ``equivalent`` overrides the TOST computed here (the paired path takes
+    ``paired_equivalence``'s, the same decision)."""
+    bound = math.log1p(margin)
+    nan = math.nan
+    if se is None:
+        low = high = eq_low = eq_high = nan
+        significant = same = False
+    else:
+        half = float(sps.t.ppf(1.0 - alpha / 2.0, df)) * se
+        eq_half = float(sps.t.ppf(1.0 - alpha, df)) * se
+        low, high = math.exp(mean - half), math.exp(mean + half)
+        eq_low, eq_high = math.exp(mean - eq_half), math.exp(mean + eq_half)
+        significant = low > 1.0 or high < 1.0
+        same = (mean - eq_half > -bound and mean + eq_half < bound) if equivalent is None \
+            else equivalent
+    if same:
+        verdict = EQUIVALENT
+    elif significant and abs(mean) > bound:
+        verdict = FASTER if mean > 0 else SLOWER
+    else:
+        verdict = NOT_SETTLED
+    needed = None
+    if verdict == NOT_SETTLED and sd_pair is not None:
+        with contextlib.suppress(ValueError):  # beyond MAX_PLANNED: "more than"
+            needed = (pairs_to_detect(sd_pair, mean, alpha=alpha, power=power,
+                                      max_pairs=MAX_PLANNED) if abs(mean) > bound else
+                      pairs_for_equivalence(sd_pair, margin, alpha=alpha, power=power,
+                                            true_ratio=math.exp(mean), max_pairs=MAX_PLANNED))
+            # Planned for a fresh sample: the ones measured did not settle it, so one more
+            # at least, whatever the power calculation says.
+            needed = max(needed, max(sizes) + 1)
+    return Settlement(verdict=verdict, ratio=math.exp(mean), low=low, high=high, eq_low=eq_low,
+                      eq_high=eq_high, margin=margin, alpha=alpha, power=power,
+                      evidence=evidence, sizes=sizes, sd_log=sd_log, needed=needed)
+
+
+def settle_runs(reference: Sequence[float], candidate: Sequence[float], *,
+                margin: float = DEFAULT_MARGIN, alpha: float = DEFAULT_ALPHA,
+                power: float = DEFAULT_POWER, floor_sd_log: float = 0.0) -> Settlement:
+    """candidate / reference from independent runs of each: one positive figure a run.
+
+    Welch's interval on the log run figures (each side keeps its own noise; the
+    Welch-Satterthwaite degrees of freedom). With one run on a side its noise is
+    taken to be the other side's (``df`` of that side alone); with one run on both no
+    noise is measured and nothing is settled. ``floor_sd_log``: no side's run-to-run
+    SD is taken below it (a run's own precision from its windows: two lucky runs
+    cannot be more alike than their windows allow). ``needed`` counts runs per
+    configuration. See Settlement.
+    """
+    _check_settle_args(margin, alpha, power)
+    ref = _log_windows(reference, "settle_runs reference")
+    cand = _log_windows(candidate, "settle_runs candidate")
+    mean = float(cand.mean() - ref.mean())
+    floor = floor_sd_log * floor_sd_log
+    var = [max(float(x.var(ddof=1)), floor) if x.size >= 2 else None for x in (ref, cand)]
+    sizes = (int(ref.size), int(cand.size))
+    measured = [(v, n) for v, n in zip(var, sizes, strict=True) if v is not None]
+    se: float | None = None
+    df, sd = 0.0, None
+    if len(measured) == 2:
+        parts = [v / n for v, n in measured]
+        se = math.sqrt(sum(parts))
+        sd = math.sqrt(sum(v for v, _ in measured) / 2.0)
+        df = (sum(parts) ** 2 / sum(p * p / (n - 1) for p, (_, n) in zip(parts, measured,
+                                                                        strict=True))
+              if se > 1e-12 else float(sum(sizes) - 2))
+    elif measured:  # one side measured: its noise stands for both
+        v, n = measured[0]
+        sd, df = math.sqrt(v), float(n - 1)
+        se = sd * math.sqrt(1.0 / sizes[0] + 1.0 / sizes[1])
+    # Planned as pairs of runs (one a side): a pair's log ratio has SD sqrt(2) x a run's.
+    return _settle(mean, se, df, None if sd is None else sd * math.sqrt(2.0), margin=margin,
+                   alpha=alpha, power=power, evidence=RUNS, sizes=sizes, sd_log=sd)
+
+
+def settle_pairs(log_ratios: Sequence[float], *, margin: float = DEFAULT_MARGIN,
+                 alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER) -> Settlement:
+    """candidate / reference from interleaved pairs: ``log_ratios[i]`` =
+    log(candidate_i / reference_i), measured close in time so that the machine's drift
+    drops out. The paired t interval (``paired_log_ratio``) and TOST
+    (``paired_equivalence``); ``needed`` counts pairs. See Settlement.
+    """
+    _check_settle_args(margin, alpha, power)
+    d = np.asarray(log_ratios, dtype=np.float64)
+    if d.ndim != 1 or d.size == 0 or not np.all(np.isfinite(d)):
+        raise ValueError(f"log_ratios must be one finite value a pair. Received: "
+                         f"log_ratios={list(log_ratios)!r}")
+    n = int(d.size)
+    if n < 2:
+        return _settle(float(d.mean()), None, 0.0, None, margin=margin, alpha=alpha,
+                       power=power, evidence=PAIRS, sizes=(n,), sd_log=None)
+    reference, candidate = [1.0] * n, [float(x) for x in np.exp(d)]
+    ratio = paired_log_ratio(reference, candidate, 1.0 - alpha, resamples=SETTLE_RESAMPLES)
+    same = paired_equivalence(reference, candidate, margin, alpha=alpha).equivalent
+    return _settle(ratio.mean_log, ratio.sd_log / math.sqrt(n), float(n - 1), ratio.sd_log,
+                   margin=margin, alpha=alpha, power=power, evidence=PAIRS, sizes=(n,),
+                   sd_log=ratio.sd_log, equivalent=same)

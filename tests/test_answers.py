@@ -1,0 +1,217 @@
+"""Answers the data decides: faster, equivalent within a margin, or not settled.
+
+Constructed evidence with exactly known gaps and noise (no TensorFlow), each case in
+both directions (the candidate ahead and behind): a real 1.5x speed-up with 1% noise is
+called; a 2% gap with 1% noise is shown equivalent within +-5% and the simplest wins; a
+2% gap with 20% noise is not settled, with the runs (or pairs) that would settle it; a
+30% gap with 5% noise is called with its interval. The same decision is fed by
+independent runs (Welch) and by interleaved pairs (paired t), and the report renders
+each answer in HTML, Markdown and the terminal summary saying what was shown.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+import reports.html
+from bench.cli.report import recommendations_text
+from bench.results.stats import (
+    EQUIVALENT,
+    FASTER,
+    NOT_SETTLED,
+    PAIRS,
+    RUNS,
+    SLOWER,
+    Settlement,
+    settle_pairs,
+    settle_runs,
+)
+from reports.html import render_html
+from reports.markdown import render_markdown
+from reports.recommend import Recommendation
+from reports.report import SweepReport, build_from_results
+from tests.helpers import fake_environment, replicated
+
+GPU = fake_environment("gpu-box", gpus=2)
+# (gap, noise, what the answer must be) with the candidate ahead; each case is also
+# run with the candidate behind (gap -> 1 / gap).
+CASES = {"real speed-up": (1.5, 0.01, FASTER), "inside the margin": (1.02, 0.01, EQUIVALENT),
+         "inside the noise": (1.02, 0.20, NOT_SETTLED), "30% gap": (1.3, 0.05, FASTER)}
+BEHIND = {FASTER: SLOWER, EQUIVALENT: EQUIVALENT, NOT_SETTLED: NOT_SETTLED}
+
+
+def _runs(center: float, cv: float, n: int = 3) -> list[float]:
+    """``n`` run figures with geometric mean ``center`` and log-scale SD exactly ``cv``."""
+    z = [i - (n - 1) / 2 for i in range(n)]
+    sd = math.sqrt(sum(v * v for v in z) / (n - 1))
+    return [center * math.exp(cv * v / sd) for v in z]
+
+
+def _pairs(gap: float, sd: float, n: int = 8) -> list[float]:
+    """``n`` log ratios with mean log(gap) and SD exactly ``sd``."""
+    z = [(-1.0) ** i for i in range(n)]
+    scale = sd / math.sqrt(sum(v * v for v in z) / (n - 1))
+    return [math.log(gap) + scale * v for v in z]
+
+
+def _evidence(kind: str, gap: float, noise: float) -> Settlement:
+    if kind == RUNS:
+        return settle_runs(_runs(1000.0, noise), _runs(1000.0 * gap, noise))
+    # A pair's log ratio carries both runs' noise: sqrt(2) x a run's.
+    return settle_pairs(_pairs(gap, noise * math.sqrt(2)))
+
+
+@pytest.mark.parametrize("kind", [RUNS, PAIRS])
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("ahead", [True, False], ids=["ahead", "behind"])
+def test_each_case_is_decided_the_same_from_runs_and_from_pairs(kind: str, case: str,
+                                                                ahead: bool) -> None:
+    gap, noise, verdict = CASES[case]
+    gap = gap if ahead else 1 / gap
+    s = _evidence(kind, gap, noise)
+    assert s.verdict == (verdict if ahead else BEHIND[verdict])
+    assert s.evidence == kind and s.margin == 0.05
+    assert s.low < s.ratio < s.high  # every answer carries its interval
+    assert s.ratio == pytest.approx(gap)
+    if verdict == FASTER:
+        # called with its interval: 1 and the margin are outside it, the true gap inside
+        assert s.low > 1.05 if ahead else s.high < 1 / 1.05
+        assert s.low < gap < s.high
+        assert s.needed is None and s.settled
+    elif verdict == EQUIVALENT:
+        # shown: the 90% interval inside +-5%, while a 2% gap is there to see
+        assert 1 / 1.05 < s.eq_low < s.eq_high < 1.05
+        assert "shown to lie within +-5%" in s.reason
+    else:
+        assert not s.settled and s.needed is not None and s.needed > max(s.sizes)
+        assert f"about {s.needed:,} {s.unit} would settle it" in s.reason
+        assert s.low < 1 / 1.05 and s.high > 1.05  # wide: neither shown nor shown away
+
+
+@pytest.mark.parametrize("kind", [RUNS, PAIRS])
+def test_the_runs_it_would_need_do_settle_it(kind: str) -> None:
+    """The plan of a 'not settled' answer is a real one: that many runs (pairs) at the
+    same gap and noise settle it, and a tenth of them does not."""
+    gap, noise = 1.02, 0.20
+    s = _evidence(kind, gap, noise)
+    assert s.needed is not None
+    for n, settled in ((s.needed, True), (s.needed // 10, False)):
+        again = (settle_runs(_runs(1000.0, noise, n), _runs(1000.0 * gap, noise, n))
+                 if kind == RUNS else settle_pairs(_pairs(gap, noise * math.sqrt(2), n)))
+        assert again.settled is settled, (n, again)
+        if settled:
+            assert again.verdict == EQUIVALENT
+
+
+def test_one_run_a_side_measures_no_noise_and_one_measured_side_stands_for_both() -> None:
+    blind = settle_runs([1000.0], [1500.0])
+    assert blind.verdict == NOT_SETTLED and not blind.decided and blind.needed is None
+    assert "the noise is not measured: 2 or more runs a configuration needed" in blind.reason
+    one_side = settle_runs([1000.0], _runs(1500.0, 0.01))
+    assert one_side.verdict == FASTER and one_side.decided
+    # a window floor widens what two lucky, identical runs would claim
+    lucky = settle_runs([1000.0, 1000.0], [1030.0, 1030.0])
+    assert lucky.verdict == EQUIVALENT and lucky.half_width == 0.0
+    floored = settle_runs([1000.0, 1000.0], [1030.0, 1030.0], floor_sd_log=0.05)
+    assert floored.verdict == NOT_SETTLED and floored.half_width is not None
+    assert floored.half_width > 0.05
+
+
+def test_flipped_reads_the_same_evidence_the_other_way_round() -> None:
+    s = settle_runs(_runs(1000.0, 0.05), _runs(1300.0, 0.05))
+    f = s.flipped()
+    assert f.verdict == SLOWER and f.ratio == pytest.approx(1 / s.ratio)
+    assert (f.low, f.high) == pytest.approx((1 / s.high, 1 / s.low))
+    assert f.half_width == pytest.approx(s.half_width)
+    assert f.reason.startswith("-23.1%")
+
+
+def test_bad_evidence_is_refused_with_the_received_value() -> None:
+    with pytest.raises(ValueError, match=r"Received: margin=0"):
+        settle_runs([1.0, 2.0], [1.0, 2.0], margin=0.0)
+    with pytest.raises(ValueError, match=r"Received: log_ratios=\[nan\]"):
+        settle_pairs([math.nan])
+    with pytest.raises(ValueError, match=r"Received: \[-1.0\]"):
+        settle_runs([-1.0], [1.0])
+
+
+# -- the report: each answer, rendered ------------------------------------------------------
+def _sweep() -> SweepReport:
+    """One batch setting per case and direction: one_device on 1 device against mirrored
+    on 2 devices, which is ``gap`` times as fast (ahead) or 1 / ``gap`` (behind)."""
+    results = []
+    batch = 8
+    for gap, noise, _ in CASES.values():
+        for ahead in (True, False):
+            g = gap if ahead else 1 / gap
+            results += [*replicated("one_device", 1, batch, 1000.0, env=GPU, run_cv=noise,
+                                    cv=noise),
+                        *replicated("mirrored", 2, batch, 1000.0 * g, env=GPU, run_cv=noise,
+                                    cv=noise)]
+            batch *= 2
+    return build_from_results(results, Path("/nonexistent/sweep"))
+
+
+@pytest.fixture(scope="module")
+def sweep() -> SweepReport:
+    return _sweep()
+
+
+def _answers(report: SweepReport) -> dict[tuple[str, bool], Recommendation]:
+    recs = report.machines[0].workloads[0].recommendations
+    keys = [(case, ahead) for case in CASES for ahead in (True, False)]
+    return dict(zip(keys, sorted(recs, key=lambda r: r.ranking.batch), strict=True))
+
+
+def test_each_answer_in_the_report_says_what_was_shown(sweep: SweepReport) -> None:
+    answers = _answers(sweep)
+    for (case, ahead), rec in answers.items():
+        gap, _, verdict = CASES[case]
+        assert rec.best is not None and rec.fastest is not None
+        expected = ("mirrored" if ahead else "one_device") if verdict == FASTER else "one_device"
+        assert rec.best.base_strategy == expected, (case, ahead, rec.text)
+        assert rec.kind == verdict, (case, ahead)
+        d = rec.deciding
+        assert d is not None and d.half_width is not None
+        if verdict == FASTER:
+            assert rec.verb == "use " and "Faster beyond the noise and by more than" in rec.text
+            change = f"-{1 - 1 / gap:.0%} ["  # the next best against the answer
+            assert f"is {change}" in rec.text
+        elif verdict == EQUIVALENT:
+            assert rec.verb == "use " and "an equivalence test: the interval lies inside the " \
+                "margin" in rec.text
+            assert "the simplest" in rec.text and "[90%: " in rec.text
+        else:
+            assert rec.verb == "" and rec.text.startswith("NOT SETTLED at this precision")
+            assert rec.runs_needed is not None and rec.runs_needed > 3
+            assert f"about {rec.runs_needed:,} runs a configuration would settle it" in rec.text
+
+
+def test_every_rendering_carries_the_answer_and_its_evidence(
+        sweep: SweepReport, monkeypatch: pytest.MonkeyPatch) -> None:
+    answers = _answers(sweep)
+    md = render_markdown(sweep)
+    # The plots say nothing about the answers and take seconds to draw: left out here.
+    monkeypatch.setattr(reports.html, "workload_plots", lambda *_: [])
+    page = html.unescape(re.sub(r"<[^>]+>", "", render_html(sweep)))
+    cli = recommendations_text(sweep)
+    for (case, ahead), rec in answers.items():
+        label = rec.ranking.label
+        (line,) = [x for x in sweep.machines[0].workloads[0].lines() if x.startswith(label + ":")]
+        assert line in cli and line in md  # the terminal and the Markdown answers
+        assert f"**{label}**: {rec.verb}{rec.text}" in md  # the Markdown details
+        assert f"{label}: {rec.verb}{rec.text}" in page  # the HTML recommendation box
+        kind = CASES[case][2]
+        said = {FASTER: "faster beyond the noise than", EQUIVALENT: "equivalent within +-5% to",
+                NOT_SETTLED: "NOT SETTLED at this precision"}[kind]
+        assert said in line, (case, ahead, line)
+        if kind == NOT_SETTLED:
+            assert "for now" in line and "runs a configuration would settle it" in line
+        if kind == FASTER:
+            assert "[+" in line  # the interval of the gap it was called on
+    assert "definitions" in md.lower() and "EQUIVALENT" in md  # the definition says how
