@@ -74,9 +74,13 @@ report: $(STAMP) ## HTML/Markdown/CSV report of SWEEP=<dir> (make bench writes o
 
 .PHONY: nightly
 # NIGHTLY_OUT / ARGS (e.g. ARGS='--runs 3 --threshold 10%'). `python -m bench nightly` exits
-# 4 regression, 5 cannot tell at this noise, 3 runs failed; make turns any of them into 2
-# (see README "Regression tracking"; CI that needs the code calls python -m bench nightly).
-nightly: $(STAMP) ## nightly matrix (2 runs each) -> history -> compare with the last 5 nightlies
+# 4 regression, 5 cannot tell at this noise, 3 runs failed. With a side in ARGS (e.g.
+# ARGS='--baseline-python /srv/pinned/bin/python --matrix small --budget 25m') it is the A/B
+# nightly: bench ab's interleaved sessions against that side, each ratio stored in the
+# history and its series searched for steps; exits 0 same/improved, 4 regressed, 5 unknown
+# after the budget, 3 runs failed. make turns any non-zero code into 2 (see README
+# "Regression tracking"; CI that needs the code calls python -m bench nightly).
+nightly: $(STAMP) ## nightly matrix (2 runs each) -> history -> compare with the last 5 nightlies; ARGS='--baseline-python PATH': A/B against a pinned env
 	$(PY) -m bench nightly $(if $(NIGHTLY_OUT),--out $(NIGHTLY_OUT)) $(ARGS)
 
 clean: ## remove the virtual environment and caches (keeps results/)

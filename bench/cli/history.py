@@ -1,4 +1,5 @@
-"""``python -m bench history {ingest,list,sweeps}``: the history store on the command line."""
+"""``python -m bench history {ingest,list,sweeps,changes}``: the history store on the command
+line."""
 
 from __future__ import annotations
 
@@ -9,7 +10,15 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from bench.cli.ab import fraction
 from bench.errors import UsageError
+from bench.regress.changes import (
+    DEFAULT_ALPHA,
+    DEFAULT_MIN_NIGHTS,
+    DEFAULT_THRESHOLD,
+    describe_step,
+    find_changes,
+)
 from bench.regress.history import SELECTION_KEYS, HistoryError, Selection, open_history
 
 
@@ -63,6 +72,36 @@ def cmd_sweeps(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_changes(args: argparse.Namespace) -> int:
+    if not 0 < args.alpha < 1:
+        raise UsageError(f"--alpha must be between 0 and 1. Received: --alpha {args.alpha}")
+    if args.min_nights < 2:
+        raise UsageError(f"--min-nights must be >= 2. Received: --min-nights "
+                         f"{args.min_nights}")
+    with open_history(args.history, create=False) as h:
+        records = h.ab_records(spec_key=args.key, machine_id=args.machine)
+    series = find_changes(records, alpha=args.alpha, threshold=args.threshold,
+                          min_nights=args.min_nights)
+    if args.json:
+        print(json.dumps([{"spec_key": s.spec_key, "label": s.label, "machine_id": s.machine_id,
+                           "nights": len(s.records),
+                           "steps": [{**asdict(step), "change": step.change,
+                                      "night": s.records[step.index].started_at,
+                                      "session": s.records[step.index].session}
+                                     for step in s.steps]} for s in series], indent=2))
+        return 0
+    for s in series:
+        ratios = [r.ratio for r in s.records if r.ratio is not None]
+        print(f"{s.label} (machine {s.machine_id or '?'}): {len(s.records)} night(s), "
+              f"candidate/baseline {min(ratios):.3f} to {max(ratios):.3f}, "
+              f"{len(s.steps) or 'no'} step(s)")
+        for step in s.steps:
+            print(f"  step: {describe_step(s, step)}")
+    if not series:
+        print("no A/B nightly in the history yet (bench nightly with sides stores them)")
+    return 0
+
+
 def _guard(fn: Any) -> Any:
     """Store and selection problems are usage errors (exit code 2)."""
     def run(args: argparse.Namespace) -> int:
@@ -100,3 +139,27 @@ def add_parser(sub: Any) -> None:
     sw.add_argument("selection", nargs="?", help=sel_help)
     sw.add_argument("--json", action="store_true")
     sw.set_defaults(func=_guard(cmd_sweeps))
+    ch = hsub.add_parser(
+        "changes", parents=[common],
+        help="steps in the A/B nightly's candidate/baseline ratio series",
+        description="The A/B nightly stores each night's candidate/baseline ratio per "
+                    "configuration (drift-free: both sides ran in the same session). This "
+                    "looks for lasting steps in each configuration's series on each machine "
+                    "that single nights could not call: change points of the mean log "
+                    "ratio by PELT (ruptures, L2 cost, penalty 3 sigma^2 ln n with sigma "
+                    "the night-to-night noise), each kept when the nights either side "
+                    "differ by Welch's t at --alpha (shared among the change points) and "
+                    "by at least --threshold. Prints each step with what single nights "
+                    "said after it and what either side changed that night. Exit 0 "
+                    "whatever it finds (a report; the nightly's own exit code judges "
+                    "tonight), 2 on a usage error.")
+    ch.add_argument("--key", help="only configurations whose spec key starts with this")
+    ch.add_argument("--machine", help="only this machine id")
+    ch.add_argument("--threshold", type=fraction, default=DEFAULT_THRESHOLD,
+                    help="smallest step that counts, 5%% or 0.05 (default %(default)s)")
+    ch.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
+                    help="significance of a step (default %(default)s)")
+    ch.add_argument("--min-nights", type=int, default=DEFAULT_MIN_NIGHTS,
+                    help="nights each side of a step (default %(default)s)")
+    ch.add_argument("--json", action="store_true")
+    ch.set_defaults(func=_guard(cmd_changes))

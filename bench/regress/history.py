@@ -10,9 +10,15 @@ identified by the SHA-256 of its file's bytes (result files are never
 overwritten), so ingesting a directory again adds only what is new. A file that
 cannot be read or does not match the result schema is named and skipped.
 
-The store's own layout carries a version (``PRAGMA user_version``); a version-1
-store is migrated in place (software_id added, machine ids recomputed), any other
-version is refused with a message saying what to do.
+The A/B nightly also stores each configuration's session (``ab_sessions``: the
+candidate/baseline ratio with its interval, pairs and verdict, and both sides'
+identities), one row per night of a drift-free ratio series that
+``bench.regress.changes`` searches for steps.
+
+The store's own layout carries a version (``PRAGMA user_version``); older stores are
+migrated in place (version 1: software_id added, machine ids recomputed; version 2:
+the ``ab_sessions`` table added), any other version is refused with a message saying
+what to do.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import hashlib
 import json
 import sqlite3
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +38,7 @@ from bench.regress.compare import identity
 from bench.results.schema import RunResult
 from bench.results.store import DEFAULT_ROOT, parse
 
-STORE_VERSION = 2
+STORE_VERSION = 3
 DEFAULT_PATH = DEFAULT_ROOT / "history.sqlite"  # beside the sweeps it indexes
 BUSY_TIMEOUT_S = 30.0  # another process ingesting: wait this long for its lock, then fail
 
@@ -73,6 +79,30 @@ CREATE INDEX results_tf ON results(tf_version);
 CREATE INDEX results_key ON results(spec_key);
 CREATE INDEX results_time ON results(started_at);
 """
+# Version 3: one row per configuration of an A/B session (a night of a ratio series).
+_AB_SCHEMA = """
+CREATE TABLE ab_sessions (
+    id          INTEGER PRIMARY KEY,
+    session     TEXT NOT NULL,   -- the session's directory (resolved)
+    tag         TEXT,            -- e.g. "nightly"
+    started_at  TEXT NOT NULL,
+    spec_key    TEXT NOT NULL,   -- the configuration (RunSpec.key(), before the sides' params)
+    label       TEXT NOT NULL,
+    machine_id  TEXT,            -- hardware identity of the runs (bench.env.machine_id)
+    verdict     TEXT NOT NULL,   -- same, improved, regressed, unknown, or failed (runs)
+    ratio       REAL,            -- candidate / baseline throughput, exp(mean log ratio)
+    low         REAL,            -- its interval at the deciding look
+    high        REAL,
+    pairs       INTEGER NOT NULL,
+    sd_log      REAL,            -- SD of the pairs' log ratios
+    threshold   REAL NOT NULL,
+    alpha       REAL NOT NULL,
+    baseline    TEXT NOT NULL,   -- JSON: the side (python, env, params) and its runs' identity
+    candidate   TEXT NOT NULL,
+    UNIQUE (session, spec_key)
+);
+CREATE INDEX ab_sessions_series ON ab_sessions(spec_key, machine_id, started_at);
+"""
 
 
 class HistoryError(BenchError):
@@ -109,6 +139,36 @@ class Row:
 
 
 @dataclass(frozen=True)
+class AbRecord:
+    """One configuration's A/B session as the history keeps it: a night of its ratio
+    series. ``ratio``/``low``/``high``/``sd_log`` are None when runs failed;
+    ``baseline``/``candidate`` say what each side was (interpreter, TensorFlow, env,
+    params, software and machine ids)."""
+
+    session: str
+    started_at: str
+    spec_key: str
+    label: str
+    machine_id: str | None
+    verdict: str
+    pairs: int
+    threshold: float
+    alpha: float
+    baseline: Mapping[str, Any]
+    candidate: Mapping[str, Any]
+    ratio: float | None = None
+    low: float | None = None
+    high: float | None = None
+    sd_log: float | None = None
+    tag: str | None = None
+
+
+_AB_COLUMNS = ("session", "tag", "started_at", "spec_key", "label", "machine_id", "verdict",
+               "ratio", "low", "high", "pairs", "sd_log", "threshold", "alpha", "baseline",
+               "candidate")
+
+
+@dataclass(frozen=True)
 class Sweep:
     id: int
     path: str
@@ -140,10 +200,12 @@ class History:
             raise HistoryError(f"{self.path}: not a stratbench history store ({exc})") from exc
         if version == 0 and tables == 0:
             with self.db:
-                self.db.executescript(_SCHEMA)
+                self.db.executescript(_SCHEMA + _AB_SCHEMA)
                 self.db.execute(f"PRAGMA user_version = {STORE_VERSION}")
-        elif version == 1:
-            self._migrate_from_1()
+        elif version in (1, 2):
+            if version == 1:
+                self._migrate_from_1()
+            self._migrate_from_2()
         elif version != STORE_VERSION:
             self.db.close()
             raise HistoryError(
@@ -167,6 +229,19 @@ class History:
                     continue
                 self.db.execute("UPDATE results SET machine_id = ?, software_id = ? WHERE id = ?",
                                 (stored_machine_id(env), software_id(env), rid))
+            self.db.execute("PRAGMA user_version = 2")
+
+    def _migrate_from_2(self) -> None:
+        """Version 2 had no A/B sessions."""
+        with self.db:
+            # sqlite3 opens no implicit transaction for DDL, so a migration cut short may
+            # have left the table without the version: start again from scratch.
+            self.db.execute("DROP TABLE IF EXISTS ab_sessions")
+            # Statement by statement (executescript would commit first); the schema's
+            # comments hold no ';' for that reason.
+            for statement in _AB_SCHEMA.split(";"):
+                if statement.strip():
+                    self.db.execute(statement)
             self.db.execute(f"PRAGMA user_version = {STORE_VERSION}")
 
     def __enter__(self) -> History:
@@ -230,6 +305,41 @@ class History:
              env.get("tensorflow"), env.get("host"),
              r.started_at, f.global_throughput if f else None,
              f.throughput_cv if f else None, f.step_time.median_s if f else None, document))
+
+    # -- A/B sessions ----------------------------------------------------------------
+    def add_ab(self, records: list[AbRecord]) -> int:
+        """Store A/B sessions; one already stored (same session and configuration) is
+        kept as it was. Returns how many were added."""
+        added = 0
+        with self.db:
+            for r in records:
+                row = {**asdict(r), "baseline": json.dumps(dict(r.baseline), sort_keys=True),
+                       "candidate": json.dumps(dict(r.candidate), sort_keys=True)}
+                cur = self.db.execute(
+                    f"INSERT OR IGNORE INTO ab_sessions ({', '.join(_AB_COLUMNS)}) VALUES "
+                    f"({', '.join('?' for _ in _AB_COLUMNS)})", [row[c] for c in _AB_COLUMNS])
+                added += cur.rowcount
+        return added
+
+    def ab_records(self, spec_key: str | None = None,
+                   machine_id: str | None = None) -> list[AbRecord]:
+        """Stored A/B sessions, oldest first; ``spec_key`` matches a prefix."""
+        conds, args = ["1"], []
+        if spec_key is not None:
+            conds.append("spec_key LIKE ?")
+            args.append(spec_key + "%")
+        if machine_id is not None:
+            conds.append("machine_id = ?")
+            args.append(machine_id)
+        cur = self.db.execute(f"SELECT {', '.join(_AB_COLUMNS)} FROM ab_sessions WHERE "
+                              f"{' AND '.join(conds)} ORDER BY started_at, id", args)
+        out = []
+        for values in cur.fetchall():
+            row = dict(zip(_AB_COLUMNS, values, strict=True))
+            row["baseline"] = json.loads(row["baseline"])
+            row["candidate"] = json.loads(row["candidate"])
+            out.append(AbRecord(**row))
+        return out
 
     # -- queries ---------------------------------------------------------------------
     def rows(self, selection: Selection | None = None) -> list[Row]:

@@ -16,20 +16,31 @@
 Exit code (``NightlyOutcome.exit_code``): regression 4, else runs failed 3, else
 cannot tell 5 (the noise hides a change of the threshold's size, or there is no
 baseline yet), else 0.
+
+The A/B nightly (``bench nightly`` with sides) instead runs ``bench ab``'s sessions:
+tonight's environment against a pinned one, interleaved, so the machine's drift
+cancels. Each configuration's ratio is stored in the history with both sides'
+identities (``report_ab_nightly``), and the stored ratio series is searched for steps
+no single night could call (``bench.regress.changes``). Its exit code is ``bench
+ab``'s: 0 SAME or IMPROVED, 4 REGRESSED, 5 UNKNOWN, 3 runs failed.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from bench.env import REPO_ROOT, now_iso
+from bench.env import REPO_ROOT, fingerprint, now_iso, stored_machine_id
 from bench.exits import Exit
 from bench.launch.launcher import kill_group
+from bench.regress.changes import DEFAULT_MIN_NIGHTS, Series, describe_step, find_changes
 from bench.regress.compare import DEFAULT_ALPHA, Report, Thresholds, compare
-from bench.regress.history import IngestReport, Selection, Sweep, open_history
+from bench.regress.history import AbRecord, IngestReport, Selection, Sweep, open_history
+from bench.regress.interleave import BASELINE, CANDIDATE, Session, Side, session_exit
 from bench.regress.render import as_markdown
 from bench.regress.trend import plot_trend
 from bench.results.stats import DEFAULT_POWER
@@ -153,4 +164,97 @@ def nightly_markdown(o: NightlyOutcome) -> str:
     lines.append(f"- exit code {int(o.exit_code)} ({o.exit_code.name.lower()})")
     if o.plot is not None:
         lines += ["", f"![throughput over time]({o.plot.name})", ""]
+    return "\n".join(lines) + "\n"
+
+
+# -- the A/B nightly: tonight's environment against a pinned one, in one session ---------
+def side_identity(side: Side, environment: Mapping[str, Any]) -> dict[str, Any]:
+    """What the history keeps of a side: what it set (interpreter, env, params) and what
+    its runs say they ran on (interpreter, TensorFlow, Python, software id, commit)."""
+    return {**side.identity(), "interpreter": environment.get("interpreter"),
+            "tensorflow": environment.get("tensorflow"),
+            "python_version": environment.get("python"),
+            "software_id": environment.get("software_id"),
+            "git_commit": (environment.get("git") or {}).get("commit")}
+
+
+def ab_record(session: Session, out: Path, *, started_at: str, threshold: float,
+              alpha: float, tag: str | None = NIGHTLY_TAG,
+              machine: str | None = None) -> AbRecord:
+    """One configuration's session as a night of its ratio series. ``machine`` is the
+    fallback when no run of the session left a fingerprint (runs failed)."""
+    envs = session.environments
+    found = [stored_machine_id(envs[side]) for side in (CANDIDATE, BASELINE) if side in envs]
+    d = session.decision if session.failed is None else None
+    return AbRecord(
+        session=str(out.resolve()), started_at=started_at, spec_key=session.spec.key(),
+        label=session.spec.label(), machine_id=next((m for m in found if m), machine),
+        verdict=d.verdict.value if d is not None else "failed",
+        pairs=len(session.log_ratios), threshold=threshold, alpha=alpha,
+        baseline=side_identity(session.baseline, envs.get(BASELINE, {})),
+        candidate=side_identity(session.candidate, envs.get(CANDIDATE, {})),
+        ratio=d.ratio if d is not None else None, low=d.low if d is not None else None,
+        high=d.high if d is not None else None, sd_log=d.sd_log if d is not None else None,
+        tag=tag)
+
+
+@dataclass
+class AbNightlyOutcome:
+    """An A/B nightly: tonight's sessions, what was stored, the steps of their series."""
+
+    out: Path
+    sessions: list[Session]
+    records: list[AbRecord]
+    added: int
+    series: list[Series]  # tonight's configurations' series, with the steps found
+    markdown: Path | None = None
+
+    @property
+    def exit_code(self) -> Exit:
+        """The sessions' verdicts (``bench ab``'s codes): the history's steps are reported,
+        not judged, so each exit code keeps its one meaning."""
+        return session_exit(self.sessions)
+
+
+def report_ab_nightly(out: Path, sessions: list[Session], *, started_at: str,
+                      threshold: float, alpha: float, history_path: Path | None = None,
+                      min_nights: int = DEFAULT_MIN_NIGHTS) -> AbNightlyOutcome:
+    """Store tonight's sessions in the history, look for steps in their ratio series and
+    write ``nightly.md`` into ``out``."""
+    envs = [s.environments for s in sessions]
+    machine = None if any(envs) else str(fingerprint()["machine_id"])
+    records = [ab_record(s, out, started_at=started_at, threshold=threshold, alpha=alpha,
+                         machine=machine) for s in sessions]
+    with open_history(history_path) as h:
+        added = h.add_ab(records)
+        stored = h.ab_records()
+    tonight = {(r.spec_key, r.machine_id) for r in records}
+    series = [s for s in find_changes(stored, alpha=alpha, threshold=threshold,
+                                      min_nights=min_nights)
+              if (s.spec_key, s.machine_id) in tonight]
+    markdown = SweepStore(out).nightly_markdown
+    outcome = AbNightlyOutcome(out, sessions, records, added, series, markdown=markdown)
+    markdown.write_text(ab_nightly_markdown(outcome), encoding="utf-8")
+    return outcome
+
+
+def ab_nightly_markdown(o: AbNightlyOutcome) -> str:
+    """Tonight's verdicts, both sides, and the steps of the stored series."""
+    lines = [f"# stratbench A/B nightly, {now_iso()}", ""]
+    if o.sessions:
+        s0 = o.sessions[0]
+        lines += [f"- baseline: {s0.baseline.describe()}",
+                  f"- candidate: {s0.candidate.describe()}", ""]
+    lines += ["| configuration | verdict | candidate/baseline | pairs |", "|---|---|---|---|"]
+    for r in o.records:
+        ratio = (f"{r.ratio:.3f} [{r.low:.3f}, {r.high:.3f}]"
+                 if r.ratio is not None and r.low is not None and r.high is not None else "-")
+        lines.append(f"| {r.label} | {r.verdict.upper()} | {ratio} | {r.pairs} |")
+    steps = [describe_step(s, step) for s in o.series for step in s.steps]
+    nights = ", ".join(f"{s.label}: {len(s.records)}" for s in o.series)
+    lines += ["", f"Steps in the stored ratio series (nights: {nights or 'none'}):"
+                  + ("" if steps else " none found."), ""]
+    lines += [f"- {line}" for line in steps]
+    lines += ["", f"- sessions stored in the history: {o.added} new",
+              f"- exit code {int(o.exit_code)} ({o.exit_code.name.lower()})"]
     return "\n".join(lines) + "\n"
