@@ -442,3 +442,20 @@ class RunSpec:
 # Knobs only some strategies use (each strategy lists the ones it accepts); every
 # other strategy must leave them at their RunSpec default.
 STRATEGY_KNOBS = tuple(f.name for f in declaration() if f.info.strategies == "accepts")
+
+
+def cli_args(spec: RunSpec) -> list[str]:
+    """The command-line options that name ``spec`` (``bench run``, ``bench ab``): the
+    inverse of bench/cli/common.py's reading of the declaration. Workload, strategy,
+    devices and batch always; every other option away from its default; each workload
+    parameter as ``--param KEY=<JSON>``."""
+    out: list[str] = []
+    for f in declaration(type(spec)):
+        value = getattr(spec, f.name)
+        if f.info.cli is None or value is None or (value == f.default
+                                                   and f.name not in _ALWAYS_IN_KEY):
+            continue
+        out += [f.flag, ("on" if value else "off") if isinstance(value, bool) else str(value)]
+    for key, value in sorted(spec.params.items()):
+        out += ["--param", f"{key}={json.dumps(value, separators=(',', ':'))}"]
+    return out

@@ -21,9 +21,13 @@ from bench.regress.compare import (
     Report,
     Thresholds,
     compare,
+    group,
+    identity,
 )
-from bench.regress.history import HistoryError, Selection, open_history
+from bench.regress.history import HistoryError, Selection, default_path, open_history
+from bench.regress.pooling import HISTORY_SWEEPS, POOLINGS, Pooling
 from bench.regress.render import FORMATS, warning_banner
+from bench.regress.stored import load_history
 from bench.results.schema import RunResult
 from bench.results.stats import DEFAULT_POWER
 
@@ -31,8 +35,8 @@ EXIT_CODES = (
     "exit codes: 0 no regression (every configuration could have shown a change of the "
     "threshold's size and did not), 4 regression (or a configuration that ran before "
     "fails now), 5 cannot tell at this noise (the detectable change exceeds the "
-    "threshold: add runs, or raise --threshold), 3 runs failed (nightly), 2 usage "
-    "error, 1 internal error. 4 wins over 3, 3 over 5.")
+    "threshold: run the printed bench ab command, add runs, or raise --threshold), "
+    "3 runs failed (nightly), 2 usage error, 1 internal error. 4 wins over 3, 3 over 5.")
 
 
 def load_side(arg: str, history_path: Path | None
@@ -57,13 +61,27 @@ def load_side(arg: str, history_path: Path | None
 
 def run_compare(baseline: str, current: str, *, history_path: Path | None = None,
                 thresholds: Thresholds | None = None, alpha: float = DEFAULT_ALPHA,
-                power: float = DEFAULT_POWER) -> tuple[Report, list[str]]:
-    """Load both sides and compare them; returns the report and load warnings."""
+                power: float = DEFAULT_POWER, pooling: Pooling | None = None
+                ) -> tuple[Report, list[str]]:
+    """Load both sides and compare them; returns the report and load warnings.
+
+    With ``pooling.history`` and a history store at ``history_path`` (default
+    results/history.sqlite; none there: no stored runs pooled), each configuration's
+    stored runs on the baseline's machine join its noise evidence."""
+    pooling = pooling or Pooling()
     b_label, b, b_groups, b_warn = load_side(baseline, history_path)
     c_label, c, c_groups, c_warn = load_side(current, history_path)
+    history = None
+    store = history_path or default_path()
+    if pooling.history and store.exists():
+        keys = {identity(r) for r in c}
+        with open_history(store, create=False) as h:
+            history = load_history(h, {k: v for k, v in group(b, b_groups).items()
+                                        if k in keys})
     report = compare(b, c, baseline_label=b_label, current_label=c_label,
                      thresholds=thresholds, alpha=alpha, power=power,
-                     baseline_groups=b_groups, current_groups=c_groups)
+                     baseline_groups=b_groups, current_groups=c_groups, pooling=pooling,
+                     history=history)
     return report, b_warn + c_warn
 
 
@@ -71,7 +89,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     try:
         report, warnings = run_compare(
             args.baseline, args.current, history_path=args.history,
-            thresholds=Thresholds.parse(args.threshold), alpha=args.alpha, power=args.power)
+            thresholds=Thresholds.parse(args.threshold), alpha=args.alpha, power=args.power,
+            pooling=POOLINGS.get(args.pool))
     except (CompareError, HistoryError) as exc:
         raise UsageError(str(exc)) from exc
     for w in warnings:
@@ -114,17 +133,26 @@ def add_parser(sub: Any) -> None:
         description="For every configuration in both BASELINE and CURRENT, judge time "
                     "(throughput and step time: one decision) and peak memory. The run "
                     "(process) is the unit: each run's figure is the median of its windows, "
-                    "and the change is tested against the run-to-run noise, so each side "
-                    "needs 2+ runs of a configuration (bench run --runs, or a history "
-                    "selection spanning several sweeps). A regression is a significant "
-                    "change beyond the threshold; every configuration also states the "
-                    "change it could have detected (90%% power), and says 'cannot tell' "
-                    "when that exceeds the threshold.",
+                    "and the change is tested against the run-to-run noise, pooled over "
+                    "the configuration's own runs, the configurations of its family "
+                    "(workload, variant, strategy) whose noise agrees and its stored "
+                    "sweeps on the same machine (--pool); Welch's t where the sides' run "
+                    "counts or noise differ. A regression is a significant change beyond "
+                    "the threshold; every configuration also states the change it could "
+                    "have detected (90%% power), and says 'cannot tell' when that exceeds "
+                    "the threshold, with the bench ab command that would decide it (both "
+                    "sides interleaved in one session).",
         epilog=EXIT_CODES)
     p.add_argument("baseline", help="sweep directory or history selection, e.g. "
                                     "tag=nightly,sweep=previous")
     p.add_argument("current", help="sweep directory or history selection")
     add_compare_args(p)
+    p.add_argument("--pool", default="all", choices=POOLINGS.names(),
+                   help=f"where each configuration's run-to-run noise is pooled from "
+                        f"besides its own runs: all (its family in these results and its "
+                        f"last {HISTORY_SWEEPS} stored sweeps on the same machine, from "
+                        f"--history when the store exists), family, own (default "
+                        f"%(default)s)")
     p.add_argument("--format", default="table", choices=FORMATS.names(),
                    help="what to print (default %(default)s)")
     p.add_argument("--markdown", type=Path, help="also write Markdown to this file")

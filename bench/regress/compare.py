@@ -5,7 +5,11 @@ conditions (load, memory layout, thread placement), so runs differ from each oth
 by more than their windows do; windows only say how precisely their own run was
 measured. Each run gives one figure per measure (the median of its windows), and
 ``bench.results.stats.compare_runs`` compares the two groups of run figures with
-the run-to-run noise measured on them (nightlies: night-to-night too).
+the run-to-run noise (nightlies: night-to-night too). That noise is pooled
+(``bench.regress.pooling``) over the configuration's stored sweeps on the same
+machine and the other configurations of its family, so that 2 runs a side do not
+mean 2 degrees of freedom; each side keeps its own noise (Welch's t) where the
+sides' run counts or noise differ, one common noise (Student's t) otherwise.
 
 For every configuration present on both sides (matched by ``RunSpec.key()``,
 recomputed from the stored spec so that results written before a RunSpec field was
@@ -25,7 +29,9 @@ Verdicts (of a measure and of a family), at ``alpha`` with 90% power:
 - ``improved``: significant and better than the threshold;
 - ``cannot tell``: otherwise, when the minimum detectable change (what this
   comparison would catch with 90% power at its measured noise) exceeds the
-  threshold: the gate could not have seen a regression of the threshold's size;
+  threshold: the gate could not have seen a regression of the threshold's size.
+  The configuration then carries the ``bench ab`` command that would decide it
+  (both sides interleaved in one session, compared pair by pair);
 - ``ok``: otherwise (a regression of the threshold's size would have been caught).
 
 A configuration that was ``ok`` in the baseline and failed, ran out of memory or
@@ -38,7 +44,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Hashable, Iterable, Sequence
+import shlex
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any
@@ -49,9 +56,11 @@ from bench.env import hardware_identity, software_stack, stored_machine_id
 from bench.errors import BenchError
 from bench.exits import Exit
 from bench.registry import Registry
+from bench.regress.pooling import Grouped, PooledNoise, Pooling, pool_noise
 from bench.results.figures import FIGURES, Figure
 from bench.results.schema import RunResult
-from bench.results.stats import DEFAULT_POWER, RunComparison, compare_runs
+from bench.results.stats import DEFAULT_POWER, STUDENT, RunComparison, compare_runs
+from bench.spec import RunSpec, cli_args
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.05
@@ -61,13 +70,18 @@ COMPARISON_DEFINITION = (
     "windows only give a run's own precision (a floor to its noise). change = ratio of the "
     "geometric means of the run figures, current / baseline - 1, of the figure itself "
     "(throughput: - = slower; memory: + = more); worse is against the figure's better "
-    "direction. The interval and p come from Student's t "
-    "on the log run figures, with the run-to-run noise pooled over both sides (and the "
-    "nightly-to-nightly noise when the baseline pools several nightlies and it is "
-    "larger). detectable = the change found with 90% power at alpha on that noise. "
+    "direction. The interval and p come from a t test on the log run figures, with the "
+    "run-to-run noise pooled (within-group variance over all groups' degrees of freedom) "
+    "over both sides, the configuration's stored sweeps on the same machine and the "
+    "configurations of its family (workload, variant, strategy) whose noise agrees (F "
+    "test); Student's t on that common noise, or Welch's t (each side its own noise, "
+    "Welch-Satterthwaite df) where the sides' run counts or noise differ; the "
+    "nightly-to-nightly noise instead when the baseline pools several nightlies and it "
+    "is larger. detectable = the change found with 90% power at alpha on that noise. "
     "regressed/improved: significant and beyond the threshold (the figure moved by more "
     "than a factor 1 + threshold, either way up); cannot tell: otherwise, "
-    "when detectable > threshold; ok: otherwise.")
+    "when detectable > threshold (bench ab, both sides interleaved, would decide); "
+    "ok: otherwise.")
 
 
 class CompareError(BenchError):
@@ -171,6 +185,9 @@ class MeasureComparison:
     window_cv: tuple[float, float]  # within-run window CV, baseline and current
     verdict: str
     note: str = ""
+    noise_df: float = 0.0  # degrees of freedom of the noise (Welch-Satterthwaite's: welch)
+    test: str = STUDENT  # "student" (one common noise) or "welch" (each side its own)
+    noise_from: str = ""  # where the run-level noise was pooled from
 
 
 @dataclass
@@ -188,6 +205,8 @@ class ConfigComparison:
     # Measures a side has no value of, by name, with the reason the results give (only
     # figures whose schema says why they are empty): reported instead of left out.
     unmeasured: dict[str, str] = field(default_factory=dict)
+    # cannot tell: the `bench ab` command that decides it from interleaved pairs.
+    ab_command: str = ""
 
     def measure(self, name: str) -> MeasureComparison | None:
         return next((m for m in self.measures if m.measure == name), None)
@@ -218,6 +237,8 @@ class Report:
     only_current: list[str]
     fingerprint: list[FingerprintDiff]
     definition: str = COMPARISON_DEFINITION
+    pooling: Pooling = field(default_factory=Pooling)
+    history_configs: int = 0  # configurations that found stored runs of theirs
 
     @property
     def regressed(self) -> list[ConfigComparison]:
@@ -257,6 +278,7 @@ class Report:
             "interval": f"ratio ({1 - self.alpha:.0%} interval of change)",
             "detectable": f"ratio (change found with {self.power:.0%} power at alpha)",
             "threshold": "ratio", "noise_cv": "ratio (std/mean of run or nightly figures)",
+            "noise_df": "degrees of freedom (of the noise; Welch-Satterthwaite's for welch)",
             "run_cv": "ratio (std/mean of run figures)",
             "window_cv": "ratio (std/mean of the windows of one run)",
             "alpha": "probability", "power": "probability",
@@ -284,9 +306,6 @@ def identity(result: RunResult) -> str:
     return result.spec.key()
 
 
-Grouped = list[tuple[RunResult, Hashable]]  # a run and the group it came from (its nightly)
-
-
 def group(results: Iterable[RunResult], labels: Sequence[Hashable] | None = None
           ) -> dict[str, Grouped]:
     """Results by configuration key, each with its group label (None without labels)."""
@@ -310,9 +329,9 @@ def _verdict(stats: RunComparison, threshold: float, better: str) -> tuple[str, 
     if stats.significant and -log_change > bound:
         return IMPROVED, ""
     if stats.mde > threshold:
-        why = stats.note or (f"only changes of {stats.mde:.0%} or more would be caught, "
-                             f"threshold {threshold:.0%}: add runs or raise the threshold")
-        return CANNOT_TELL, why
+        why = stats.note or (f"only changes of {stats.mde:.1%} or more would be caught, "
+                             f"threshold {threshold:.0%}")
+        return CANNOT_TELL, f"{why}; bench ab would decide it (command below)"
     if stats.significant:
         return OK, f"significant but within the {threshold:.0%} threshold"
     return OK, ""
@@ -322,8 +341,12 @@ def compare_measure(measure: Figure, base: Sequence[Sequence[float]],
                     cur: Sequence[Sequence[float]], threshold: float, *,
                     alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER,
                     base_groups: Sequence[Hashable] | None = None,
-                    cur_groups: Sequence[Hashable] | None = None) -> MeasureComparison:
-    """Compare one measure's runs (each run a list of window values); see the docstring."""
+                    cur_groups: Sequence[Hashable] | None = None,
+                    pooled: PooledNoise | None = None) -> MeasureComparison:
+    """Compare one measure's runs (each run a list of window values); see the docstring.
+
+    ``pooled``: the run-level noise evidence to judge with (``bench.regress.pooling``);
+    without it, these runs' own."""
     found = partial(MeasureComparison, measure=measure.name, label=measure.label,
                     family=measure.family, unit=measure.unit, better=measure.better,
                     threshold=threshold, baseline_runs=len(base), current_runs=len(cur),
@@ -340,7 +363,8 @@ def compare_measure(measure: Figure, base: Sequence[Sequence[float]],
             verdict=OK if same else CANNOT_TELL,
             note="" if same else "zero values: no ratio can be formed")
     stats = compare_runs(base, cur, alpha=alpha, power=power, baseline_groups=base_groups,
-                         current_groups=cur_groups)
+                         current_groups=cur_groups,
+                         noise=None if pooled is None else pooled.noise, welch=True)
     verdict, note = _verdict(stats, threshold, measure.better)
     return found(
         baseline=stats.baseline.center, current=stats.current.center,
@@ -349,7 +373,8 @@ def compare_measure(measure: Figure, base: Sequence[Sequence[float]],
         noise_cv=stats.noise_cv,
         noise_unit="nightly" if stats.unit == "group" else "run", run_cv=stats.run_cv,
         window_cv=(stats.baseline.within_cv, stats.current.within_cv), verdict=verdict,
-        note=note)
+        note=note, noise_df=stats.df, test=stats.test,
+        noise_from="" if pooled is None else pooled.describe())
 
 
 def _status(results: Sequence[RunResult]) -> str:
@@ -369,9 +394,10 @@ def _unmeasured(measure: Figure, without: dict[str, Grouped]) -> str:
 
 
 def compare_config(base: Grouped, cur: Grouped, *, thresholds: Thresholds,
-                   alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER
-                   ) -> ConfigComparison:
-    """Compare the runs of one configuration on both sides (with their group labels)."""
+                   alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER,
+                   pooled: Mapping[str, PooledNoise] | None = None) -> ConfigComparison:
+    """Compare the runs of one configuration on both sides (with their group labels);
+    ``pooled``: each measure's noise evidence, by measure name (else the runs' own)."""
     b_all, c_all = [r for r, _ in base], [r for r, _ in cur]
     first = (c_all or b_all)[0]
     out = ConfigComparison(key=identity(first), label=first.spec.label(),
@@ -400,7 +426,7 @@ def compare_config(base: Grouped, cur: Grouped, *, thresholds: Thresholds,
         out.measures.append(compare_measure(
             measure, [w for w, _ in b], [w for w, _ in c], thresholds.of(measure.family),
             alpha=alpha, power=power, base_groups=[g for _, g in b],
-            cur_groups=[g for _, g in c]))
+            cur_groups=[g for _, g in c], pooled=(pooled or {}).get(measure.name)))
     for family in FAMILIES:
         verdicts = {m.verdict for m in out.measures if m.family == family}
         if verdicts:
@@ -408,19 +434,47 @@ def compare_config(base: Grouped, cur: Grouped, *, thresholds: Thresholds,
     out.verdict = next((v for v in VERDICTS if v in out.families.values()), OK)
     if out.current_status != "ok":  # some runs failed: said, though the others compared
         out.note = f"current runs {out.current_status}"
+    if out.verdict == CANNOT_TELL:
+        out.ab_command = ab_command(first.spec, b_all, c_all)
     return out
+
+
+def _env_vars(results: Sequence[RunResult]) -> dict[str, str]:
+    """The relevant environment variables of a side's runs (its first fingerprint's)."""
+    env = next((r.environment for r in results if r.environment), {})
+    return {k: str(v) for k, v in software_stack(env)["env_vars"].items()}
+
+
+def ab_command(spec: RunSpec, base: Sequence[RunResult], cur: Sequence[RunResult]) -> str:
+    """The ``bench ab`` command that decides ``spec`` from interleaved pairs, with each
+    side's environment variables where the sides' fingerprints differ in them ("" for a
+    configuration that does not train, which ``bench ab`` cannot run)."""
+    if spec.mode != "train":
+        return ""
+    args = ["python", "-m", "bench", "ab", *cli_args(spec)]
+    b_vars, c_vars = _env_vars(base), _env_vars(cur)
+    for name in sorted(set(b_vars) | set(c_vars)):
+        if b_vars.get(name) != c_vars.get(name):
+            for side, found in (("baseline", b_vars), ("candidate", c_vars)):
+                args += [f"--{side}-env", f"{name}={found[name]}"] if name in found else []
+    return shlex.join(args)
 
 
 def compare(baseline: Sequence[RunResult], current: Sequence[RunResult], *,
             baseline_label: str = "baseline", current_label: str = "current",
             thresholds: Thresholds | None = None, alpha: float = DEFAULT_ALPHA,
             power: float = DEFAULT_POWER, baseline_groups: Sequence[Hashable] | None = None,
-            current_groups: Sequence[Hashable] | None = None) -> Report:
+            current_groups: Sequence[Hashable] | None = None,
+            pooling: Pooling | None = None, history: Mapping[str, Grouped] | None = None
+            ) -> Report:
     """Compare every configuration present on both sides.
 
     ``*_groups`` label each result with the group it came from (e.g. the nightly's
     sweep): runs of one group share its conditions, and with 2+ groups on a side the
     group-to-group noise is measured too (see ``bench.results.stats.compare_runs``).
+    ``pooling`` says where each configuration's run-level noise is pooled from (default:
+    its family and its ``history``, each configuration's stored runs with their sweep,
+    ``bench.regress.pooling.load_history``).
     """
     if not 0 < alpha < 1:
         raise CompareError(f"alpha must be between 0 and 1. Received: alpha={alpha!r}")
@@ -431,13 +485,18 @@ def compare(baseline: Sequence[RunResult], current: Sequence[RunResult], *,
     if not current:
         raise CompareError(f"no results on the current side ({current_label})")
     thresholds = thresholds or Thresholds()
+    pooling = pooling or Pooling()
     b, c = group(baseline, baseline_groups), group(current, current_groups)
     common = [k for k in c if k in b]
-    configs = [compare_config(b[k], c[k], thresholds=thresholds, alpha=alpha, power=power)
+    pooled = pool_noise(b, c, common, (m for _, m in MEASURES.items()), pooling=pooling,
+                        history=history)
+    configs = [compare_config(b[k], c[k], thresholds=thresholds, alpha=alpha, power=power,
+                              pooled=pooled[k])
                for k in sorted(common, key=lambda k: c[k][0][0].spec.label())]
     return Report(
         baseline=baseline_label, current=current_label, alpha=alpha, power=power,
-        thresholds=thresholds, configs=configs,
+        thresholds=thresholds, configs=configs, pooling=pooling,
+        history_configs=sum(1 for k in common if (history or {}).get(k)),
         only_baseline=sorted(b[k][0][0].spec.label() for k in b if k not in c),
         only_current=sorted(c[k][0][0].spec.label() for k in c if k not in b),
         fingerprint=fingerprint_diffs([([r for r, _ in b[k]], [r for r, _ in c[k]])

@@ -17,6 +17,8 @@ from bench.regress.compare import (
     MeasureComparison,
     Report,
 )
+from bench.regress.pooling import HISTORY_SWEEPS
+from bench.results.stats import WELCH
 from reports.columns import display
 
 _MARK = {"regressed": "REGRESSED", "broken": "BROKEN", "improved": "improved",
@@ -50,9 +52,11 @@ def _detectable(m: MeasureComparison) -> str:
 
 
 def _noise(m: MeasureComparison) -> str:
+    """The noise that decided, with its degrees of freedom and the test's name."""
     if m.noise_cv is None:
         return "unknown"
-    return f"{m.noise_cv * 100:.1f}% per {m.noise_unit}"
+    test = "Welch" if m.test == WELCH else "t"
+    return f"{m.noise_cv * 100:.1f}% per {m.noise_unit} ({test}, df {m.noise_df:.3g})"
 
 
 def _row(c: ConfigComparison, m: MeasureComparison) -> list[str]:
@@ -133,7 +137,8 @@ def summary(report: Report) -> str:
         head = f"{len(report.regressed)} of {n} configuration(s) regressed"
     elif report.cannot_tell:
         head = (f"cannot tell for {len(report.cannot_tell)} of {n} configuration(s): the "
-                f"noise hides changes of the threshold's size")
+                f"noise hides changes of the threshold's size; bench ab would decide "
+                f"(commands below)")
     else:
         head = f"no regression in {n} configuration(s)"
     return f"{head} ({parts})" if parts else head
@@ -145,6 +150,33 @@ def _settings(report: Report) -> str:
             f"{report.thresholds.default:.0%}" + (f" ({per})" if per else ""))
 
 
+def pooling_line(report: Report) -> str:
+    """Where the run-to-run noise came from, and which test decided."""
+    sources = ["its own runs"]
+    if report.pooling.family:
+        sources.append("its family's (same workload, variant and strategy) where their "
+                       "noise agrees")
+    if report.pooling.history:
+        sources.append(f"its last {HISTORY_SWEEPS} stored sweeps on the same machine "
+                       f"({report.history_configs} configuration(s) had some)")
+    return (f"noise: each configuration's run-to-run noise pooled over {', '.join(sources)}; "
+            f"Welch's t where the sides' run counts or noise differ, Student's t otherwise")
+
+
+AB_HEADER = ("cannot tell: bench ab would decide it, with both sides' runs interleaved in "
+             "one session and compared pair by pair (the drift between sweeps cancels); "
+             "give each side what differs in it (see the differences above):")
+
+
+def ab_lines(report: Report, code: Callable[[str], str] = str, bullet: str = "  "
+             ) -> list[str]:
+    """The ``bench ab`` commands that would decide what this comparison cannot tell."""
+    found = [c for c in report.cannot_tell if c.ab_command]
+    if not found:
+        return []
+    return ["", AB_HEADER, *[f"{bullet}{c.label}: {code(c.ab_command)}" for c in found]]
+
+
 def as_table(report: Report) -> str:
     """Plain-text table for the terminal (differences in the fingerprint first)."""
     lines: list[str] = []
@@ -152,13 +184,13 @@ def as_table(report: Report) -> str:
     if banner:
         lines += [banner, ""]
     lines += [f"baseline: {report.baseline}", f"current:  {report.current}",
-              _settings(report), ""]
+              _settings(report), pooling_line(report), ""]
     table = [HEADER, *rows(report)]
     widths = [max(len(r[i]) for r in table) for i in range(len(HEADER) - 1)]
     for r in table:
         lines.append("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=False))
                      + "  " + r[-1])
-    lines += _tail(report, bullet="  ")
+    lines += _tail(report, bullet="  ") + ab_lines(report)
     power = power_line(report)
     lines += ["", summary(report)] + ([power] if power else [])
     return "\n".join(lines)
@@ -196,7 +228,8 @@ def as_markdown(report: Report) -> str:
         lines.append("")
     power = power_line(report)
     lines += [f"- baseline: `{report.baseline}`", f"- current: `{report.current}`",
-              f"- {_settings(report)}"] + ([f"- {power}"] if power else []) + [""]
+              f"- {_settings(report)}", f"- {pooling_line(report)}"] + (
+        [f"- {power}"] if power else []) + [""]
     lines += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     for r in rows(report):
         cells = [x.replace("|", "\\|") for x in r]
@@ -205,6 +238,7 @@ def as_markdown(report: Report) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     lines += [ln if not ln.startswith("  ") else f"- {ln.strip()}"
               for ln in _tail(report, bullet="  ")]
+    lines += ab_lines(report, code=lambda command: f"`{command}`", bullet="- ")
     lines += ["", f"<sub>{report.definition}</sub>", ""]
     return "\n".join(lines)
 

@@ -48,6 +48,7 @@ BOOTSTRAP_RESAMPLES = 4000
 # Fixed: the same inputs must always give the same answer (and the same verdict).
 BOOTSTRAP_SEED = 0
 FLOOR_RESAMPLES = 500  # window resamples per run for the run's own precision
+STUDENT, WELCH = "student", "welch"  # RunComparison.test: which t test decided
 
 
 def throughput_runs(results: Iterable[RunResult]) -> list[list[float]]:
@@ -210,7 +211,8 @@ class RunComparison:
     ``mde`` the relative change (0.07 = 7%, either way on the log scale) this
     comparison detects with ``power`` at ``alpha``; ``noise_cv`` the noise that
     decided it: per run (``unit == "run"``) or per group of runs (``"group"``),
-    as a CV; ``df`` its degrees of freedom.
+    as a CV (with Welch, the mean of the sides' variances); ``df`` its degrees of
+    freedom (Welch-Satterthwaite's, fractional, with Welch); ``test`` which t test.
     """
 
     ratio: float
@@ -230,6 +232,7 @@ class RunComparison:
     baseline: RunSummary
     current: RunSummary
     note: str = ""
+    test: str = STUDENT  # STUDENT (one common noise) or WELCH (each side its own)
 
 
 def _window_floor_var(logs: list[np.ndarray], seed: int) -> float:
@@ -259,11 +262,124 @@ def _groups(n: int, labels: Sequence[Hashable] | None, what: str) -> list[list[i
     return list(order.values())
 
 
+# -- run-level noise as evidence: pooled spreads, their homogeneity, Welch --------------------
+# Level of the F test that finds two noise estimates different (sides, configurations,
+# stored runs). Two-sided: a quieter estimate pooled in would make the others' noise look
+# smaller (false alarms), a noisier one theirs larger (lost power).
+NOISE_DIFFERS_ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class LogSpread:
+    """Evidence about one run-to-run noise: the sum of squared deviations of log run
+    figures around their group's mean (``ss``) and its degrees of freedom (``df``: runs
+    minus groups).
+
+    Spreads of independent groups add, and ``var`` (``ss / df``) is then the pooled
+    variance: the within-group mean square of a one-way ANOVA, the unbiased estimate
+    of a variance the groups share, carrying every group's degrees of freedom. Its
+    groups may be sweeps, sides or other configurations, each around its own mean, so
+    a difference of level between them never counts as noise.
+    """
+
+    ss: float = 0.0
+    df: int = 0
+
+    def __add__(self, other: LogSpread) -> LogSpread:
+        return LogSpread(self.ss + other.ss, self.df + other.df)
+
+    @property
+    def var(self) -> float | None:
+        """The pooled variance of a log run figure (None without degrees of freedom)."""
+        return self.ss / self.df if self.df else None
+
+    @classmethod
+    def of(cls, logs: Sequence[float], groups: Sequence[Hashable] | None = None) -> LogSpread:
+        """The spread of log figures around their group's mean (one group without labels)."""
+        a = np.asarray(logs, dtype=np.float64)
+        return _spread(a, _groups(a.size, groups, "LogSpread.of"))
+
+
+def _spread(values: np.ndarray, groups: list[list[int]]) -> LogSpread:
+    return sum((LogSpread(float(((values[g] - values[g].mean()) ** 2).sum()), len(g) - 1)
+                for g in groups), LogSpread())
+
+
+def noise_differs_p(a: LogSpread, b: LogSpread) -> float | None:
+    """Two-sided p-value of the F test that ``a`` and ``b`` measure one variance.
+
+    None when either has no degrees of freedom (nothing to test). Two spreads of
+    exactly zero agree (p 1), zero against nonzero differ (p 0): deterministic figures.
+    """
+    if not a.df or not b.df:
+        return None
+    va, vb = a.ss / a.df, b.ss / b.df
+    if min(va, vb) <= 1e-24:
+        return 1.0 if max(va, vb) <= 1e-24 else 0.0
+    f = va / vb
+    return min(1.0, 2.0 * float(min(sps.f.cdf(f, a.df, b.df), sps.f.sf(f, a.df, b.df))))
+
+
+def welch_satterthwaite(parts: Sequence[tuple[float, float]]) -> float:
+    """Degrees of freedom of a sum of independent variance estimates, each part given as
+    (its term of the sum, its own df): ``(sum v)^2 / sum(v^2 / df)``."""
+    total = sum(v for v, _ in parts)
+    spread = sum(v * v / df for v, df in parts)
+    return total * total / spread if spread > 0 else float(sum(df for _, df in parts))
+
+
+@dataclass(frozen=True)
+class RunNoise:
+    """The run-level noise evidence of one comparison: each side's and both sides'
+    together (``common``: a run on both sides counted once). ``compare_runs`` measures
+    it on its own runs when not given one; a caller may pass more
+    (``bench.regress.pooling``: other configurations, stored runs), these runs included.
+    """
+
+    baseline: LogSpread
+    current: LogSpread
+    common: LogSpread
+
+
+@dataclass(frozen=True)
+class _Difference:
+    var: float  # variance of the difference of the sides' log means
+    df: float
+    test: str  # STUDENT or WELCH
+    weight: float  # var / weight = the variance of one unit (a run, or a group mean)
+
+
+def _difference(b: LogSpread, c: LogSpread, common: LogSpread, wb: float, wc: float,
+                floor: float, welch: bool) -> _Difference | None:
+    """Var(current mean - baseline mean), where a side's mean has variance ``w`` x the
+    noise of one unit.
+
+    Student's common variance when the design is balanced and the sides' noise agrees:
+    the pooled t is then exact and has the most degrees of freedom. With ``welch``,
+    each side's own variance and the Welch-Satterthwaite df when the counts differ
+    (there, when the smaller side is the noisier, Student's t alarms above alpha) or
+    the F test finds the noise different (balanced, both tests have the same standard
+    error: the F test only decides whether the pooled df can be trusted). A side
+    without degrees of freedom has no variance of its own: the common one stands for
+    it (a single run judged against the other side's noise)."""
+    differs = noise_differs_p(b, c)
+    unequal = not math.isclose(wb, wc, rel_tol=1e-9) or (
+        differs is not None and differs < NOISE_DIFFERS_ALPHA)
+    if welch and unequal and b.var is not None and c.var is not None:
+        vb, vc = wb * max(b.var, floor), wc * max(c.var, floor)
+        return _Difference(vb + vc, welch_satterthwaite([(vb, b.df), (vc, c.df)]), WELCH,
+                           wb + wc)
+    if common.var is None:
+        return None
+    return _Difference((wb + wc) * max(common.var, floor), float(common.df), STUDENT, wb + wc)
+
+
 def compare_runs(baseline: Runs, current: Runs, *, alpha: float = DEFAULT_ALPHA,
                  power: float = DEFAULT_POWER,
                  baseline_groups: Sequence[Hashable] | None = None,
                  current_groups: Sequence[Hashable] | None = None,
-                 seed: int = BOOTSTRAP_SEED) -> RunComparison:
+                 seed: int = BOOTSTRAP_SEED, noise: RunNoise | None = None,
+                 welch: bool = False) -> RunComparison:
     """Compare two groups of runs (each run a list of window values); see RunComparison.
 
     The noise is measured at the level runs vary at, and never taken smaller than
@@ -279,11 +395,18 @@ def compare_runs(baseline: Runs, current: Runs, *, alpha: float = DEFAULT_ALPHA,
       larger than the run level predicts, something shared by the runs of a group
       (the night's load, a driver) varies too, and groups become the unit.
 
+    ``noise`` replaces the run-level evidence measured on these runs by a larger one
+    (pooled elsewhere, these runs included). ``welch``: at either level, each side
+    keeps its own variance (Welch's t, Welch-Satterthwaite df) when the sides' counts
+    differ or an F test finds their noise different (``NOISE_DIFFERS_ALPHA``);
+    otherwise, and always without ``welch``, one common variance (Student's t).
+
     The change is the difference of the sides' log means (means of group means);
     its standard error follows from the chosen noise; the interval and the
-    two-sided p-value use Student's t, and the minimum detectable change is
-    ``(t[1 - alpha/2] + t[power]) x SE``. With no replicated runs (one run a side)
-    no noise can be measured: ``p_value`` None, ``mde`` inf.
+    two-sided p-value use the t distribution of the chosen test, and the minimum
+    detectable change is ``(t[1 - alpha/2] + t[power]) x SE``. With no replicated
+    runs (one run a side, no ``noise``) no noise can be measured: ``p_value`` None,
+    ``mde`` inf.
     """
     if not 0 < alpha < 1 or not 0 < power < 1:
         raise ValueError(f"alpha and power must be between 0 and 1. Received: "
@@ -298,41 +421,46 @@ def compare_runs(baseline: Runs, current: Runs, *, alpha: float = DEFAULT_ALPHA,
     sides = [(b_fig, _groups(len(b_fig), baseline_groups, "baseline_groups")),
              (c_fig, _groups(len(c_fig), current_groups, "current_groups"))]
 
-    centers, ss_run, df_run, ss_group, df_group = [], 0.0, 0, 0.0, 0
-    c_run, c_group = 0.0, 0.0  # Var(difference) = c_run * s_run^2 or c_group * s_group^2
+    # Per side: its centre, the run-level and group-level spreads, and the weights
+    # that turn one unit's variance into its centre's: sum(1/n_g) / G^2 for runs,
+    # 1 / G for group means.
+    centers, runs, group_spreads, run_w, group_w = [], [], [], [], []
     for fig, groups in sides:
         means = np.array([fig[g].mean() for g in groups])
         centers.append(float(means.mean()))
-        for g in groups:
-            ss_run += float(((fig[g] - fig[g].mean()) ** 2).sum())
-            df_run += len(g) - 1
-            c_run += 1.0 / len(g) / len(groups) ** 2
-        ss_group += float(((means - means.mean()) ** 2).sum())
-        df_group += len(groups) - 1
-        c_group += 1.0 / len(groups)
+        runs.append(_spread(fig, groups))
+        group_spreads.append(_spread(means, [list(range(means.size))]))
+        run_w.append(sum(1.0 / len(g) for g in groups) / len(groups) ** 2)
+        group_w.append(1.0 / len(groups))
     delta = centers[1] - centers[0]
+    noise = noise or RunNoise(runs[0], runs[1], runs[0] + runs[1])
 
     floor_var = _window_floor_var(b_logs + c_logs, seed)
-    run_var = max(ss_run / df_run, floor_var) if df_run else None
-    group_var = ss_group / df_group if df_group else None
-    var, df, unit = math.inf, 0.0, "run"
-    if run_var is not None:
-        var, df = c_run * run_var, float(df_run)
-    if group_var is not None and (run_var is None or c_group * group_var > var):
-        var, df, unit = c_group * group_var, float(df_group), "group"
+    run_var = None if noise.common.var is None else max(noise.common.var, floor_var)
+    group_var = (group_spreads[0] + group_spreads[1]).var
+    chosen = _difference(noise.baseline, noise.current, noise.common, run_w[0], run_w[1],
+                         floor_var, welch)
+    unit = "run"
+    by_group = _difference(group_spreads[0], group_spreads[1],
+                           group_spreads[0] + group_spreads[1], group_w[0], group_w[1], 0.0,
+                           welch)
+    if by_group is not None and (chosen is None or by_group.var > chosen.var):
+        chosen, unit = by_group, "group"
     undecided = RunComparison(
         ratio=math.exp(delta), low=math.nan, high=math.nan, p_value=None, significant=False,
-        mde=math.inf, alpha=alpha, power=power, noise_cv=None, unit=unit, df=df,
+        mde=math.inf, alpha=alpha, power=power, noise_cv=None, unit=unit,
+        df=0.0 if chosen is None else chosen.df,
         run_cv=None if run_var is None else _log_sd_to_cv(math.sqrt(run_var)),
         group_cv=None if group_var is None else _log_sd_to_cv(math.sqrt(group_var)),
         window_floor_cv=_log_sd_to_cv(math.sqrt(floor_var)),
-        baseline=summarize_runs(baseline), current=summarize_runs(current))
-    if df == 0:
+        baseline=summarize_runs(baseline), current=summarize_runs(current),
+        test=STUDENT if chosen is None else chosen.test)
+    if chosen is None:
         return replace(undecided, note=(
             f"{len(baseline)} baseline and {len(current)} current run(s): the run-to-run "
             f"noise cannot be measured without 2+ runs on a side"))
-    se = math.sqrt(var)
-    noise_cv = _log_sd_to_cv(se / math.sqrt(c_run if unit == "run" else c_group))
+    df, se = chosen.df, math.sqrt(chosen.var)
+    noise_cv = _log_sd_to_cv(math.sqrt(chosen.var / chosen.weight))
     if se < 1e-12:  # identical runs everywhere (e.g. a deterministic memory figure)
         p = 1.0 if abs(delta) < 1e-12 else 0.0
         return replace(undecided, low=math.exp(delta), high=math.exp(delta), p_value=p,
