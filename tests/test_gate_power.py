@@ -68,7 +68,7 @@ def test_the_script_runs_every_comparison_through_bench_ab(monkeypatch: pytest.M
     rc = gp.main(["--aa", "2", "--ab", "2", "--budget", "5m", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert rc == 0, out
-    assert [c["params"] for c in calls] == [{}, {"widths": [550, 550]}] * 2
+    assert [c["params"] for c in calls] == [{}, gp.DEFAULT_CANDIDATE] * 2
     assert all(c["budget_s"] == 300.0 for c in calls)
     assert "A/B: 2 comparisons: REGRESSED 2" in out
     assert "every A/B pair pooled (12 pairs): throughput x0.900" in out
