@@ -37,7 +37,6 @@ class LoopLimit:
     min_replicas: int = 1
     min_steps_per_call: int = 1
     min_grad_accum: int = 1
-    min_profile_steps: int = 0
     xla: bool | None = None
     precision: str | None = None
 
@@ -46,7 +45,6 @@ class LoopLimit:
                 and spec.replicas >= self.min_replicas
                 and spec.steps_per_call >= self.min_steps_per_call
                 and spec.grad_accum >= self.min_grad_accum
-                and spec.profile_steps >= self.min_profile_steps
                 and self.xla in (None, spec.xla)
                 and self.precision in (None, spec.precision))
 
@@ -60,8 +58,6 @@ COMMON_LOOP_LIMITS = (
     LoopLimit("fit applies one batch per optimizer step (Keras' gradient_accumulation_steps "
               "counts each micro-batch as a step): the fit mode takes grad_accum=1 only",
               min_grad_accum=2),
-    LoopLimit("the profile probe drives the custom loop's train call; the fit mode is not "
-              "profiled (profile_steps must be 0)", min_profile_steps=1),
     LoopLimit("the harness builds Keras 3's LossScaleOptimizer; in tf_keras it lives in "
               "keras.mixed_precision, which the Keras 2 lane does not build",
               loops=("custom", "fit"), keras=(2,), precision="mixed_float16"),

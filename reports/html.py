@@ -8,7 +8,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from bench.results.figures import why_missing
+from reports.breakdown import breakdown_table
 from reports.columns import Notes, definitions
+from reports.configs import ConfigView
 from reports.loops import cost_line
 from reports.plots import Plot, allreduce_plot, workload_plots
 from reports.projection import SweepProjection, machine_projections
@@ -156,26 +158,15 @@ def _mib(value: Any) -> str:
     return f"{value / 2**20:,.0f}" if isinstance(value, (int, float)) else "-"
 
 
-def _profiles(runs: Sequence[RunView]) -> str:
-    """Profiled step breakdown, where present."""
-    rows = []
-    for run in runs:
-        c = run.communication
-        if c is None:
-            continue
-        op_text = ", ".join(f"{k} x{v}" for k, v in sorted(c.op_types.items()))
-        overhead = c.profiler_overhead
-        rows.append([run.result.spec.label(), _ms(c.step_s), _ms(c.compute_s),
-                     _ms(c.collective_s), _ms(c.other_s), f"{c.comm_fraction:.1%}",
-                     str(c.profiled_steps),
-                     f"{overhead:.2f}x" if overhead is not None else "-",
-                     op_text or "-", c.profile_dir or "-"])
-    if not rows:
+def _profiles(configs: Sequence[ConfigView]) -> str:
+    """Where each profiled configuration's step went (reports.breakdown)."""
+    table = breakdown_table(configs)
+    if not table.rows:
         return ""
-    return ("<h4>Profiled step breakdown</h4>"
-            + _table(["configuration", "step (ms)", "compute (ms)", "collectives (ms)",
-                      "other (ms)", "collectives share", "profiled steps",
-                      "profiler overhead", "op types", "profile"], rows))
+    return ("<h4>Where the step time goes (profiled)</h4><p class='muted'>Each part in ms "
+            "per step and as a share of the profiled step (see breakdown under "
+            "Definitions); the parts add up to the step.</p>"
+            + _table(table.headers, table.rows) + _notes(table.notes))
 
 
 def _ms(value: Any) -> str:
@@ -257,7 +248,7 @@ def _machine(mr: MachineReport, n: int) -> str:
         parts.append(_verdict_list(w, mr))
         runs = [r for c in w.configs for r in c.runs]
         parts.append(_tasks(runs))
-        parts.append(_profiles(runs))
+        parts.append(_profiles(w.configs))
     ar = allreduce_plot(mr)
     if ar is not None:
         parts.append("<h3>All-reduce probes</h3>" + _figure(ar) + _allreduce_table(mr))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from reports.breakdown import breakdown_table
 from reports.columns import definitions
 from reports.loops import cost_line
 from reports.report import MachineReport, SweepReport
@@ -49,6 +50,12 @@ def _machine(mr: MachineReport, n: int, many: bool) -> list[str]:
             # Why cells marked n/a [k] are empty: one line each, the configurations named.
             if table.notes:
                 out += [*[f"- {line}" for line in table.notes], ""]
+        profiles = breakdown_table(w.configs)
+        if profiles.rows:
+            out += ["**Where the step time goes (profiled)**: each part in ms per step and as "
+                    "a share of the profiled step; the parts add up to the step.", "",
+                    md_table(profiles.headers, profiles.rows), ""]
+            out += [*[f"- {line}" for line in profiles.notes], *([""] if profiles.notes else [])]
     if mr.loop_costs:
         out += ["### Keras fit vs the custom loop", "",
                 "Each configuration measured with both loops: the throughput of `fit` over the "

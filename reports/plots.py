@@ -16,6 +16,7 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from reports.breakdown import profiled
 from reports.configs import ConfigView
 from reports.recommend import Ranking, WorkloadAnswer
 from reports.report import MachineReport
@@ -159,10 +160,12 @@ def efficiency_vs_devices(w: WorkloadAnswer, mr: MachineReport, pal: Palette) ->
 
 def _breakdown(run: ConfigView, mr: MachineReport) -> dict[str, float] | None:
     """Milliseconds per step by part: profiled if available, else estimated."""
-    comm = run.communication
-    if comm is not None:
-        return {"compute": comm.compute_s * 1e3, "communication": comm.collective_s * 1e3,
-                "other": comm.other_s * 1e3}
+    p = profiled(run)
+    if p is not None:
+        parts = {k: v * 1e3 for k, v in p.parts.items()}
+        if p.unsplit_s is not None:
+            parts["other"] = p.unsplit_s * 1e3
+        return parts
     if run.step_s is None:
         return None
     share = mr.overhead.get(run.key)
@@ -173,7 +176,8 @@ def _breakdown(run: ConfigView, mr: MachineReport) -> dict[str, float] | None:
             "overhead beyond ideal (estimated)": run.step_s * share * 1e3}
 
 
-_PART_COLORS = {"compute": "#4c72b0", "communication": "#dd5143", "other": "#aaaaaa",
+_PART_COLORS = {"input": "#55a868", "compute": "#4c72b0", "communication": "#dd5143",
+                "host": "#8172b2", "idle": "#dddddd", "other": "#aaaaaa",
                 "ideal step (estimated)": "#8fb0d8",
                 "overhead beyond ideal (estimated)": "#f0a35e",
                 "measured step (no breakdown)": "#cccccc"}
@@ -184,13 +188,13 @@ def step_breakdown(w: WorkloadAnswer, mr: MachineReport, pal: Palette) -> Plot |
     if not rks:
         return None
     fig, axes = _panels(len(rks), _title("Step-time breakdown", w, mr))
-    profiled = False
+    any_profiled = False
     for ax, rk in zip(axes, rks, strict=True):
         runs = sorted(rk.ok_configs(), key=lambda r: (r.replicas, r.strategy))
         labels, seen = [], set()
         for i, run in enumerate(runs):
             parts = _breakdown(run, mr) or {}
-            profiled |= "communication" in parts
+            any_profiled |= "communication" in parts
             bottom = 0.0
             for part, value in parts.items():
                 ax.bar(i, value, bottom=bottom, color=_PART_COLORS.get(part, "#999999"),
@@ -200,15 +204,16 @@ def step_breakdown(w: WorkloadAnswer, mr: MachineReport, pal: Palette) -> Plot |
             labels.append(f"{run.strategy}\nN={run.replicas}")
         ax.set_xticks(range(len(runs)))
         ax.set_xticklabels(labels, fontsize=6, rotation=60, ha="right")
-        ax.set_ylabel("median step time (ms)")
+        ax.set_ylabel("step time (ms)")
         ax.set_title(rk.label, fontsize=9)
         ax.legend(fontsize=6)
     estimate = ("the median step split into the ideal step (from the 1-device baseline's "
                 "throughput) and the overhead beyond it: an estimate, not a profile; baselines "
                 "show the measured step only.")
     return Plot("step-breakdown", "Step-time breakdown", _png(fig),
-                "Compute / communication / other from the profiler where runs were profiled; "
-                f"elsewhere {estimate}" if profiled else estimate[0].upper() + estimate[1:])
+                "Input / compute / communication / host / idle per profiled step where runs "
+                "were profiled (see breakdown); "
+                f"elsewhere {estimate}" if any_profiled else estimate[0].upper() + estimate[1:])
 
 
 def _per_count_panels(w: WorkloadAnswer, what: str, mr: MachineReport,

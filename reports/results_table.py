@@ -45,9 +45,14 @@ def to_frame(results: Sequence[RunResult]) -> pd.DataFrame:
 
 
 # Shown in the terminal (the rest stays in the CSV: `bench show --csv`).
-# The reason columns become notes under the table.
+# The reason columns become notes under the table. Of a profiled step, the terminal
+# shows the breakdown's shares (its seconds and the older communication split, which
+# the communication share repeats, stay in the CSV) to keep the table readable.
 _TERMINAL_HIDDEN = ("key", "replicas", "precision", "loss_start", "loss_end",
-                    *(f.reason_name for f in SCHEMA_FIGURES if f.reason_name))
+                    *(f.reason_name for f in SCHEMA_FIGURES if f.reason_name),
+                    *(f.name for f in SCHEMA_FIGURES
+                      if f.path[0] == "communication"
+                      or (f.path[0] == "breakdown" and f.path[-1].endswith("_s"))))
 
 
 def _cells(df: pd.DataFrame, f: SchemaFigure, notes: Notes) -> list[str]:

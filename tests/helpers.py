@@ -10,9 +10,12 @@ from typing import Any
 
 from bench.launch.launcher import make_result
 from bench.results.schema import (
+    BREAKDOWN_PARTS,
+    Breakdown,
     Figures,
     Memory,
     ModelInfo,
+    PartTime,
     RunResult,
     Startup,
     StepTimes,
@@ -109,6 +112,25 @@ def replicated(strategy: str, devices: int, batch: int, throughput: float, *, ru
     return out
 
 
+def fake_breakdown(step_s: float, shares: dict[str, float],
+                   ops: dict[str, dict[str, float]] | None = None,
+                   profile_dir: str = "/tmp/profile") -> Breakdown:
+    """A profiled step of ``step_s`` split by ``shares`` (part -> share of the step; the
+    rest is idle), with ``ops`` (part -> op type -> share of the step) as its top lists."""
+    seconds = {p: shares.get(p, 0.0) * step_s for p in BREAKDOWN_PARTS}
+    seconds["idle"] = step_s - sum(v for p, v in seconds.items() if p != "idle")
+    top = [PartTime(part, name, share * step_s)
+           for part, by_op in (ops or {}).items() for name, share in by_op.items()]
+    share = {p: v / step_s for p, v in seconds.items()}
+    return Breakdown(
+        step_s=step_s, input_s=seconds["input"], compute_s=seconds["compute"],
+        communication_s=seconds["communication"], host_s=seconds["host"],
+        idle_s=seconds["idle"], input_share=share["input"], compute_share=share["compute"],
+        communication_share=share["communication"], host_share=share["host"],
+        idle_share=share["idle"], top=top, profile_dir=profile_dir, profiled_steps=5,
+        profiler_overhead=1.1, capture_s=0.5)
+
+
 def report_results() -> list[RunResult]:
     """A CPU sweep with every status and the optional probe figures, for report tests.
 
@@ -131,6 +153,10 @@ def report_results() -> list[RunResult]:
         step_s=step, collective_s=0.2 * step, compute_s=0.7 * step, other_s=0.1 * step,
         comm_fraction=0.2, op_types={"CollectiveReduceV2": 20, "_Send": 10},
         profile_dir="/tmp/profile", profiled_steps=10, profiler_overhead=1.08)
+    profiled.figures.breakdown = fake_breakdown(
+        step, {"compute": 0.7, "communication": 0.2, "host": 0.08},
+        {"compute": {"MatMul": 0.5, "AddV2": 0.2}, "communication": {"CollectiveReduceV2": 0.2},
+         "host": {"Python and dispatch": 0.08}})
     profiled.figures.mfu = 0.12
     out.append(profiled)
     probe = measured("mirrored", 2, 32, 1.0, mode="allreduce", status="ok")

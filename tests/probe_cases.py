@@ -89,8 +89,8 @@ def case_trace(setup: Any, tmp: str, steps: int) -> dict[str, Any]:
     """Capture a tiny profile of known ops and parse it back."""
     import tensorflow as tf
 
-    from bench.child.probes.profile import capture
-    from bench.child.probes.trace import find_xspace, read_xspace
+    from bench.child.probes.profile import call_steps, capture
+    from bench.child.probes.trace import find_xspace, parse_op_name, read_xspace
 
     a = tf.random.uniform((256, 256))
 
@@ -104,10 +104,11 @@ def case_trace(setup: Any, tmp: str, steps: int) -> dict[str, Any]:
         return tf.reduce_sum(tf.linalg.matmul(a, a)) + tf.reduce_sum(packed + inner)
 
     step()
-    comm = capture(tf, lambda: float(step().numpy()), steps, Path(tmp))
-    ops, spans = read_xspace(find_xspace(Path(tmp)))
-    return {"communication": asdict(comm), "steps": [s.step for s in spans],
-            "ops": sorted({f"{o.name}:{o.op_type}" for o in ops}),
+    breakdown, comm = capture(tf, call_steps(lambda: float(step().numpy())), steps, Path(tmp))
+    events, spans = read_xspace(find_xspace(Path(tmp)))
+    return {"communication": asdict(comm), "breakdown": asdict(breakdown),
+            "steps": [s.step for s in spans], "step_lines": [s.line for s in spans],
+            "ops": sorted({e.text for e in events if parse_op_name(e.text)}),
             "span_seconds": [s.seconds for s in spans]}
 
 

@@ -78,7 +78,8 @@ SUPPORTED = [("default", 1, {}), ("one_device", 1, {}), ("mirrored", 2, {}),
              ("central_storage", 2, {}), ("mirrored", 1, {"steps_per_call": 2}),
              ("one_device", 1, {"xla": True}), ("independent", 2, {}),
              ("multi_worker_mirrored", 2, {"keras": 2}), ("mirrored", 2, {"keras": 2}),
-             ("mirrored", 2, {"keras": 2, "steps_per_call": 2})]
+             ("mirrored", 2, {"keras": 2, "steps_per_call": 2}),
+             ("one_device", 1, {"profile_steps": 2}), ("mirrored", 2, {"profile_steps": 2})]
 UNSUPPORTED = [
     ("multi_worker_mirrored", 2, {}, "keras-team/keras#20585"),
     ("parameter_server", 2, {}, "DatasetCreator"),
@@ -88,7 +89,6 @@ UNSUPPORTED = [
     ("central_storage", 2, {"xla": True}, "jit_compile"),
     ("mirrored", 2, {"xla": True, "keras": 2}, "jit_compile"),
     ("one_device", 1, {"grad_accum": 2}, "grad_accum"),
-    ("one_device", 1, {"profile_steps": 2}, "profile"),
     ("one_device", 1, {"keras": 2, "precision": "mixed_float16"}, "LossScaleOptimizer"),
 ]
 

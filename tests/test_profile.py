@@ -1,5 +1,5 @@
-"""Profile capture and the communication split: the rules on hand-made events, the
-parser on a trace the test captures itself, and profiled runs on 1 and 2 devices.
+"""Profile capture and the step breakdown: the rules on hand-made events, the parser
+on a trace the test captures itself, and profiled runs on 1 and 2 devices.
 
 TensorFlow parts run in child processes (tests/probe_cases.py).
 """
@@ -13,14 +13,23 @@ from typing import Any
 
 import pytest
 
+from bench.child.probes.profile import communication_of, summarize
 from bench.child.probes.trace import (
+    EXECUTOR_LABEL,
+    IDLE_LABEL,
+    PYTHON_LABEL,
     Classifier,
-    OpEvent,
+    Part,
     StepSpan,
-    breakdown,
+    TraceEvent,
+    attribute,
+    outside,
     parse_op_name,
+    split,
     union_length,
 )
+from bench.results.schema import BREAKDOWN_PARTS
+from bench.results.text import breakdown_line
 from tests.probe_cases import run_probe_case
 
 MS = 10**9  # picoseconds per millisecond
@@ -42,6 +51,9 @@ def test_union_length_merges_overlaps_across_threads() -> None:
     assert union_length([(0, 10), (2, 3)]) == 10  # nested
     assert union_length([(0, 5), (5, 8)]) == 8  # touching
     assert union_length([(4, 4), (9, 3)]) == 0  # empty or reversed
+    assert outside((0, 20), [(2, 5), (4, 8), (15, 30)]) == [(0, 2), (8, 15)]
+    assert outside((0, 10), []) == [(0, 10)]
+    assert outside((0, 10), [(0, 10)]) == []
 
 
 def test_classifier_counts_packing_ops_only_in_the_optimizers_all_reduce() -> None:
@@ -61,28 +73,132 @@ def test_classifier_counts_packing_ops_only_in_the_optimizers_all_reduce() -> No
     assert any(t.startswith("ConcatV2 (inside scopes adam") for t in rule.counted_types())
 
 
-def test_breakdown_partitions_each_step_by_hand() -> None:
-    """Step 0..10 ms; communication on two threads [2,5] and [4,6] -> 4 ms; other ops
-    [0,3] and [5,9] -> busy [0,9], of which 9 - 4 = 5 ms compute; 1 ms other. An op
-    straddling the step's end is clipped; ops of the next step do not leak in."""
-    ev = [OpEvent("adam/CollectiveReduceV2", "CollectiveReduceV2", 2 * MS, 5 * MS),
-          OpEvent("adam/concat", "ConcatV2", 4 * MS, 6 * MS),
-          OpEvent("mlp/dense/MatMul", "_MklMatMul", 0, 3 * MS),
-          OpEvent("adam/update/Mul", "Mul", 5 * MS, 9 * MS),
-          OpEvent("late/Mul", "Mul", 12 * MS, 14 * MS),
-          OpEvent("adam/CollectiveReduceV2_1", "CollectiveReduceV2", 11 * MS, 12 * MS)]
-    steps = [StepSpan(1, 11 * MS, 15 * MS), StepSpan(0, 0, 10 * MS)]
-    b = breakdown(ev, steps)
-    first, second = b.steps  # ordered by time, whatever the input order
-    assert first.step == 0
-    assert first.step_s == pytest.approx(0.010)
-    assert first.collective_s == pytest.approx(0.004)
-    assert first.compute_s == pytest.approx(0.005)
-    assert first.other_s == pytest.approx(0.001)
-    assert first.comm_fraction == pytest.approx(0.4)
-    assert second.collective_s == pytest.approx(0.001)
-    assert second.compute_s == pytest.approx(0.002)
-    assert b.op_types == {"ConcatV2": 1, "CollectiveReduceV2": 2}
+@pytest.mark.parametrize(("text", "line", "expected"), [
+    ("mlp/dense/MatMul:MatMul", "tf_Compute/1", Part("compute", "MatMul")),
+    ("adam/CollectiveReduceV2:CollectiveReduceV2", "collective_ops/7",
+     Part("communication", "CollectiveReduceV2")),
+    ("mul/_1:_Recv", "tf_Compute/1", Part("communication", "_Recv")),
+    # A tf.data map function's ops run on the pipeline's threads, beside the step.
+    ("MatMul_3:MatMul", "tf_data_private_threadpool/4", None),
+    ("ExecutorState::Process", "tf_data_private_threadpool/4", None),
+    ("Iterator::Root::Prefetch::Map", "tf_data_iterator_resource/2", None),
+    ("PrefetchProduce", "tf_data_iterator_resource/2", None),
+    # The waits of the asynchronous get-next ops (single and multi-device iterators).
+    ("IteratorGetNextOp::DoCompute", "tf_data_iterator_get_next/3",
+     Part("input", "IteratorGetNext")),
+    ("IteratorGetNextAsOptionalOp::DoCompute", "tf_data_iterator_get_next/3",
+     Part("input", "IteratorGetNextAsOptional")),
+    ("GetNextFromShard1", "tf_data_multi_device_iterator_get_next/5",
+     Part("input", "GetNextFromShard")),
+    ("MultiDeviceIteratorFromStringHandle:MultiDeviceIteratorFromStringHandle",
+     "tf_Compute/1", Part("input", "MultiDeviceIteratorFromStringHandle")),
+    ("IteratorGetNextSync:IteratorGetNextSync", "python", Part("input", "IteratorGetNextSync")),
+    # Python inside the graph is the host's time; so is the executor between its ops.
+    ("EagerPyFunc:EagerPyFunc", "tf_Compute/1", Part("host", "EagerPyFunc")),
+    ("ExecutorState::Process", "tf_Compute/1", Part("host", EXECUTOR_LABEL)),
+    ("ThreadpoolListener::Record", "tf_numa_-1_Eigen/9", None),
+    ("KernelAndDeviceFunc::Run", "python", None),
+    ("train_call", "python", None),
+])
+def test_each_event_claims_its_part(text: str, line: str, expected: Part | None) -> None:
+    assert Classifier().part_of(TraceEvent(text, line, 0, MS)) == expected
+
+
+def _step_of_every_part() -> tuple[list[TraceEvent], StepSpan]:
+    """A 20 ms step on the "python" thread, every part by hand:
+
+    - host (Python): outside the function call [2, 18]: [0, 2] and [18, 20] = 4 ms;
+    - input: the get-next wait [2, 5], of which [4, 5] another replica computes: 2 ms;
+    - the pipeline's map op [1, 5] on a tf_data thread: nothing;
+    - compute: MatMul [4, 5] and [5, 9] (comm takes [9, 10]), AddV2 [6, 8] beside it:
+      5 ms, MatMul 4 ms and AddV2 1 ms ([6, 8] shared equally);
+    - communication: CollectiveReduceV2 [9, 12]: 3 ms;
+    - host (executor): ExecutorState::Process [12, 14]: 2 ms;
+    - idle: [14, 18], inside the call with nothing running: 4 ms.
+    """
+    ev = [TraceEvent("KernelAndDeviceFunc::Run", "python", 2 * MS, 18 * MS),
+          TraceEvent("train_call", "python", 0, 20 * MS),
+          TraceEvent("IteratorGetNextOp::DoCompute", "tf_data_iterator_get_next/1",
+                     2 * MS, 5 * MS),
+          TraceEvent("map/MatMul:MatMul", "tf_data_private_threadpool/2", 1 * MS, 5 * MS),
+          TraceEvent("replica_1/mlp/MatMul:MatMul", "tf_Compute/4", 4 * MS, 5 * MS),
+          TraceEvent("mlp/MatMul:MatMul", "tf_Compute/3", 5 * MS, 10 * MS),
+          TraceEvent("mlp/add:AddV2", "tf_Compute/4", 6 * MS, 8 * MS),
+          TraceEvent("adam/CollectiveReduceV2:CollectiveReduceV2", "collective_ops/5",
+                     9 * MS, 12 * MS),
+          TraceEvent("ExecutorState::Process", "tf_Compute/3", 12 * MS, 14 * MS)]
+    return ev, StepSpan(0, 0, 20 * MS, "python")
+
+
+def test_a_step_is_split_into_five_parts_that_add_up_to_it() -> None:
+    ev, step = _step_of_every_part()
+    (s,) = split(ev, [step]).steps
+    assert s.step_s == pytest.approx(0.020)
+    assert s.parts == pytest.approx({"input": 0.002, "compute": 0.005, "communication": 0.003,
+                                     "host": 0.006, "idle": 0.004})
+    assert sum(s.parts.values()) == pytest.approx(s.step_s)
+    assert s.labels == pytest.approx({
+        Part("host", PYTHON_LABEL): 0.004, Part("input", "IteratorGetNext"): 0.002,
+        Part("compute", "MatMul"): 0.004, Part("compute", "AddV2"): 0.001,
+        Part("communication", "CollectiveReduceV2"): 0.003,
+        Part("host", EXECUTOR_LABEL): 0.002, Part("idle", IDLE_LABEL): 0.004})
+    assert s.comm_fraction == pytest.approx(0.15)
+
+
+def test_steps_are_clipped_ordered_and_count_their_communication_ops() -> None:
+    """Events straddling a step's end are clipped; ops of the next step do not leak in;
+    steps come back in time order whatever the input order."""
+    ev = [TraceEvent("adam/CollectiveReduceV2:CollectiveReduceV2", "c", 2 * MS, 5 * MS),
+          TraceEvent("adam/concat:ConcatV2", "t", 4 * MS, 6 * MS),
+          TraceEvent("mlp/dense/MatMul:MatMul", "t", 0, 3 * MS),
+          TraceEvent("adam/update/Mul:Mul", "u", 5 * MS, 9 * MS),
+          TraceEvent("late/Mul:Mul", "u", 12 * MS, 16 * MS),
+          TraceEvent("adam/CollectiveReduceV2_1:CollectiveReduceV2", "c", 11 * MS, 12 * MS)]
+    steps = [StepSpan(1, 11 * MS, 15 * MS, "python"), StepSpan(0, 0, 10 * MS, "python")]
+    out = split(ev, steps)
+    first, second = out.steps
+    assert (first.step, second.step) == (0, 1)
+    # No function call recorded on the stepping thread: what no op claims is Python.
+    assert first.parts == pytest.approx({"input": 0.0, "compute": 0.005,
+                                         "communication": 0.004, "host": 0.001, "idle": 0.0})
+    assert second.parts["communication"] == pytest.approx(0.001)
+    assert second.parts["compute"] == pytest.approx(0.003)  # [12, 15], clipped
+    assert out.op_types == {"ConcatV2": 1, "CollectiveReduceV2": 2}
+
+
+def test_attribution_shares_an_instant_among_what_runs_and_leaves_the_rest_idle() -> None:
+    a, b = Part("compute", "MatMul"), Part("compute", "Conv2D")
+    got = attribute([(0, 6 * MS, a), (3 * MS, 9 * MS, b), (2 * MS, 4 * MS, a)], (0, 12 * MS))
+    # [0,2] a; [2,3] a x2; [3,4] a x2 + b: 2/3 and 1/3; [4,6] a + b; [6,9] b; [9,12] idle
+    assert got[a] == pytest.approx(2 * MS + MS + MS * 2 / 3 + MS, abs=2)
+    assert got[b] == pytest.approx(MS / 3 + MS + 3 * MS, abs=2)
+    assert got[Part("idle", IDLE_LABEL)] == 3 * MS
+    assert sum(got.values()) == 12 * MS  # exactly, integer picoseconds
+
+
+def test_summary_is_per_step_and_per_call_and_keeps_the_busiest_ops() -> None:
+    ev, step = _step_of_every_part()
+    later = [TraceEvent(e.text, e.line, e.start_ps + 30 * MS, e.end_ps + 30 * MS) for e in ev]
+    parts = split(ev + later, [step, StepSpan(1, 30 * MS, 50 * MS, "python")])
+    b = summarize(parts, steps_per_call=2, profile_dir="/p", top=1)
+    assert b.profiled_steps == 2
+    assert b.step_s == pytest.approx(0.010)  # 20 ms calls of 2 steps
+    assert [b.seconds(p) for p in BREAKDOWN_PARTS] == pytest.approx(
+        [0.001, 0.0025, 0.0015, 0.003, 0.002])
+    assert b.input_share + b.compute_share + b.communication_share + b.host_share \
+        + b.idle_share == pytest.approx(1.0)
+    assert b.compute_share == pytest.approx(0.25)
+    assert b.ops("compute") == pytest.approx({"MatMul": 0.002})  # top=1: AddV2 dropped
+    assert b.ops("host") == pytest.approx({PYTHON_LABEL: 0.002})
+    c = communication_of(b, parts, Classifier())
+    assert c.collective_s == b.communication_s and c.compute_s == b.compute_s
+    assert c.step_s == pytest.approx(c.collective_s + c.compute_s + c.other_s)
+    assert c.op_types == {"CollectiveReduceV2": 2}
+    line = breakdown_line(b)
+    assert "10 ms step = input 1 ms (10%), compute 2.5 ms (25%)" in line
+    assert "--logdir /p" in line or "--logdir=/p" in line
+    with pytest.raises(ValueError, match="Received: part='disk'"):
+        b.seconds("disk")
 
 
 def test_parser_reads_a_trace_captured_by_this_test(tmp_path: Path) -> None:
@@ -90,6 +206,7 @@ def test_parser_reads_a_trace_captured_by_this_test(tmp_path: Path) -> None:
     r = run_probe_case("trace", 1, tmp=str(tmp_path / "trace"), steps=3)
     assert r["steps"] == [0, 1, 2]
     assert all(s > 0 for s in r["span_seconds"])
+    assert r["step_lines"] == ["python"] * 3  # the thread that stepped
     types = {op.rsplit(":", 1)[1] for op in r["ops"]}
     assert any("MatMul" in t for t in types), r["ops"]
     assert "adam/concat:ConcatV2" in r["ops"]
@@ -101,6 +218,11 @@ def test_parser_reads_a_trace_captured_by_this_test(tmp_path: Path) -> None:
     assert c["profiled_steps"] == 3
     assert 0 < c["comm_fraction"] < 1
     assert c["step_s"] == pytest.approx(c["collective_s"] + c["compute_s"] + c["other_s"])
+    b = r["breakdown"]
+    assert b["step_s"] == pytest.approx(sum(b[f"{p}_s"] for p in BREAKDOWN_PARTS))
+    assert b["communication_s"] == pytest.approx(c["collective_s"])
+    assert b["compute_s"] > 0 and b["host_s"] > 0 and b["input_s"] == 0
+    assert b["capture_s"] > 0
     assert list((tmp_path / "trace" / "plugins" / "profile").glob("*/*.xplane.pb"))
 
 

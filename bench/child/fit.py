@@ -33,6 +33,7 @@ the mean over the call's steps (the custom loop reports the last step's).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -44,6 +45,7 @@ import numpy as np
 from bench.child.devices import DeviceSetup
 from bench.child.keras_lane import variable_handle
 from bench.child.memory import DeviceMemory, host_peak_rss_bytes, reset_host_peak
+from bench.child.probes.profile import Annotate
 from bench.child.trainer import (
     Trainer,
     build_model,
@@ -322,6 +324,46 @@ class FitTrainer:
         return weights_checksum(self.strategy, self.variables)
 
     # -- measurement -----------------------------------------------------------------
+    def profile_steps(self, steps: int, annotate: Annotate) -> list[float]:
+        """Run ``steps`` more training calls through ``fit`` for the profiler, each
+        inside ``annotate(i)`` (``probes.profile.StepDriver``).
+
+        A fit step runs from one batch's begin callback to the next's, so the
+        annotation holds what ``fit`` does per step besides the compiled call (its
+        callbacks, logs and loop). The first call of this new ``fit`` starts a new
+        iterator (a cold prefetch buffer) and is left out, as is the last, which only
+        closes the previous annotation.
+        """
+        import keras
+
+        k = self.spec.steps_per_call
+        times: list[float] = []
+        held = contextlib.ExitStack()  # the open step's annotation
+        opened: list[float] = []  # when it opened
+
+        def close() -> None:
+            if opened:
+                held.close()
+                times.append(time.perf_counter() - opened.pop())
+
+        class Marks(keras.callbacks.Callback):
+            def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+                close()  # the previous step ends where this one begins
+                i = batch // k - 1  # this call's index among the profiled ones
+                if 0 <= i < steps:
+                    held.enter_context(annotate(i))
+                    opened.append(time.perf_counter())
+
+            def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+                float(logs["loss"])  # the call finished on every device
+
+        try:
+            self.model.fit(self.dataset, epochs=1, steps_per_epoch=(steps + 2) * k,
+                           verbose=0, shuffle=False, callbacks=[Marks()])
+        finally:
+            close()
+        return times
+
     def measure(self, launch_ts: float, phases: dict[str, float],
                 progress: Callable[[str], None] = lambda _: None,
                 before_windows: Callable[[], None] = lambda: None) -> Figures:

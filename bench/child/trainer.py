@@ -20,6 +20,7 @@ import numpy as np
 from bench.child.devices import DeviceSetup
 from bench.child.keras_lane import variable_handle
 from bench.child.memory import DeviceMemory
+from bench.child.probes.profile import Annotate, call_steps
 from bench.child.windows import Loop, Rules, measure
 from bench.results.schema import Figures
 from bench.spec import RunSpec
@@ -276,6 +277,11 @@ class Trainer:
             out = self._fn(self._args, self.tf.constant(self._step, self.tf.int64))
         self._step += self.spec.steps_per_call
         return out
+
+    def profile_steps(self, steps: int, annotate: Annotate) -> list[float]:
+        """Run ``steps`` more calls for the profiler, each inside ``annotate(i)`` and
+        finished (its loss fetched) before it closes (``probes.profile.StepDriver``)."""
+        return call_steps(lambda: float(self.call().numpy()))(steps, annotate)
 
     def sync(self, loss: Any) -> None:
         """Block until every device has finished its queued work (``loss``: a call's)."""

@@ -87,10 +87,10 @@ class Progress:
         else:
             detail = (result.reason or "").splitlines()[0] if result.reason else ""
         self.echo(f"    -> {result.status}: {detail} [{result.wall_s:.1f} s]")
-        if result.figures and result.figures.communication:
-            from bench.results.text import communication_line
+        if result.figures and result.figures.breakdown:
+            from bench.results.text import breakdown_line
 
-            self.echo(f"       {communication_line(result.figures.communication)}")
+            self.echo(f"       {breakdown_line(result.figures.breakdown)}")
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from bench.child.probes.peak import PRECISION_DTYPE
 from bench.child.probes.profile import capture
 from bench.child.probes.trace import Classifier
 from bench.results.schema import Figures
-from bench.results.text import tensorboard_command
+from bench.results.text import breakdown_line
 
 
 def optimizer_classifier(optimizer: Any) -> Classifier:
@@ -56,13 +56,16 @@ def settle_run_mfu(tf: Any, figures: Figures, precision: str, device: str,
     dtype = PRECISION_DTYPE[precision]
     out = AfterWindows({})
     own = figures.achieved_flops_per_s * share
+    kind = peak.device_kind(device)
+    theo = peak.theoretical_for(device, peak.gpu_name() if kind == "GPU" else None)
 
     def achievable(refresh: bool) -> float | None:
         if refresh:
-            progress(f"achieved {own:.4g} FLOP/s beat the cached {dtype} peak: "
-                     f"measuring the peak again")
+            progress(f"measuring the {dtype} peak again: the run's {own:.4g} FLOP/s beat the "
+                     f"cached one, or it reads above the theoretical maximum")
         try:
-            return peak.achievable_peak(tf, device, dtype, refresh=refresh).flops_per_s
+            return peak.achievable_peak(tf, device, dtype, refresh=refresh,
+                                        ceiling=peak.bound_of(theo, dtype)).flops_per_s
         except OSError as exc:  # e.g. an unwritable cache directory
             out.problems.append(f"no MFU: peak FLOP/s probe failed ({exc})")
         except Exception as exc:  # no matmul kernel for this dtype here: no peak
@@ -70,11 +73,10 @@ def settle_run_mfu(tf: Any, figures: Figures, precision: str, device: str,
                                 f"({type(exc).__name__}: {str(exc).strip()[:200]})")
         return None
 
-    kind = peak.device_kind(device)
-    theo = peak.theoretical_for(device, peak.gpu_name() if kind == "GPU" else None)
     settled = peak.settle_mfu(own, physical_devices, achievable,
                               theo.flops_per_s.get(dtype),
-                              peak.method_text(device, peak.SIZES[kind]))
+                              peak.method_text(device, peak.SIZES[kind]),
+                              theoretical_bound=theo.bound)
     figures.mfu, figures.peak_flops_per_s = settled.mfu, settled.peak_flops_per_s
     figures.mfu_theoretical = settled.mfu_theoretical
     figures.theoretical_peak_flops_per_s = settled.theoretical_peak_flops_per_s
@@ -88,11 +90,13 @@ def settle_run_mfu(tf: Any, figures: Figures, precision: str, device: str,
 
 def after_windows(trainer: Any, figures: Figures, profile_dir: Path | None,
                   progress: Callable[[str], None] = lambda _: None) -> AfterWindows:
-    """Fill ``figures``' MFU fields and ``communication`` in place.
+    """Fill ``figures``' MFU fields, ``breakdown`` and ``communication`` in place.
 
     The peak is measured here, after the strategy exists, if the cache lacks it (see
-    peak.fingerprint_entry). A failing profile costs the communication figures, not
-    the throughput already measured: it is reported in ``problems``.
+    peak.fingerprint_entry). The trainer drives the profiled steps itself
+    (``trainer.profile_steps``, a ``probes.profile.StepDriver``), so the custom loop
+    and ``fit`` are split alike. A failing profile costs the breakdown, not the
+    throughput already measured: it is reported in ``problems``.
     """
     spec, devices = trainer.spec, trainer.devices
     physical = 1 if devices.kind == "CPU" else len(devices.names)
@@ -106,18 +110,14 @@ def after_windows(trainer: Any, figures: Figures, profile_dir: Path | None,
         return out
     profile_dir = profile_dir.resolve()  # the stored path must work from anywhere
     try:
-        figures.communication = capture(
-            trainer.tf, lambda: float(trainer.call().numpy()), spec.profile_steps,
-            profile_dir, steps_per_call=spec.steps_per_call,
-            unprofiled_step_s=figures.step_time.median_s,
-            classifier=optimizer_classifier(trainer.optimizer))
+        figures.breakdown, figures.communication = capture(
+            trainer.tf, trainer.profile_steps, spec.profile_steps, profile_dir,
+            steps_per_call=spec.steps_per_call, unprofiled_step_s=figures.step_time.median_s,
+            classifier=optimizer_classifier(trainer.optimizer), loop=spec.loop)
     except Exception as exc:
-        out.problems.append(f"profile failed, no communication figures: "
+        out.problems.append(f"profile failed, no step breakdown: "
                             f"{type(exc).__name__}: {str(exc).strip()[:300]}")
         progress(out.problems[-1])
         return out
-    c = figures.communication
-    progress(f"profile: {c.collective_s * 1e3:.2f} ms of {c.step_s * 1e3:.2f} ms per step "
-             f"communicating ({c.comm_fraction:.1%}); open it with: "
-             f"{tensorboard_command(profile_dir)}")
+    progress(breakdown_line(figures.breakdown))
     return out

@@ -1,24 +1,40 @@
-"""Split each profiled step's wall time into communication, compute and the rest.
+"""Split each profiled step's wall time into input, compute, communication, host and idle.
 
 Why the raw trace: on CPU the profiler's overview page files collectives under host
-compute (its device-collective figure is always 0), so the split is computed here from
-the trace events themselves. TensorFlow names an op's event ``<op_name>:<OpType>`` (on
-GPUs the kernel events carry the same string in their ``tf_op`` stat).
+compute (its device-collective figure is always 0) and has no step breakdown for
+host-only profiles, so the split is computed here from the trace events themselves.
+TensorFlow names an op's event ``<op_name>:<OpType>`` (on GPUs the kernel events
+carry the same string in their ``tf_op`` stat).
 
-Definitions (per step, the step being the span of its ``train`` trace annotation):
+The step is the span of its ``train`` trace annotation, made on the thread that
+drives training (the *stepping thread*). At each instant of the step the first of
+these that applies takes the time (``PRIORITY``), so the five add up to the step:
 
-- collective: wall time during which at least one *communication* op ran, on any
-  thread or device (union of intervals, clipped to the step);
-- compute: wall time during which some other TensorFlow op ran and no communication op;
-- other: the remainder (idle, Python, dispatch, waiting).
+- communication: a communication op runs, on any thread or device (``Classifier``);
+- compute: another TensorFlow op runs, outside the input pipeline's threads;
+- input: the step waits for its iterator (``IteratorGetNextOp::DoCompute`` and
+  ``GetNextFromShard<i>`` events, the waits of the asynchronous get-next ops, and op
+  types naming an ``Iterator``);
+- host: the host works and no device does: the stepping thread outside TensorFlow
+  calls (Python, argument handling, dispatch), executor threads between ops
+  (``ExecutorState::Process`` outside its ops), and ops that run Python
+  (``EagerPyFunc``: a ``tf.py_function`` is the host's time, not a device's);
+- idle: nothing recorded: the stepping thread inside a TensorFlow call while no op,
+  executor work or input wait shows anywhere (threads waiting or waking up).
 
-The three add up to the step time. An op is communication when its type is a
-collective, NCCL or cross-device send/receive op, or when it is a gradient packing /
-reduction op (``AddN``, ``ConcatV2``, ``SplitV``...) inside the optimizer's name scope,
-where Keras all-reduces the gradients (``adam/concat``, ``adam/AddN``). Those types also
-occur in models and backward passes (the tape sums a tensor's gradients with top-level
-``AddN`` ops), so they are counted by scope. ``Classifier`` holds that rule;
-``counted_types`` states it.
+The input pipeline's own work (``tf.data`` threads, whose map functions run real ops)
+runs beside the step and counts only through the wait it causes, as input; counted as
+compute it would hide a slow pipeline behind its own ops. Within a part, time during
+which several events ran at once is shared equally among them, so each part's time
+is also split by op type (or host activity): the ops that add the most time per step.
+
+An op is communication when its type is a collective, NCCL or cross-device
+send/receive op, or when it is a gradient packing / reduction op (``AddN``,
+``ConcatV2``, ``SplitV``...) inside the optimizer's name scope, where Keras
+all-reduces the gradients (``adam/concat``, ``adam/AddN``). Those types also occur in
+models and backward passes (the tape sums a tensor's gradients with top-level
+``AddN`` ops), so they are counted by scope. ``Classifier`` holds these rules;
+``counted_types`` states the communication one.
 
 The pure functions here take plain events, so the rules are testable without
 TensorFlow; ``read_xspace`` (TensorFlow's protobuf) turns a captured file into them.
@@ -32,7 +48,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.results.schema import BREAKDOWN_PARTS
+
 STEP_MARKER = "train"  # name of the trace annotation wrapped around each profiled step
+
+# The parts of a step (the schema's names, in the order reports show them), and the
+# order in which they claim an instant when several apply (idle takes what none claims).
+PARTS = BREAKDOWN_PARTS
+PRIORITY = ("communication", "compute", "input", "host")
 
 # Types that are communication wherever they appear.
 COLLECTIVE_PREFIXES = ("Collective", "Nccl")  # CollectiveReduceV2, NcclAllReduce, ...
@@ -46,26 +69,53 @@ PACKING_TYPES = frozenset({"AddN", "ConcatV2", "Concat", "SplitV", "Split", "Pac
 # Keras optimizers; the harness passes the run's actual optimizer name.
 DEFAULT_REDUCTION_SCOPES = ("adam", "adamw", "sgd", "rmsprop", "adagrad", "nadam",
                             "loss_scale_optimizer")
+# Ops that run Python inside the graph (tf.py_function, tf.numpy_function).
+PYTHON_OP_TYPES = frozenset({"EagerPyFunc", "PyFunc", "PyFuncStateless"})
+# Waits for the next element of an iterator. The get-next ops are asynchronous: their
+# op event never appears, these do (the last is the multi-device iterator's per-shard
+# wait, numbered by shard: GetNextFromShard0).
+INPUT_WAIT_PREFIXES = ("IteratorGetNext", "MultiDeviceIteratorGetNext", "GetNextFromShard")
+# Threads of the input pipeline (tf_data_iterator_resource, tf_data_private_threadpool...).
+PIPELINE_LINE_PREFIX = "tf_data"
+# The executor's work loop on its threads: ops run inside it, the rest is dispatch.
+EXECUTOR_EVENT = "ExecutorState::Process"
+# Events during which the stepping thread waits for TensorFlow to run a function or an
+# op (eager execution of either goes through one of these).
+BLOCKING_EVENTS = frozenset({"KernelAndDeviceFunc::Run", "KernelAndDeviceOp::Run"})
+# What host and idle time is attributed to, where it is not an op.
+PYTHON_LABEL = "Python and dispatch"
+EXECUTOR_LABEL = "executor (between ops)"
+IDLE_LABEL = "nothing recorded"
 
 _OP_EVENT = re.compile(r"^(?P<name>[^:\s][^:]*):(?P<type>[A-Za-z_][A-Za-z0-9_]*)$")
 _REPLICA_PREFIX = re.compile(r"^replica_\d+/")
+_SHARD_NUMBER = re.compile(r"\d+$")
 
 
 @dataclass(frozen=True)
-class OpEvent:
-    """One execution of a TensorFlow op, in picoseconds on a common clock."""
+class TraceEvent:
+    """One event of a captured trace, in picoseconds on a common clock.
 
-    name: str
-    op_type: str
+    ``text`` is the event's name (``"adam/AddN:AddN"`` for an op, else a runtime
+    event such as ``"IteratorGetNextOp::DoCompute"``); ``line`` the thread or device
+    stream it ran on (``"tf_Compute/123"``, ``"python"``), which says whether it is
+    the input pipeline's.
+    """
+
+    text: str
+    line: str
     start_ps: int
     end_ps: int
 
 
 @dataclass(frozen=True)
 class StepSpan:
+    """One profiled step: its annotation's span and the thread that made it."""
+
     step: int
     start_ps: int
     end_ps: int
+    line: str = ""
 
     @property
     def seconds(self) -> float:
@@ -73,8 +123,17 @@ class StepSpan:
 
 
 @dataclass(frozen=True)
+class Part:
+    """Where an event's time goes: one of ``PARTS`` and what within it (an op type, or
+    a host activity)."""
+
+    part: str
+    label: str
+
+
+@dataclass(frozen=True)
 class Classifier:
-    """Which op events count as communication (see the module docstring)."""
+    """Which events count as what (see the module docstring)."""
 
     reduction_scopes: tuple[str, ...] = DEFAULT_REDUCTION_SCOPES
 
@@ -88,8 +147,29 @@ class Classifier:
             return base in {s.lower() for s in self.reduction_scopes}
         return False
 
+    def part_of(self, event: TraceEvent) -> Part | None:
+        """The part ``event`` claims while it runs; None for events that claim none
+        (annotations, the pipeline's own work, runtime bookkeeping)."""
+        pipeline = event.line.startswith(PIPELINE_LINE_PREFIX)
+        op = parse_op_name(event.text)
+        if op is None:
+            if event.text.startswith(INPUT_WAIT_PREFIXES):
+                return Part("input", _SHARD_NUMBER.sub("", event.text.split("Op::", 1)[0]))
+            return Part("host", EXECUTOR_LABEL) if (event.text == EXECUTOR_EVENT
+                                                    and not pipeline) else None
+        name, op_type = op
+        if pipeline:
+            return None
+        if op_type in PYTHON_OP_TYPES:
+            return Part("host", op_type)
+        if "Iterator" in op_type:
+            return Part("input", op_type)
+        if self.is_communication(name, op_type):
+            return Part("communication", op_type)
+        return Part("compute", op_type)
+
     def counted_types(self) -> list[str]:
-        """The rule, in words a result file can carry."""
+        """The communication rule, in words a result file can carry."""
         return ([f"{p}* (any scope)" for p in COLLECTIVE_PREFIXES]
                 + [f"{t} (any scope)" for t in sorted(TRANSFER_TYPES)]
                 + [f"{t} (inside scopes {', '.join(self.reduction_scopes)})"
@@ -97,21 +177,22 @@ class Classifier:
 
 
 @dataclass
-class StepBreakdown:
+class StepSplit:
+    """One step's seconds per part (they add up to ``step_s``) and per (part, label)."""
+
     step: int
     step_s: float
-    collective_s: float
-    compute_s: float
-    other_s: float
+    parts: dict[str, float]
+    labels: dict[Part, float]
 
     @property
     def comm_fraction(self) -> float:
-        return self.collective_s / self.step_s if self.step_s > 0 else 0.0
+        return self.parts["communication"] / self.step_s if self.step_s > 0 else 0.0
 
 
 @dataclass
-class Breakdown:
-    steps: list[StepBreakdown]
+class Split:
+    steps: list[StepSplit]
     op_types: dict[str, int] = field(default_factory=dict)  # communication types seen
 
 
@@ -125,51 +206,103 @@ def parse_op_name(text: str) -> tuple[str, str] | None:
 
 def union_length(intervals: Iterable[tuple[int, int]]) -> int:
     """Total length covered by possibly overlapping ``[start, end)`` intervals."""
-    total, cur_start, cur_end = 0, None, None
+    return sum(end - start for start, end in merged(intervals))
+
+
+def merged(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``intervals`` as disjoint sorted ``[start, end)`` intervals (empty ones dropped)."""
+    out: list[tuple[int, int]] = []
     for start, end in sorted(intervals):
         if end <= start:
             continue
-        if cur_end is None or start > cur_end:
-            if cur_end is not None and cur_start is not None:
-                total += cur_end - cur_start
-            cur_start, cur_end = start, end
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
         else:
-            cur_end = max(cur_end, end)
-    if cur_end is not None and cur_start is not None:
-        total += cur_end - cur_start
-    return total
+            out.append((start, end))
+    return out
 
 
-def _clip(ev: OpEvent, span: StepSpan) -> tuple[int, int] | None:
-    start, end = max(ev.start_ps, span.start_ps), min(ev.end_ps, span.end_ps)
-    return (start, end) if end > start else None
+def outside(span: tuple[int, int], covered: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of ``span`` that no interval of ``covered`` overlaps."""
+    gaps, cursor = [], span[0]
+    for start, end in merged(covered):
+        if start > cursor:
+            gaps.append((cursor, min(start, span[1])))
+        cursor = max(cursor, end)
+        if cursor >= span[1]:
+            break
+    if cursor < span[1]:
+        gaps.append((cursor, span[1]))
+    return [(s, e) for s, e in gaps if e > s]
 
 
-def breakdown(ops: Sequence[OpEvent], steps: Sequence[StepSpan],
-              classifier: Classifier | None = None) -> Breakdown:
-    """Per-step collective / compute / other seconds (they sum to the step time)."""
+def attribute(claims: Sequence[tuple[int, int, Part]], span: tuple[int, int]
+              ) -> dict[Part, int]:
+    """Picoseconds of ``span`` per (part, label): at each instant the first part of
+    ``PRIORITY`` with a running claim takes it, shared equally among that part's
+    claims running then; an instant no claim covers is idle."""
+    edges: list[tuple[int, int, Part]] = []
+    for start, end, part in claims:
+        start, end = max(start, span[0]), min(end, span[1])
+        if end > start:
+            edges += [(start, 1, part), (end, -1, part)]
+    edges.sort(key=lambda e: (e[0], e[1]))
+    running: dict[str, Counter[str]] = {p: Counter() for p in PRIORITY}
+    out: Counter[Part] = Counter()
+    cursor = span[0]
+
+    def settle(until: int) -> None:
+        if until <= cursor:
+            return
+        owner = next((p for p in PRIORITY if running[p].total() > 0), None)
+        if owner is None:
+            out[Part("idle", IDLE_LABEL)] += until - cursor
+            return
+        active = running[owner]
+        total = active.total()
+        for label, count in active.items():
+            if count > 0:
+                out[Part(owner, label)] += (until - cursor) * count // total
+
+    for t, delta, part in edges:
+        settle(t)
+        cursor = max(cursor, t)
+        running[part.part][part.label] += delta
+        if running[part.part][part.label] <= 0:
+            del running[part.part][part.label]
+    settle(span[1])
+    # Integer shares may leave a few picoseconds: they go to the largest entry, so
+    # that the parts add up to the step exactly.
+    rest = (span[1] - span[0]) - sum(out.values())
+    if rest and out:
+        out[max(out, key=lambda k: out[k])] += rest
+    return dict(out)
+
+
+def split(events: Sequence[TraceEvent], steps: Sequence[StepSpan],
+          classifier: Classifier | None = None) -> Split:
+    """Per-step seconds of every part (they sum to the step time) and per op type."""
     rule = classifier or Classifier()
-    comm_flags = [rule.is_communication(ev.name, ev.op_type) for ev in ops]
+    claimed = [(ev, rule.part_of(ev)) for ev in events]
     seen: Counter[str] = Counter()
-    out: list[StepBreakdown] = []
+    out: list[StepSplit] = []
     for span in sorted(steps, key=lambda s: s.start_ps):
-        comm: list[tuple[int, int]] = []
-        busy: list[tuple[int, int]] = []
-        for ev, is_comm in zip(ops, comm_flags, strict=True):
-            clipped = _clip(ev, span)
-            if clipped is None:
-                continue
-            busy.append(clipped)
-            if is_comm:
-                comm.append(clipped)
-                seen[ev.op_type] += 1
-        comm_ps = union_length(comm)
-        compute_ps = union_length(busy) - comm_ps  # busy with something, but not comm
-        step_ps = span.end_ps - span.start_ps
-        out.append(StepBreakdown(step=span.step, step_s=step_ps / 1e12,
-                                 collective_s=comm_ps / 1e12, compute_s=compute_ps / 1e12,
-                                 other_s=(step_ps - comm_ps - compute_ps) / 1e12))
-    return Breakdown(out, dict(sorted(seen.items())))
+        window = (span.start_ps, span.end_ps)
+        claims = [(ev.start_ps, ev.end_ps, part) for ev, part in claimed
+                  if part is not None and ev.end_ps > span.start_ps
+                  and ev.start_ps < span.end_ps]
+        seen.update(p.label for _, _, p in claims if p.part == "communication")
+        # The stepping thread outside TensorFlow calls is the host's (Python, dispatch).
+        calls = [(ev.start_ps, ev.end_ps) for ev in events
+                 if ev.line == span.line and ev.text in BLOCKING_EVENTS]
+        claims += [(s, e, Part("host", PYTHON_LABEL)) for s, e in outside(window, calls)]
+        labels = attribute(claims, window)
+        parts = dict.fromkeys(PARTS, 0.0)
+        for p, ps in labels.items():
+            parts[p.part] += ps / 1e12
+        out.append(StepSplit(step=span.step, step_s=span.seconds, parts=parts,
+                             labels={p: ps / 1e12 for p, ps in labels.items()}))
+    return Split(out, dict(sorted(seen.items())))
 
 
 # -- reading a captured profile (needs TensorFlow's protobuf module) --------------------
@@ -183,20 +316,25 @@ def find_xspace(logdir: Path) -> Path:
     return found[-1]
 
 
-def read_xspace(path: Path, marker: str = STEP_MARKER) -> tuple[list[OpEvent], list[StepSpan]]:
-    """Op events and step spans of a captured ``.xplane.pb`` file."""
+def read_xspace(path: Path, marker: str = STEP_MARKER
+                ) -> tuple[list[TraceEvent], list[StepSpan]]:
+    """Events and step spans of a captured ``.xplane.pb`` file."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     space = xplane_pb2.XSpace()
     space.ParseFromString(Path(path).read_bytes())
-    ops: list[OpEvent] = []
+    events: list[TraceEvent] = []
     steps: list[StepSpan] = []
     for plane in space.planes:
         stat_names = {i: m.name for i, m in plane.stat_metadata.items()}
         tf_op_id = next((i for i, n in stat_names.items() if n == "tf_op"), None)
         step_num_id = next((i for i, n in stat_names.items() if n == "step_num"), None)
+        device = plane.name.startswith("/device:")
         for line in plane.lines:
             base_ps = line.timestamp_ns * 1000
+            line_name = line.display_name or line.name
+            if device:  # GPU streams: keep the device in the name
+                line_name = f"{plane.name}/{line_name}"
             for ev in line.events:
                 text = plane.event_metadata[ev.metadata_id].name
                 start = base_ps + ev.offset_ps
@@ -204,16 +342,14 @@ def read_xspace(path: Path, marker: str = STEP_MARKER) -> tuple[list[OpEvent], l
                 if text == marker:
                     num = next((s.int64_value or s.uint64_value for s in ev.stats
                                 if s.metadata_id == step_num_id), len(steps))
-                    steps.append(StepSpan(int(num), start, end))
+                    steps.append(StepSpan(int(num), start, end, line_name))
                     continue
-                parsed = parse_op_name(text)
-                if parsed is None and tf_op_id is not None:  # GPU kernels carry tf_op
+                if device and parse_op_name(text) is None and tf_op_id is not None:
+                    # GPU kernels name their op in the tf_op stat; strings are either
+                    # inline or interned in the stat metadata.
                     ref = next((s for s in ev.stats if s.metadata_id == tf_op_id), None)
                     if ref is not None:
-                        # Strings are either inline or interned in the stat metadata.
-                        value = ref.str_value or (plane.stat_metadata[ref.ref_value].name
-                                                  if ref.ref_value else "")
-                        parsed = parse_op_name(value)
-                if parsed is not None:
-                    ops.append(OpEvent(parsed[0], parsed[1], start, end))
-    return ops, steps
+                        text = ref.str_value or (plane.stat_metadata[ref.ref_value].name
+                                                 if ref.ref_value else text)
+                events.append(TraceEvent(text, line_name, start, end))
+    return events, steps
