@@ -46,7 +46,7 @@ import json
 import math
 import shlex
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -486,6 +486,8 @@ def compare(baseline: Sequence[RunResult], current: Sequence[RunResult], *,
         raise CompareError(f"no results on the current side ({current_label})")
     thresholds = thresholds or Thresholds()
     pooling = pooling or Pooling()
+    if history is None:  # as used: no stored runs given, none pooled (the report says so)
+        pooling = replace(pooling, history=False)
     b, c = group(baseline, baseline_groups), group(current, current_groups)
     common = [k for k in c if k in b]
     pooled = pool_noise(b, c, common, (m for _, m in MEASURES.items()), pooling=pooling,
