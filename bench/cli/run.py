@@ -30,7 +30,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"each configuration in {replication.runs} separate process(es), alternating order"
           + (f"; up to {extra} more where runs disagree by over {replication.spread:.0%}"
              if extra else ""))
-    outcome = run_sweep(specs, out, replication=replication)
+    outcome = run_sweep(specs, out, replication=replication, interleave=args.interleave)
     loaded = load_sweep(out)
     keys = {s.key() for s in specs}
     mine = [r for r in loaded.results if r.key in keys]
@@ -79,4 +79,10 @@ def add_parser(sub: Any) -> None:
                    help="more runs, up to this many, for configurations whose runs disagree "
                         "by over 10%% (default: --runs; sequential runs cost time, so they "
                         "are asked for)")
+    p.add_argument("--interleave", action=argparse.BooleanOptionalAction, default=True,
+                   help="from the second run on, the in-process configurations that one "
+                        "answer compares (same workload, batch, ...; custom loop) share one "
+                        "process, their windows interleaved, so that the answer's ratios "
+                        "come from pairs; the first run of each stays its own process, for "
+                        "its memory and start-up (default: on)")
     p.set_defaults(func=cmd_run)

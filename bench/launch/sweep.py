@@ -14,6 +14,8 @@ from pathlib import Path
 
 from bench.env import fingerprint, now_iso
 from bench.errors import SchemaError
+from bench.launch.arms import run_interleaved
+from bench.launch.groups import sweep_units
 from bench.launch.launcher import run_isolated
 from bench.launch.memory_fit import note_largest_fit
 from bench.results.schema import RunResult
@@ -63,11 +65,15 @@ class Progress:
         return sum(sum(ws) / len(ws) if (ws := self._walls.get(s.workload))
                    else unit * WORKLOADS.get(s.workload).cost_hint for s in remaining)
 
-    def start(self, spec: RunSpec, remaining: Sequence[RunSpec], replicate: int = 1) -> None:
-        """Announce the next run; ``remaining`` are the runs still planned, this one first."""
+    def start(self, spec: RunSpec, remaining: Sequence[RunSpec], replicate: int = 1,
+              shared: Sequence[str] = ()) -> None:
+        """Announce the next run; ``remaining`` are the runs still planned, this one first;
+        ``shared``: the configurations measured in the same process (interleaved)."""
         eta = self.eta(remaining)
         left = f", ~{_fmt_duration(eta)} left{self.extra_note}" if eta is not None else ""
         run = f" (run {replicate})" if replicate > 1 else ""
+        if shared:
+            run += f" in one process with {', '.join(shared)}, windows interleaved"
         self.echo(f"[{self.done + 1}/{self.total}] {spec.label()}{run} ... "
                   f"(elapsed {_fmt_duration(time.monotonic() - self.t0)}{left})")
 
@@ -144,11 +150,16 @@ def needs_another_run(results: Sequence[RunResult], spread: float) -> bool:
 
 def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
               echo: Callable[[str], None] = print,
-              replication: Replication | None = None) -> SweepOutcome:
+              replication: Replication | None = None,
+              interleave: bool = False) -> SweepOutcome:
     """Run every (spec, replicate) without a stored result; Ctrl-C stops cleanly.
 
     Finished results are kept; re-running the same sweep resumes run by run.
     ``replication`` defaults to one run per configuration (the CLI asks for two).
+    ``interleave``: from the second pass on, the configurations one answer compares
+    that can share a process (``bench.launch.groups``) run as one process, windows
+    interleaved, so the answer's ratios come from pairs; the first pass keeps every
+    configuration in its own process (its memory and start-up are its own).
     """
     rep = replication or Replication()
     sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -170,23 +181,27 @@ def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
     by_key: dict[str, list[RunResult]] = {}
     try:
         for replicate in range(1, rep.passes + 1):
-            order = list(specs) if replicate % 2 else list(reversed(specs))
-            for spec in order:
-                if store.has_result(spec, replicate):
+            units = sweep_units(specs) if interleave and replicate > 1 else \
+                [(s,) for s in specs]
+            for unit in (units if replicate % 2 else list(reversed(units))):
+                due = [s for s in unit if _due(store, by_key, s, replicate, rep)]
+                if replicate > rep.runs and due:
+                    # An extra session measures the whole answer: its ratios need pairs.
+                    due = [s for s in unit if not store.has_result(s, replicate)
+                           and (earlier := _earlier(store, by_key, s, replicate))
+                           and earlier[0].status == "ok"]
+                    progress.total += len(due)
+                if not due:
                     continue
-                earlier = _earlier(store, by_key, spec, replicate)
-                if replicate > 1 and (not earlier or earlier[0].status != "ok"):
-                    continue  # failed, unsupported or not run: nothing to replicate
-                if replicate > rep.runs and not needs_another_run(earlier, rep.spread):
-                    continue
-                if replicate > rep.runs:
-                    progress.total += 1
-                progress.start(spec, _still_planned(store, by_key, specs, spec, replicate, rep),
-                               replicate)
-                result = _run_one(store, spec, replicate, outcome)
-                by_key.setdefault(spec.key(), []).append(result)
-                outcome.ran.append(result)
-                progress.finish(result)
+                progress.start(due[0], _still_planned(store, by_key, specs, due[0], replicate,
+                                                      rep), replicate,
+                               shared=[s.label() for s in due[1:]])
+                results = _run_group(store, due, replicate) if len(due) > 1 else \
+                    [_run_one(store, due[0], replicate, outcome)]
+                for result in results:
+                    by_key.setdefault(result.spec.key(), []).append(result)
+                    outcome.ran.append(result)
+                    progress.finish(result)
     except KeyboardInterrupt:
         outcome.interrupted = True
         echo(f"\ninterrupted: {len(outcome.ran)} result(s) kept; the current run was killed "
@@ -252,6 +267,29 @@ def run_replicate(store: SweepStore, spec: RunSpec, replicate: int = 1,
         result = finish(result)
     save(result, paths.result)
     return result
+
+
+def _due(store: SweepStore, by_key: dict[str, list[RunResult]], spec: RunSpec,
+         replicate: int, rep: Replication) -> bool:
+    """Whether ``spec`` gets its run ``replicate`` in this pass."""
+    if store.has_result(spec, replicate):
+        return False
+    earlier = _earlier(store, by_key, spec, replicate)
+    if replicate > 1 and (not earlier or earlier[0].status != "ok"):
+        return False  # failed, unsupported or not run: nothing to replicate
+    return replicate <= rep.runs or needs_another_run(earlier, rep.spread)
+
+
+def _run_group(store: SweepStore, specs: Sequence[RunSpec], replicate: int) -> list[RunResult]:
+    """Run ``specs`` as arms of one process (windows interleaved) as their run
+    ``replicate``; each result is saved where the store names it."""
+    rounds = max(2, max(s.repeats for s in specs))
+    results = run_interleaved(specs, store.paths(specs[0], replicate).log, rounds=rounds,
+                              seed=replicate)
+    for result in results:
+        result.replicate = replicate
+        save(result, store.paths(result.spec, replicate).result)
+    return results
 
 
 def _run_one(store: SweepStore, spec: RunSpec, replicate: int,

@@ -1,0 +1,46 @@
+"""Which configurations of a sweep share a process: the arms of one answer.
+
+An answer compares configurations that train the same thing (workload, its size and
+parameters, batch, precision, loop, ...) under different strategies and device
+counts. Those that run in one process (in-process strategies, the custom loop) are
+measured together, their windows interleaved (``bench.launch.arms``), so that the
+answer's ratios come from pairs measured seconds apart in one process rather than
+from separate processes started minutes apart. Everything else runs alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bench.launch.arms import shareable_reason
+from bench.spec import RunSpec
+
+# What differs between the configurations one answer compares.
+ANSWER_AXES = ("strategy", "devices", "cross_device_ops")
+
+
+def answer_key(spec: RunSpec) -> str:
+    """The answer ``spec`` belongs to: its identity without the answer's axes."""
+    items = {k: v for k, v in spec.to_dict().items() if k not in ANSWER_AXES}
+    return repr(sorted(items.items(), key=lambda kv: kv[0]))
+
+
+def sweep_units(specs: Sequence[RunSpec]) -> list[tuple[RunSpec, ...]]:
+    """The sweep's units, in the specs' order: each answer's shareable configurations
+    (two or more) as one unit, every other configuration alone."""
+    groups: dict[str, list[RunSpec]] = {}
+    for spec in specs:
+        if shareable_reason(spec) is None:
+            groups.setdefault(answer_key(spec), []).append(spec)
+    units: list[tuple[RunSpec, ...]] = []
+    placed: set[str] = set()
+    for spec in specs:
+        members = groups.get(answer_key(spec), []) if shareable_reason(spec) is None else []
+        if len(members) >= 2:
+            key = answer_key(spec)
+            if key not in placed:
+                placed.add(key)
+                units.append(tuple(members))
+        else:
+            units.append((spec,))
+    return units
