@@ -17,6 +17,7 @@ import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from bench.results.pairs import session_log_ratios
 from bench.results.schema import Communication, Figures, RunResult, TaskFigures
 from bench.results.stats import (
     DEFAULT_MARGIN,
@@ -25,6 +26,7 @@ from bench.results.stats import (
     Settlement,
     compare_runs,
     run_figure,
+    settle_pairs,
     settle_runs,
     summarize_runs,
 )
@@ -350,13 +352,18 @@ def settle_of(candidate: ConfigView, reference: ConfigView,
     """candidate / reference settled from their runs (``stats.settle_runs``): faster,
     slower, equivalent within +-``margin`` or not settled; None without figures.
 
-    The runs of two configurations are independent here (separate processes at
-    different times). Interleaved pairs of the two, where a sweep measures them,
-    are the better evidence: ``stats.settle_pairs`` takes their log ratios and
-    gives the same Settlement.
+    Where the sweep measured both as arms of one process in two or more processes
+    (``bench run --interleave``), those processes are the evidence: one log ratio
+    each from its interleaved windows (``bench.results.pairs``), settled as pairs
+    (``stats.settle_pairs``), free of the drift between separate processes. Else
+    their runs, independent processes at different times (``stats.settle_runs``).
     """
     if not candidate.stats_runs or not reference.stats_runs:
         return None
+    pairs = session_log_ratios([r.result for r in reference.ok_runs],
+                               [r.result for r in candidate.ok_runs])
+    if len(pairs) >= 2:
+        return settle_pairs(pairs, margin=margin)
     return _settle(reference.stats_runs, candidate.stats_runs, margin)
 
 

@@ -14,6 +14,7 @@ from bench.exits import Exit
 from bench.launch.interpreter import Interpreter
 from bench.regress import window_pairs as wp
 from bench.regress.interleave import BASELINE, CANDIDATE, Side
+from bench.results import pairs
 from bench.results.schema import Interleaving, RunResult
 from bench.spec import RunSpec
 from tests.helpers import fake_figures, fake_result
@@ -44,7 +45,7 @@ def _arm(spec: RunSpec, throughputs: Sequence[float]) -> RunResult:
 def test_a_burst_in_one_window_moves_one_round_and_not_the_pair() -> None:
     base = _arm(SPEC, [1000.0] * 9)
     cand = _arm(SPEC, [900.0] * 8 + [300.0])  # one window hit by a neighbour's burst
-    ratios = wp.round_log_ratios(base, cand)
+    ratios = pairs.round_log_ratios(base, cand)
     assert len(ratios) == 9
     assert sorted(ratios)[len(ratios) // 2] == pytest.approx(math.log(0.9))
 
@@ -126,15 +127,15 @@ def test_rounds_whose_window_lost_cpu_to_a_neighbour_are_left_out() -> None:
     base = _with_cpu(_arm(SPEC, [1000.0] * 6), [1.9, 1.9, 1.9, 1.9, 1.9, 1.9])
     cand = _with_cpu(_arm(SPEC, [950.0, 950.0, 500.0, 950.0, 950.0, 950.0]),
                      [1.9, 1.9, 1.0, 1.9, 1.9, 1.9])
-    assert wp.undisturbed_rounds(base, cand) == [0, 1, 3, 4, 5]
+    assert pairs.undisturbed_rounds(base, cand) == [0, 1, 3, 4, 5]
     # A mirrored arm's own lower level of CPU use is its median, not a disturbance.
     low = _with_cpu(_arm(SPEC, [950.0] * 6), [1.2] * 6)
-    assert wp.undisturbed_rounds(base, low) == list(range(6))
+    assert pairs.undisturbed_rounds(base, low) == list(range(6))
 
 
 def test_when_most_rounds_look_disturbed_every_round_is_kept() -> None:
     base = _with_cpu(_arm(SPEC, [1000.0] * 4), [1.9, 1.0, 1.0, 1.9])
     cand = _with_cpu(_arm(SPEC, [950.0] * 4), [1.0, 1.9, 1.9, 1.0])
-    assert wp.undisturbed_rounds(base, cand) == [0, 1, 2, 3]
+    assert pairs.undisturbed_rounds(base, cand) == [0, 1, 2, 3]
     no_cpu = _arm(SPEC, [1000.0] * 4)  # results stored before cpu_s existed
-    assert wp.undisturbed_rounds(no_cpu, cand) == [0, 1, 2, 3]
+    assert pairs.undisturbed_rounds(no_cpu, cand) == [0, 1, 2, 3]

@@ -18,13 +18,11 @@ processes of their own (``process_pairs``). Parent side: no TensorFlow.
 
 from __future__ import annotations
 
-import math
-import statistics
 from collections.abc import Mapping
 
 from bench.launch.arms import run_interleaved, shareable_reason
 from bench.regress.interleave import BASELINE, CANDIDATE, PairOutcome, PairRunner, Side
-from bench.results.schema import RunResult
+from bench.results.pairs import process_log_ratio
 from bench.results.store import SweepStore, save
 from bench.spec import RunSpec
 
@@ -34,9 +32,6 @@ MODES = ("auto", "windows", "processes")
 # lower): many short rounds give the median more ratios to stand on than a few long
 # ones, and a burst of load spoils less of each.
 PAIR_WINDOW_S = 0.5
-# A window whose process got less than this share of its arm's median CPU use lost
-# cores to a neighbour: its round is left out of the pair's median.
-DISTURBED_CPU = 0.85
 
 
 def sharing_reason(spec: RunSpec, baseline: Side, candidate: Side) -> str | None:
@@ -50,33 +45,6 @@ def sharing_reason(spec: RunSpec, baseline: Side, candidate: Side) -> str | None
         if why:
             return why
     return None
-
-
-def round_log_ratios(baseline: RunResult, candidate: RunResult) -> list[float]:
-    """log(candidate / baseline) of each round's two windows."""
-    if baseline.figures is None or candidate.figures is None:
-        raise ValueError("both arms need figures. Received: "
-                         f"baseline={baseline.status}, candidate={candidate.status}")
-    return [math.log(c.global_throughput / b.global_throughput)
-            for b, c in zip(baseline.figures.windows, candidate.figures.windows, strict=True)]
-
-
-def undisturbed_rounds(baseline: RunResult, candidate: RunResult) -> list[int]:
-    """Rounds in which neither side's window lost CPU to another process.
-
-    A window's CPU use is the process's CPU seconds over its wall seconds; a round is
-    disturbed when either window's use falls below ``DISTURBED_CPU`` of its own arm's
-    median. When over half the rounds look disturbed there is no undisturbed level
-    to compare against: every round is kept (the median still resists bursts).
-    """
-    wins = [r.figures.windows for r in (baseline, candidate) if r.figures is not None]
-    rounds = list(range(min(len(w) for w in wins)))
-    if len(wins) < 2 or any(w.cpu_s is None for ws in wins for w in ws):
-        return rounds
-    use = [[(w.cpu_s or 0.0) / w.wall_s for w in ws] for ws in wins]
-    floors = [DISTURBED_CPU * statistics.median(u) for u in use]
-    keep = [r for r in rounds if all(u[r] >= f for u, f in zip(use, floors, strict=True))]
-    return keep if 2 * len(keep) >= len(rounds) else rounds
 
 
 def pair_spec(spec: RunSpec) -> RunSpec:
@@ -105,7 +73,5 @@ def window_pairs(stores: Mapping[str, SweepStore], baseline: Side, *,
                   for name, r in by_side.items() if r.figures is None]
         if failed:
             return PairOutcome(None, envs, "; ".join(failed))
-        ratios = round_log_ratios(by_side[BASELINE], by_side[CANDIDATE])
-        keep = undisturbed_rounds(by_side[BASELINE], by_side[CANDIDATE])
-        return PairOutcome(statistics.median([ratios[r] for r in keep]), envs)
+        return PairOutcome(process_log_ratio(by_side[BASELINE], by_side[CANDIDATE]), envs)
     return run

@@ -1,0 +1,66 @@
+"""Within-process pairs: configurations measured as arms of one process, windows
+interleaved (``bench.child.arms``; ``RunResult.interleaved`` says which process).
+
+Window r of two arms of one process ran seconds apart, so their ratio is free of
+the machine's drift and of each process's own luck. A process gives one statistic
+per pair of arms: the median over its rounds of log(candidate / reference window),
+leaving out rounds where either window lost CPU to another process. Several such
+processes are the pairs of a paired test (``stats.settle_pairs``, ``bench ab``).
+Parent side, numpy-free.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+
+from bench.results.schema import RunResult
+
+# A window whose process got less than this share of its arm's median CPU use lost
+# cores to a neighbour: its round is left out of the process's median.
+DISTURBED_CPU = 0.85
+
+
+def round_log_ratios(reference: RunResult, candidate: RunResult) -> list[float]:
+    """log(candidate / reference) of each round's two windows."""
+    if reference.figures is None or candidate.figures is None:
+        raise ValueError("both arms need figures. Received: "
+                         f"reference={reference.status}, candidate={candidate.status}")
+    return [math.log(c.global_throughput / b.global_throughput)
+            for b, c in zip(reference.figures.windows, candidate.figures.windows, strict=True)]
+
+
+def undisturbed_rounds(reference: RunResult, candidate: RunResult) -> list[int]:
+    """Rounds in which neither arm's window lost CPU to another process.
+
+    A window's CPU use is the process's CPU seconds over its wall seconds; a round is
+    disturbed when either window's use falls below ``DISTURBED_CPU`` of its own arm's
+    median. When over half the rounds look disturbed there is no undisturbed level
+    to compare against: every round is kept (the median still resists bursts).
+    """
+    wins = [r.figures.windows for r in (reference, candidate) if r.figures is not None]
+    rounds = list(range(min(len(w) for w in wins)))
+    if len(wins) < 2 or any(w.cpu_s is None for ws in wins for w in ws):
+        return rounds
+    use = [[(w.cpu_s or 0.0) / w.wall_s for w in ws] for ws in wins]
+    floors = [DISTURBED_CPU * statistics.median(u) for u in use]
+    keep = [r for r in rounds if all(u[r] >= f for u, f in zip(use, floors, strict=True))]
+    return keep if 2 * len(keep) >= len(rounds) else rounds
+
+
+def process_log_ratio(reference: RunResult, candidate: RunResult) -> float:
+    """One process's statistic for candidate / reference (two arms of it)."""
+    ratios = round_log_ratios(reference, candidate)
+    return statistics.median([ratios[r] for r in undisturbed_rounds(reference, candidate)])
+
+
+def session_log_ratios(reference: Sequence[RunResult],
+                       candidate: Sequence[RunResult]) -> list[float]:
+    """One log(candidate / reference) per process in which both were arms (with
+    figures), in the order of ``reference``."""
+    by_session = {r.interleaved.session: r for r in candidate
+                  if r.interleaved is not None and r.figures is not None}
+    return [process_log_ratio(r, by_session[r.interleaved.session]) for r in reference
+            if r.interleaved is not None and r.figures is not None
+            and r.interleaved.session in by_session]
