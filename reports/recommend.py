@@ -40,6 +40,7 @@ from bench.results.stats import (
     EQUIVALENT,
     FASTER,
     NOT_SETTLED,
+    PAIRS,
     SLOWER,
     Settlement,
 )
@@ -258,6 +259,13 @@ def _as_ratio(s: Settlement, shown: bool = False) -> Ratio:
                  s.verdict in (FASTER, SLOWER), None)
 
 
+def evidence_of(s: Settlement) -> str:
+    """What an interval rests on: ``3 and 2 runs`` or ``4 processes measuring both, ...``."""
+    if s.evidence == PAIRS:
+        return f"{s.sizes[0]} processes measuring both, windows interleaved"
+    return f"{s.sizes[1]} and {s.sizes[0]} runs"
+
+
 def _change(s: Settlement) -> str:
     """``-3% [-9%, +4%]`` (the 95% interval)."""
     return change_ci(_as_ratio(s))
@@ -335,7 +343,7 @@ def _answer(r: Recommendation, candidates: list[ConfigView], sc: Scaling,
         runner = next(c for c in candidates if r.settlements.get(c.key) is d)
         text += (f" Faster beyond the noise and by more than the {m} margin than every other "
                  f"configuration: the next best, {runner.choice}, is {_change(d)} (95% "
-                 f"interval from {d.sizes[1]} and {d.sizes[0]} runs).")
+                 f"interval from {evidence_of(d)}).")
     elif r.kind == EQUIVALENT:
         within = ([best] if best is not fastest else []) + r.equivalent
         shown = [f"{c.choice} {_change_shown(r.settlements[c.key])}" for c in within]

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+from bench.cli.ab import duration
+from bench.cli.budget import DEFAULT_BUDGET_S, print_answers, spend
 from bench.cli.common import add_matrix_args, specs_from_args, writable_dir
 from bench.cli.report import report_after_sweep
 from bench.cli.tensorboard_export import export_after_sweep
 from bench.errors import UsageError
 from bench.exits import Exit
 from bench.hardware import detect
-from bench.launch.sweep import Replication, run_sweep
+from bench.launch.sweep import Replication, SweepOutcome, run_sweep
 from bench.results.store import SweepStore, load_sweep, new_sweep_dir
 from reports.results_table import LEGEND, format_table
 
@@ -30,7 +33,29 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"each configuration in {replication.runs} separate process(es), alternating order"
           + (f"; up to {extra} more where runs disagree by over {replication.spread:.0%}"
              if extra else ""))
-    outcome = run_sweep(specs, out, replication=replication, interleave=args.interleave)
+    budget = args.budget if args.budget is not None else (
+        DEFAULT_BUDGET_S if args.preset == "default" else 0.0)
+    t0 = time.monotonic()
+    if budget:
+        print(f"budget {budget:.0f} s: provisional answers after the first pass, then more "
+              f"runs where answers are not settled while the budget allows")
+        first = run_sweep(specs, out, replication=Replication(runs=1),
+                          interleave=args.interleave)
+        if not first.interrupted:
+            mine = [r for r in load_sweep(out).results if r.key in {s.key() for s in specs}]
+            print_answers(mine, out, f"\nprovisional answers (one run each, "
+                                     f"{time.monotonic() - t0:.0f} s):")
+        outcome = first
+        if not first.interrupted:
+            outcome = merge(first, run_sweep(specs, out, replication=replication,
+                                             interleave=args.interleave))
+        if not outcome.interrupted:
+            for session in spend(specs, out, budget_s=budget, started=t0,
+                                 interleave=args.interleave):
+                outcome = merge(outcome, session)
+        outcome.wall_s = time.monotonic() - t0
+    else:
+        outcome = run_sweep(specs, out, replication=replication, interleave=args.interleave)
     loaded = load_sweep(out)
     keys = {s.key() for s in specs}
     mine = [r for r in loaded.results if r.key in keys]
@@ -52,6 +77,12 @@ def cmd_run(args: argparse.Namespace) -> int:
               f"out; logs in {SweepStore(out).logs_dir}", file=sys.stderr)
         return Exit.RUNS_FAILED
     return Exit.OK
+
+
+def merge(a: SweepOutcome, b: SweepOutcome) -> SweepOutcome:
+    """Two invocations of one sweep as one outcome."""
+    return SweepOutcome(a.sweep_dir, [*a.ran, *b.ran], b.skipped,
+                        a.interrupted or b.interrupted, a.wall_s + b.wall_s)
 
 
 def replication_from_args(args: argparse.Namespace) -> Replication:
@@ -85,4 +116,9 @@ def add_parser(sub: Any) -> None:
                         "process, their windows interleaved, so that the answer's ratios "
                         "come from pairs; the first run of each stays its own process, for "
                         "its memory and start-up (default: on)")
+    p.add_argument("--budget", type=duration, default=None,
+                   help="time for the whole sweep: after the planned runs, more runs where "
+                        "answers are not settled while the budget allows; provisional "
+                        "answers after the first pass (default 10m for --preset default, "
+                        "else none; 0 turns it off)")
     p.set_defaults(func=cmd_run)

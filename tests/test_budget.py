@@ -1,0 +1,93 @@
+"""A sweep's budget: more runs where answers are open, until settled or out of time."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.cli import budget as budget_mod
+from bench.launch.sweep import Replication, SweepOutcome
+from bench.results.schema import Interleaving, RunResult
+from bench.results.store import SweepStore, save
+from bench.spec import RunSpec
+from tests.helpers import fake_figures, fake_result
+
+ONE = RunSpec(workload="mlp", strategy="one_device", devices=1, batch=32, size="tiny")
+TWO = ONE.replace(strategy="mirrored", devices=2)
+
+
+def _store(out: Path, spec: RunSpec, replicate: int, windows: Sequence[float],
+           session: str | None = None) -> RunResult:
+    result = fake_result("ok")
+    result.spec, result.key, result.replicate = spec, spec.key(), replicate
+    result.replicas, result.wall_s = spec.replicas, 10.0
+    result.figures = fake_figures(tuple(windows), replicas=spec.replicas)
+    if session:
+        result.interleaved = Interleaving(session, [ONE.label(), TWO.label()],
+                                          0 if spec == ONE else 1, len(windows), 0)
+    save(result, SweepStore(out).paths(spec, replicate).result)
+    return result
+
+
+class FakeSweep:
+    """Stands in for run_sweep: the next replicate of each spec, the answer's two
+    configurations as arms of one process (mirrored 1.5x one_device, 1% noise)."""
+
+    def __init__(self, out: Path, clock: list[float]) -> None:
+        self.out, self.clock, self.calls = out, clock, 0
+        self.rng = random.Random(1)
+
+    def __call__(self, specs: Sequence[RunSpec], out: Path, *, echo: Any,
+                 replication: Replication, interleave: bool) -> SweepOutcome:
+        self.calls += 1
+        self.clock[0] += 25.0
+        level = 1000 * self.rng.lognormvariate(0, 0.3)
+        ran = [_store(out, s, replication.runs,
+                      [level * (1.5 if s == TWO else 1.0) * self.rng.lognormvariate(0, 0.01)
+                       for _ in range(4)], f"p{replication.runs}") for s in specs]
+        return SweepOutcome(out, ran)
+
+
+def _noisy_first_runs(out: Path) -> None:
+    # Two separate processes each, 40% apart from each other: nothing is settled.
+    for r, level in ((1, 700.0), (2, 1300.0)):
+        _store(out, ONE, r, [level] * 3)
+        _store(out, TWO, r, [level * 1.5 * (0.6 if r == 1 else 1.4)] * 3)
+
+
+def test_open_answers_get_sessions_until_settled(monkeypatch: pytest.MonkeyPatch,
+                                                 tmp_path: Path) -> None:
+    _noisy_first_runs(tmp_path)
+    clock = [0.0]
+    fake = FakeSweep(tmp_path, clock)
+    monkeypatch.setattr(budget_mod, "run_sweep", fake)
+    lines: list[str] = []
+    outcomes = budget_mod.spend([ONE, TWO], tmp_path, budget_s=600, started=0.0,
+                                interleave=True, echo=lines.append, clock=lambda: clock[0])
+    assert lines[0].startswith("budget: 0 of 1 answers settled")
+    assert "open: [test] mlp[tiny]" in lines[0]
+    assert lines[-1].startswith("budget: 1 of 1 answers settled")
+    assert 2 <= fake.calls == len(outcomes) <= 4  # two shared processes are the least
+    from bench.results.store import load_sweep
+
+    still, total = budget_mod.open_answers(load_sweep(tmp_path).results, tmp_path)
+    assert (still, total) == ([], 1)
+    (_, rec), = budget_mod.answers(load_sweep(tmp_path).results, tmp_path)
+    assert rec.deciding is not None and rec.deciding.evidence == "pairs"
+
+
+def test_a_session_that_would_overrun_the_budget_is_not_started(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _noisy_first_runs(tmp_path)
+    clock = [590.0]
+    fake = FakeSweep(tmp_path, clock)
+    monkeypatch.setattr(budget_mod, "run_sweep", fake)
+    lines: list[str] = []
+    outcomes = budget_mod.spend([ONE, TWO], tmp_path, budget_s=600, started=0.0,
+                                interleave=True, echo=lines.append, clock=lambda: clock[0])
+    assert outcomes == [] and fake.calls == 0
+    assert "would overrun the budget; 1 answer(s) stay not settled" in lines[-1]
