@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,6 +142,120 @@ def memory_bytes() -> int | None:
     except OSError:
         pass
     return None
+
+
+# -- is the machine quiet? (for measurements that need all of it, e.g. the peak probe) --------
+# A measurement of what the hardware can do reads low when anything else runs: others'
+# processes on the same cores, or (on a VM) the hypervisor taking the core for another
+# guest (steal). Both are in /proc/stat, per processor, as cumulative clock ticks. The
+# 1-minute load average is kept for the record only: it is an exponential average over a
+# minute and counts this process's own work just before (a training run's windows), so it
+# cannot say who used the cores during a probe of a few seconds; /proc/stat's times over
+# the probe's own interval can.
+QUIET_OTHERS_SHARE = 0.10  # others may use at most this share of the cores' time
+QUIET_STEAL_SHARE = 0.05  # the hypervisor may take at most this share
+# /proc/stat's fields, in order: user nice system idle iowait irq softirq steal (guest time
+# is already inside user and nice).
+_STAT_FIELDS = 8
+_IDLE, _IOWAIT, _STEAL = 3, 4, 7
+
+
+@dataclass(frozen=True)
+class CpuTimes:
+    """Cumulative CPU time of some processors (seconds since boot, from /proc/stat) and
+    of this process (``own``: user + system of all its threads), read at one moment."""
+
+    total: float
+    idle: float  # idle and waiting for I/O
+    steal: float
+    own: float
+    load_1m: float | None = None
+
+
+def parse_proc_stat(text: str, cpus: Iterable[int] | None = None,
+                    ticks_per_s: float = 100.0) -> tuple[float, float, float] | None:
+    """(total, idle, steal) seconds of the processors ``cpus`` (all when None) from
+    /proc/stat text; None when none of them is listed."""
+    wanted = set(cpus) if cpus is not None else None
+    total = idle = steal = 0.0
+    found = False
+    for line in text.splitlines():
+        name, *values = line.split()
+        if not name.startswith("cpu") or name == "cpu" or not name[3:].isdigit():
+            continue
+        if wanted is not None and int(name[3:]) not in wanted:
+            continue
+        ticks = [float(v) for v in values[:_STAT_FIELDS]]
+        ticks += [0.0] * (_STAT_FIELDS - len(ticks))  # old kernels lack steal
+        total += sum(ticks)
+        idle += ticks[_IDLE] + ticks[_IOWAIT]
+        steal += ticks[_STEAL]
+        found = True
+    if not found:
+        return None
+    return total / ticks_per_s, idle / ticks_per_s, steal / ticks_per_s
+
+
+def parse_loadavg(text: str) -> float | None:
+    """The 1-minute load average from /proc/loadavg text."""
+    return parse_float(text.split()[0]) if text.split() else None
+
+
+def cpu_times(cpus: Iterable[int] | None = None, stat_path: str = "/proc/stat",
+              loadavg_path: str = "/proc/loadavg") -> CpuTimes | None:
+    """Now: the processors' CPU times (``cpus``: this process's usable ones by default)
+    and this process's own; None where /proc is not there (not Linux)."""
+    if cpus is None:
+        try:
+            cpus = os.sched_getaffinity(0)
+        except AttributeError:
+            cpus = None
+    try:
+        with open(stat_path, encoding="utf-8") as fh:
+            stat = fh.read()
+        with open(loadavg_path, encoding="utf-8") as fh:
+            load = parse_loadavg(fh.read())
+    except OSError:
+        return None
+    parsed = parse_proc_stat(stat, cpus, float(os.sysconf("SC_CLK_TCK")))
+    if parsed is None:
+        return None
+    t = os.times()
+    return CpuTimes(*parsed, own=t.user + t.system, load_1m=load)
+
+
+@dataclass(frozen=True)
+class Activity:
+    """What the processors did between two readings, as shares of their time (wall time
+    x processors): ``others`` used by other processes, ``steal`` taken by the
+    hypervisor."""
+
+    seconds: float
+    others: float
+    steal: float
+    load_1m: tuple[float | None, float | None] = (None, None)
+
+    @property
+    def quiet(self) -> bool:
+        return self.others <= QUIET_OTHERS_SHARE and self.steal <= QUIET_STEAL_SHARE
+
+    def text(self) -> str:
+        """``others used 3% of the cores, steal 0% (load 0.47 -> 1.90)``."""
+        load = (f" (1-minute load {self.load_1m[0]:.2f} -> {self.load_1m[1]:.2f})"
+                if None not in self.load_1m else "")
+        return f"others used {self.others:.0%} of the cores, steal {self.steal:.0%}{load}"
+
+
+def activity(before: CpuTimes, after: CpuTimes) -> Activity:
+    """The processors' activity between two readings (see Activity)."""
+    total = after.total - before.total
+    if total <= 0:  # no tick elapsed: nothing seen, nothing to blame
+        return Activity(0.0, 0.0, 0.0, (before.load_1m, after.load_1m))
+    steal = after.steal - before.steal
+    busy = total - (after.idle - before.idle) - steal
+    others = max(0.0, busy - (after.own - before.own))
+    return Activity(total, min(1.0, others / total), min(1.0, steal / total),
+                    (before.load_1m, after.load_1m))
 
 
 _SMI_TIMEOUT_S = 10.0

@@ -344,7 +344,8 @@ def test_a_run_that_beats_its_peak_twice_stores_no_mfu_and_says_why(
 
     calls: list[bool] = []
 
-    def low_peak(_tf: Any, _device: str, _dtype: str, refresh: bool = False) -> Any:
+    def low_peak(_tf: Any, _device: str, _dtype: str, refresh: bool = False,
+                 ceiling: float | None = None) -> Any:
         calls.append(refresh)
         return _fake_peak(1.0)  # far below the 600 FLOP/example x ~1000 examples/s
 

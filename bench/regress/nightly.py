@@ -253,8 +253,8 @@ def ab_nightly_markdown(o: AbNightlyOutcome) -> str:
     steps = [describe_step(s, step) for s in o.series for step in s.steps]
     nights = ", ".join(f"{s.label}: {len(s.records)}" for s in o.series)
     lines += ["", f"Steps in the stored ratio series (nights: {nights or 'none'}):"
-                  + ("" if steps else " none found."), ""]
-    lines += [f"- {line}" for line in steps]
+                  + ("" if steps else " none found.")]
+    lines += ["", *[f"- {line}" for line in steps]] if steps else []
     lines += ["", f"- sessions stored in the history: {o.added} new",
               f"- exit code {int(o.exit_code)} ({o.exit_code.name.lower()})"]
     return "\n".join(lines) + "\n"

@@ -6,15 +6,24 @@ MFU needs "the hardware limit". Two are recorded, and results say which MFU uses
   process may use x clock x FLOPs per cycle of the core's vector units for the dtype
   (``cpu_flops_per_cycle``: from the /proc/cpuinfo flags and vendor); GPU: the
   datasheet figure of the model and dtype (``GPU_DATASHEET``). Unknown where the
-  inputs are (an unlisted GPU, a CPU without a recognised vector unit). A clock read
-  from /proc/cpuinfo is often the nominal one, below the boost clock: a theoretical
-  peak below the measured one is recorded as such and not used for MFU.
+  inputs are (an unlisted GPU, a CPU without a recognised vector unit). With the
+  maximum clock (cpufreq's ``cpuinfo_max_freq``, lscpu's "CPU max MHz", or the
+  highest boost clock of the CPU's line, ``LINE_BOOST``) it is an upper bound
+  (``Theoretical.bound``): a measured figure above it is a probe error, reported as
+  one (``probe_errors``). A base or current clock (a model name's "@ x GHz", "cpu
+  MHz") is no bound: a theoretical peak below the measured one is then recorded as
+  such and not used for MFU.
 - **achievable**: measured with work that saturates the device, so that no run can
   beat it honestly: chained square matmuls inside one compiled function (a loop of
   ``k`` dependent matmuls, synchronised once per call by fetching one element),
   ``k`` sized so that a call lasts ``MIN_CALL_S`` and the launch and fetch latency
   do not count, at several sizes; the best rate wins. (A per-call probe of single
-  matmuls, synchronised every call, read half of what training reached here.)
+  matmuls, synchronised every call, read half of what training reached here.) It is
+  measured when the machine is quiet: /proc/stat's times before (``QUIET_SAMPLE_S``
+  idle) and during each measurement say how much of the cores others and the
+  hypervisor took (``bench.hardware.activity``); a measurement that was not quiet is
+  taken again, up to ``MAX_MEASUREMENTS``, and the best of ``QUIET_MEASUREMENTS``
+  quiet ones is kept (the best of all, marked not quiet, when none was).
 
 Achievable figures are cached per machine, TensorFlow version, device kind, intra-op
 threads, usable cores and method in a JSON file ($STRATBENCH_CACHE_DIR, else
@@ -34,6 +43,8 @@ import json
 import math
 import os
 import re
+import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterable
@@ -41,7 +52,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.hardware import cpu_budget, parse_float, parse_int
+from bench.hardware import (
+    QUIET_OTHERS_SHARE,
+    QUIET_STEAL_SHARE,
+    Activity,
+    CpuTimes,
+    activity,
+    cpu_budget,
+    cpu_times,
+    parse_float,
+    parse_int,
+)
 
 # Which dtype's peak bounds a run of each precision (the dtype of its matmuls).
 PRECISION_DTYPE = {"float32": "float32", "mixed_bfloat16": "bfloat16",
@@ -54,6 +75,10 @@ MIN_CALL_S = 0.2  # a timed call lasts at least this long: fixed latencies vanis
 CALLS_PER_SIZE = 3  # best of
 MAX_CHAIN = 4096
 SLOW_SINGLE_S = 1.0  # a single matmul slower than this: larger sizes are not tried
+LSCPU_TIMEOUT_S = 2.0  # lscpu reads /proc and /sys: it answers in milliseconds
+QUIET_SAMPLE_S = 0.5  # idle before each measurement, to see who else uses the cores
+QUIET_MEASUREMENTS = 2  # quiet measurements to keep the best of
+MAX_MEASUREMENTS = 4  # then the best of what there is, marked not quiet
 METHOD_VERSION = "chained-matmul-1"
 CACHE_FILE = "peak_flops_v2.json"  # v1 held single-call figures of another method
 
@@ -109,7 +134,12 @@ def parse_cpuinfo(text: str, usable: Iterable[int] | None = None) -> CpuInfo:
 def cpu_flops_per_cycle(info: CpuInfo) -> dict[str, tuple[float, str]]:
     """FLOPs per cycle per core for each dtype, with the reason, from vendor and flags.
 
-    Two FMA pipes are assumed (an FMA = 2 FLOPs per lane), the widest configuration of
+    The table follows the vendors' optimisation manuals (Intel 64 and IA-32
+    Architectures Optimization Reference Manual: two 256-bit FMA ports since Haswell,
+    two 512-bit on server cores with AVX-512, AMX-BF16 at 1024 FLOPs per cycle per
+    core; AMD's Software Optimization Guides for families 17h and 19h: two 256-bit FMA
+    pipes from Zen 2, two 128-bit on Zen 1, AVX-512 on 256-bit pipes on Zen 4). Two
+    FMA pipes are assumed (an FMA = 2 FLOPs per lane), the widest configuration of
     these cores: the theoretical peak is an upper bound. AMD Zen 4 executes 512-bit
     instructions on 256-bit pipes, so AVX-512 does not double its rate there. A dtype
     without its own instructions is converted to float32 by the math library and is
@@ -154,22 +184,78 @@ def cpu_flops_per_cycle(info: CpuInfo) -> dict[str, tuple[float, str]]:
     return out
 
 
-def cpu_max_clock_hz(info: CpuInfo, sysfs_khz: float | None) -> tuple[float | None, str]:
-    """The clock the theoretical peak uses, and where it came from.
+@dataclass(frozen=True)
+class LineBoost:
+    """The highest boost clock of any model of one CPU line: an upper bound for every
+    machine of the line, for one that hides its own clock (a VM)."""
 
-    The kernel's cpufreq maximum is the boost clock; the "@ x GHz" of a model name is
-    a base clock, and "cpu MHz" (all a virtual machine may show) the current or nominal
-    one: both can sit below what the cores reach under load.
+    vendor: str
+    family: int
+    models: frozenset[int]
+    name_has: str  # a word the model name must contain (the server line, not a desktop)
+    ghz: float
+    source: str
+
+
+# Extend as machines are met; each entry says where its figure comes from.
+LINE_BOOST: tuple[LineBoost, ...] = (
+    LineBoost("AuthenticAMD", 0x17, frozenset({0x31}), "EPYC", 3.9,
+              "EPYC 7002 (Rome, Zen 2): the 7F52 and 7F32 boost to 3.9 GHz, the line's "
+              "highest (AMD's specifications)"),
+    LineBoost("AuthenticAMD", 0x19, frozenset({0x01}), "EPYC", 4.1,
+              "EPYC 7003 (Milan, Zen 3): the 72F3 boosts to 4.1 GHz, the line's highest "
+              "(AMD's specifications)"),
+)
+
+
+def line_boost(info: CpuInfo) -> LineBoost | None:
+    """The boost-clock entry of the CPU's line, or None for a line not in ``LINE_BOOST``."""
+    return next((b for b in LINE_BOOST if b.vendor == info.vendor and b.family == info.family
+                 and info.model in b.models and b.name_has in info.model_name), None)
+
+
+@dataclass(frozen=True)
+class Clock:
+    """The clock a theoretical peak uses: ``maximum`` when it is the most the cores
+    reach, so that the peak is an upper bound."""
+
+    hz: float | None
+    source: str
+    maximum: bool
+
+
+def lscpu_max_mhz(text: str) -> float | None:
+    """``CPU max MHz`` from lscpu's output (None: not listed, as on most VMs)."""
+    m = re.search(r"^CPU max MHz:\s*([\d.]+)", text, re.MULTILINE)
+    return float(m.group(1)) if m else None
+
+
+def cpu_max_clock_hz(info: CpuInfo, sysfs_khz: float | None,
+                     lscpu_mhz: float | None = None) -> Clock:
+    """The clock the theoretical peak uses, where it came from, and whether it is the
+    maximum.
+
+    The kernel's cpufreq maximum is the boost clock, and lscpu's "CPU max MHz" reads
+    it; a VM shows neither, and then the highest boost clock of the CPU's line
+    (``LINE_BOOST``) still bounds it. The "@ x GHz" of a model name is a base clock,
+    and "cpu MHz" the current or nominal one: both can sit below what the cores reach
+    under load, so neither is a bound.
     """
     if sysfs_khz:
-        return sysfs_khz * 1e3, "cpufreq cpuinfo_max_freq (boost clock)"
+        return Clock(sysfs_khz * 1e3, "cpufreq cpuinfo_max_freq (boost clock)", True)
+    if lscpu_mhz:
+        return Clock(lscpu_mhz * 1e6, "lscpu 'CPU max MHz' (boost clock)", True)
+    boost = line_boost(info)
+    if boost is not None:
+        return Clock(boost.ghz * 1e9, f"highest boost clock of the line: {boost.source}", True)
     m = re.search(r"@\s*([\d.]+)\s*GHz", info.model_name)
     if m:
-        return float(m.group(1)) * 1e9, "model name '@ GHz' (base clock; boost may be higher)"
+        return Clock(float(m.group(1)) * 1e9,
+                     "model name '@ GHz' (base clock; boost may be higher)", False)
     if info.mhz:
-        return info.mhz * 1e6, "/proc/cpuinfo 'cpu MHz' (current or nominal clock; boost " \
-                               "may be higher)"
-    return None, "no clock found"
+        return Clock(info.mhz * 1e6, "/proc/cpuinfo 'cpu MHz' (current or nominal clock; "
+                                     "boost may be higher)", False)
+    return Clock(None, "no clock found", False)
 
 
 @dataclass
@@ -179,22 +265,63 @@ class Theoretical:
     flops_per_s: dict[str, float] = field(default_factory=dict)
     source: str = ""
     inputs: dict[str, Any] = field(default_factory=dict)
+    # An upper bound (the maximum clock, a datasheet): a measured figure above it is a
+    # probe error. A base or current clock is no bound.
+    bound: bool = False
+    # Dtypes without instructions of their own here (converted, at the float32 rate).
+    emulated: frozenset[str] = frozenset()
 
 
-def cpu_theoretical(info: CpuInfo, sysfs_khz: float | None = None) -> Theoretical:
+def cpu_theoretical(info: CpuInfo, sysfs_khz: float | None = None,
+                    lscpu_mhz: float | None = None) -> Theoretical:
     """cores x clock x FLOPs per cycle per dtype (empty when an input is unknown)."""
-    clock, clock_source = cpu_max_clock_hz(info, sysfs_khz)
+    clock = cpu_max_clock_hz(info, sysfs_khz, lscpu_mhz)
     per_cycle = cpu_flops_per_cycle(info)
     inputs: dict[str, Any] = {
         "cpu": info.model_name, "vendor": info.vendor, "family": info.family,
-        "model": info.model, "physical_cores": info.physical_cores, "clock_hz": clock,
-        "clock_source": clock_source,
+        "model": info.model, "physical_cores": info.physical_cores, "clock_hz": clock.hz,
+        "clock_source": clock.source, "clock_is_maximum": clock.maximum,
         "flops_per_cycle": {d: {"value": v, "why": why} for d, (v, why) in per_cycle.items()}}
-    if clock is None or not per_cycle:
-        return Theoretical({}, "unknown: " + ("no clock" if clock is None else
-                                              "no recognised vector unit"), inputs)
-    table = {d: info.physical_cores * clock * v for d, (v, _) in per_cycle.items()}
-    return Theoretical(table, "cores x clock x FLOPs per cycle (/proc/cpuinfo)", inputs)
+    emulated = frozenset(d for d, (_, why) in per_cycle.items() if why.startswith("no "))
+    if clock.hz is None or not per_cycle:
+        return Theoretical({}, "unknown: " + ("no clock" if clock.hz is None else
+                                              "no recognised vector unit"), inputs,
+                           emulated=emulated)
+    table = {d: info.physical_cores * clock.hz * v for d, (v, _) in per_cycle.items()}
+    return Theoretical(table, "cores x clock x FLOPs per cycle (/proc/cpuinfo)", inputs,
+                       bound=clock.maximum, emulated=emulated)
+
+
+def bound_of(theo: Theoretical, dtype: str) -> float | None:
+    """The theoretical peak of ``dtype`` where it is an upper bound, else None."""
+    return theo.flops_per_s.get(dtype) if theo.bound else None
+
+
+def probe_errors(achievable: dict[str, float], theo: Theoretical) -> dict[str, str]:
+    """Why a measured peak cannot be right, per dtype (empty: none found).
+
+    Above the theoretical peak, where that is a bound (maximum clock, datasheet): the
+    hardware cannot do it, so the probe measured wrong (its timing or its FLOP count).
+    A converted dtype (no instructions of its own here) above the float32 rate: it
+    runs on the float32 units, so one of the two figures is wrong (often float32
+    measured on a busy machine).
+    """
+    out: dict[str, str] = {}
+    for d, value in achievable.items():
+        t = bound_of(theo, d)
+        if t and value > t:
+            out[d] = (f"probe error: measured {value / 1e9:,.1f} GFLOP/s {d}, above the "
+                      f"theoretical maximum of this hardware ({t / 1e9:,.1f} GFLOP/s: "
+                      f"{theo.source}, clock from {theo.inputs.get('clock_source', '-')}): "
+                      f"the probe is wrong, not the hardware fast; not used for MFU")
+    fp32 = achievable.get("float32")
+    for d in sorted(theo.emulated & achievable.keys()):
+        if fp32 and achievable[d] > fp32 and d not in out:
+            out[d] = (f"probe error: {d} measured {achievable[d] / 1e9:,.1f} GFLOP/s, above "
+                      f"float32's {fp32 / 1e9:,.1f} on a CPU without {d} instructions (it is "
+                      f"converted and runs on the float32 units): one of the two figures is "
+                      f"wrong; measure both again on a quiet machine")
+    return out
 
 
 # Dense (no sparsity) datasheet peaks, FLOP/s per GPU, by a substring of the model name
@@ -217,7 +344,8 @@ def gpu_theoretical(name: str) -> Theoretical:
     """The datasheet peaks of a GPU model (empty for a model not in the table)."""
     for model, table in GPU_DATASHEET.items():
         if model.lower() in name.lower():
-            return Theoretical(dict(table), f"datasheet of {model} (dense)", {"gpu": name})
+            return Theoretical(dict(table), f"datasheet of {model} (dense)", {"gpu": name},
+                               bound=True)
     return Theoretical({}, f"unknown: {name!r} is not in the datasheet table", {"gpu": name})
 
 
@@ -246,7 +374,19 @@ def theoretical_for(device: str, gpu_name: str | None = None) -> Theoretical:
     except OSError as exc:
         return Theoretical({}, f"unknown: /proc/cpuinfo unreadable ({exc})")
     cpus = _usable_cpus()
-    return cpu_theoretical(parse_cpuinfo(text, cpus), _sysfs_max_khz(cpus))
+    return cpu_theoretical(parse_cpuinfo(text, cpus), _sysfs_max_khz(cpus), _lscpu_max_mhz())
+
+
+def _lscpu_max_mhz() -> float | None:
+    exe = shutil.which("lscpu")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe], capture_output=True, text=True, timeout=LSCPU_TIMEOUT_S,
+                             check=True, env={**os.environ, "LC_ALL": "C"}).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return lscpu_max_mhz(out)
 
 
 # -- achievable peak (measured with TensorFlow, cached) ----------------------------------
@@ -316,8 +456,20 @@ class DtypePeak:
     by_size: dict[str, float]
     chain: dict[str, int]
     measured_at: float
-    load_avg_1m: float | None  # a busy machine measures a low peak: how busy it was
+    load_avg_1m: float | None  # for the record (see bench.hardware: not a quietness test)
     remeasured: int = 0  # times a run beat it and it was measured again
+    # Every measurement's best rate in order, and whether the machine was quiet during
+    # it (None: /proc not readable); the kept figure is the best of the quiet ones.
+    measurements: list[float] = field(default_factory=list)
+    quiet: list[bool | None] = field(default_factory=list)
+    conditions: str = ""  # the same in words
+
+    @property
+    def measured_quiet(self) -> bool | None:
+        """The kept figure was measured on a quiet machine (None: not checked)."""
+        if not self.quiet:
+            return None
+        return any(self.quiet) if all(q is not None for q in self.quiet) else None
 
 
 def measure_dtype(tf: Any, dtype: str, device: str) -> float:
@@ -325,8 +477,8 @@ def measure_dtype(tf: Any, dtype: str, device: str) -> float:
     return measure_peak(tf, dtype, device).flops_per_s
 
 
-def measure_peak(tf: Any, dtype: str, device: str) -> DtypePeak:
-    """Measure the achievable peak of ``dtype`` on ``device`` (raises without a kernel)."""
+def _measure_sizes(tf: Any, dtype: str, device: str) -> tuple[dict[str, float], dict[str, int]]:
+    """One measurement: the best rate and chain length of each size."""
     by_size: dict[str, float] = {}
     chain: dict[str, int] = {}
     for n in SIZES[device_kind(device)]:
@@ -334,8 +486,76 @@ def measure_peak(tf: Any, dtype: str, device: str) -> DtypePeak:
         by_size[str(n)], chain[str(n)] = rate, k
         if single > SLOW_SINGLE_S:  # e.g. float16 emulated on a CPU: stop growing
             break
-    return DtypePeak(max(by_size.values()), by_size, chain, time.time(),
-                     os.getloadavg()[0] if hasattr(os, "getloadavg") else None)
+    return by_size, chain
+
+
+@dataclass(frozen=True)
+class _Measurement:
+    by_size: dict[str, float]
+    chain: dict[str, int]
+    quiet: bool | None  # None: not checked
+    noise: str  # what made it not quiet
+
+    @property
+    def best(self) -> float:
+        return max(self.by_size.values())
+
+
+def _gflops(values: Iterable[float]) -> str:
+    return ", ".join(f"{v / 1e9:,.1f}" for v in values) + " GFLOP/s"
+
+
+def _conditions(runs: list[_Measurement], kept: list[_Measurement]) -> str:
+    """How quiet the measurements were, in words."""
+    if all(r.quiet is None for r in runs):
+        return (f"{len(runs)} measurement(s), quiet not checked (/proc/stat unreadable): "
+                f"{_gflops(r.best for r in runs)}, best kept")
+    limits = (f"others <= {QUIET_OTHERS_SHARE:.0%} of the cores and steal <= "
+              f"{QUIET_STEAL_SHARE:.0%}, before and during")
+    busy = [r for r in runs if r.quiet is False]
+    text = (f"{len(runs)} measurement(s), {len(runs) - len(busy)} quiet ({limits}); "
+            + (f"best of the quiet kept: {_gflops(r.best for r in kept)}" if kept else
+               "none was quiet: the best kept, and it may read low"))
+    if busy:
+        text += "; not quiet: " + "; ".join(f"{r.best / 1e9:,.1f} GFLOP/s ({r.noise})"
+                                           for r in busy)
+    return text
+
+
+def measure_peak(tf: Any, dtype: str, device: str,
+                 watch: Callable[[], CpuTimes | None] = cpu_times,
+                 pause: Callable[[float], None] = time.sleep) -> DtypePeak:
+    """Measure the achievable peak of ``dtype`` on ``device`` (raises without a kernel).
+
+    Before each measurement the machine is watched idle for ``QUIET_SAMPLE_S``, and
+    again over the measurement (``watch``: /proc/stat's times, ``pause``: the idle
+    wait); a measurement that others or the hypervisor disturbed is taken again, until
+    ``QUIET_MEASUREMENTS`` were quiet or ``MAX_MEASUREMENTS`` were taken. The best of the
+    quiet ones is kept (of all of them, when none was quiet or none could be checked).
+    """
+    runs: list[_Measurement] = []
+    first_load = None
+    while len(runs) < MAX_MEASUREMENTS:
+        t0 = watch()
+        pause(QUIET_SAMPLE_S)
+        t1 = watch()
+        by_size, chain = _measure_sizes(tf, dtype, device)
+        t2 = watch()
+        seen: dict[str, Activity] = {}
+        for when, a, b in (("before", t0, t1), ("during", t1, t2)):
+            if a is not None and b is not None:
+                seen[when] = activity(a, b)
+        first_load = first_load if first_load is not None else (t0.load_1m if t0 else None)
+        quiet = all(x.quiet for x in seen.values()) if seen else None
+        noise = "; ".join(f"{when}: {x.text()}" for when, x in seen.items() if not x.quiet)
+        runs.append(_Measurement(by_size, chain, quiet, noise))
+        if sum(r.quiet is not False for r in runs) >= QUIET_MEASUREMENTS:
+            break
+    kept = [r for r in runs if r.quiet is not False]
+    best = max(kept or runs, key=lambda r: r.best)
+    return DtypePeak(best.best, dict(best.by_size), dict(best.chain), time.time(), first_load,
+                     measurements=[r.best for r in runs], quiet=[r.quiet for r in runs],
+                     conditions=_conditions(runs, kept))
 
 
 def _read_cache() -> dict[str, Any]:
@@ -356,11 +576,14 @@ def cached_peak(tf: Any, device: str, dtype: str) -> DtypePeak | None:
         return None
 
 
-def achievable_peak(tf: Any, device: str, dtype: str, refresh: bool = False) -> DtypePeak:
+def achievable_peak(tf: Any, device: str, dtype: str, refresh: bool = False,
+                    ceiling: float | None = None) -> DtypePeak:
     """The achievable peak of ``dtype`` on ``device``: cached, else measured and cached.
 
     A refresh keeps the higher of the new and the cached figure: a peak is the best
-    the hardware showed, and a measurement on a busy machine only reads low.
+    the hardware showed, and a measurement on a busy machine only reads low. A cached
+    figure above ``ceiling`` (the theoretical peak where it is a bound: ``bound_of``)
+    is a probe error, not the best: the new figure replaces it.
     """
     old = cached_peak(tf, device, dtype)
     if old is not None and not refresh:
@@ -368,7 +591,10 @@ def achievable_peak(tf: Any, device: str, dtype: str, refresh: bool = False) -> 
     new = measure_peak(tf, dtype, device)
     if old is not None:
         new.remeasured = old.remeasured + 1
-        if old.flops_per_s > new.flops_per_s:
+        wrong = ceiling is not None and old.flops_per_s > ceiling
+        if old.flops_per_s > new.flops_per_s and not wrong:
+            new.conditions += (f"; the cached {old.flops_per_s / 1e9:,.1f} GFLOP/s is higher "
+                               f"and stays")
             new.flops_per_s = old.flops_per_s
             new.by_size = {n: max(v, old.by_size.get(n, 0.0)) for n, v in new.by_size.items()}
     key = cache_key(tf, device)
@@ -411,20 +637,23 @@ def fingerprint_entry(tf: Any, device: str | None = None,
         theo = theoretical_for(device, gpu_name() if device_kind(device) == "GPU" else None)
     except Exception as exc:  # the fingerprint must never fail a run
         return {"device": device, "error": f"{type(exc).__name__}: {exc}"}
+    figures = {d: e["flops_per_s"] for d, e in achievable.items()}
+    errors = probe_errors(figures, theo)
     notes = {}
-    for d, entry in achievable.items():
+    for d, value in figures.items():
         t = theo.flops_per_s.get(d)
-        if t is not None and t < entry["flops_per_s"]:
+        if t is not None and t < value and not theo.bound:
             clock = theo.inputs.get("clock_source")
             notes[d] = (f"theoretical {t:.4g} FLOP/s reads below the measured "
-                        f"{entry['flops_per_s']:.4g}: its clock ({clock}) is below what the "
-                        f"cores reach; not used for MFU")
+                        f"{value:.4g}: its clock ({clock}) is below what the cores reach; "
+                        f"not used for MFU")
     return {"device": device, "unit": "FLOP/s", "cache": str(cache_path()),
-            "achievable": {"flops_per_s": {d: e["flops_per_s"] for d, e in achievable.items()},
+            "achievable": {"flops_per_s": figures,
                            "method": method_text(device, SIZES[device_kind(device)]),
-                           "detail": achievable},
+                           "quiet": {d: e.get("conditions", "") for d, e in achievable.items()},
+                           "probe_errors": errors, "detail": achievable},
             "theoretical": {"flops_per_s": theo.flops_per_s, "method": theo.source,
-                            "inputs": theo.inputs, "not_used": notes},
+                            "bound": theo.bound, "inputs": theo.inputs, "not_used": notes},
             "mfu_uses": "mfu: achievable; mfu_theoretical: theoretical"}
 
 
@@ -462,35 +691,47 @@ class MfuOutcome:
 
 def settle_mfu(achieved_flops_per_s: float, physical_devices: int,
                achievable: Callable[[bool], float | None],
-               theoretical_per_device: float | None, method: str = "") -> MfuOutcome:
+               theoretical_per_device: float | None, method: str = "",
+               theoretical_bound: bool = False) -> MfuOutcome:
     """MFU against both peaks, never above 100%.
 
     ``achieved_flops_per_s`` is what this process's devices did; ``achievable(refresh)``
     returns the per-device achievable peak (cached, or measured again with
     ``refresh=True``). A run that beats the achievable peak has it re-measured; if the
     run still beats it, the peak is at fault: no MFU is stored and ``fault`` says so.
-    The theoretical MFU is left empty where that peak is unknown or reads below the
-    achievable one (its inputs are then wrong, e.g. a nominal clock).
+    ``theoretical_bound``: the theoretical peak is an upper bound (``Theoretical.bound``),
+    so an achievable peak above it is a probe error: it is measured again, and if it is
+    still above, no MFU is stored and ``fault`` says so. The theoretical MFU is left
+    empty where that peak is unknown or, not being a bound, reads below the achievable
+    one (its inputs are then wrong, e.g. a nominal clock).
     """
     out = MfuOutcome()
     n = max(1, physical_devices)
+    theo = theoretical_per_device
+    bound = theo if theo and theoretical_bound else None
+    how = method or "see the fingerprint"
     peak = achievable(False)
-    if peak and achieved_flops_per_s > peak * n:
+    if peak and (achieved_flops_per_s > peak * n or (bound and peak > bound)):
         first = peak
         peak = achievable(True)
         out.remeasured = True
         if peak and achieved_flops_per_s > peak * n:
             out.peak_flops_per_s = peak * n
-            how = method or "see the fingerprint"
             out.fault = (
                 f"no MFU: the run achieved {achieved_flops_per_s:.4g} FLOP/s, above the "
                 f"achievable peak of its hardware ({first * n:.4g} FLOP/s, re-measured "
                 f"{peak * n:.4g}): the peak probe reads low here ({how}), not the run fast")
             peak = None
+    if peak and bound and peak > bound:
+        out.peak_flops_per_s = peak * n
+        out.fault = (f"no MFU: probe error: the achievable peak measured {peak * n:.4g} "
+                     f"FLOP/s, above the theoretical maximum of its hardware "
+                     f"({bound * n:.4g} FLOP/s): the probe is wrong ({how}), not the "
+                     f"hardware fast")
+        peak = None
     if peak:
         out.mfu, out.peak_flops_per_s = achieved_flops_per_s / (peak * n), peak * n
-    theo = theoretical_per_device
-    if theo and (peak is None or theo >= peak) and achieved_flops_per_s <= theo * n:
+    if theo and (bound or peak is None or theo >= peak) and achieved_flops_per_s <= theo * n:
         out.theoretical_peak_flops_per_s = theo * n
         out.mfu_theoretical = achieved_flops_per_s / (theo * n)
     return out
@@ -510,8 +751,9 @@ def main(argv: list[str] | None = None) -> int:
 
     device = first_device(tf)
     dtypes = args.dtype or ["float32", "bfloat16"]
+    theo = theoretical_for(device, gpu_name() if device_kind(device) == "GPU" else None)
     for d in dtypes:
-        achievable_peak(tf, device, d, refresh=args.refresh)
+        achievable_peak(tf, device, d, refresh=args.refresh, ceiling=bound_of(theo, d))
     print(json.dumps(fingerprint_entry(tf, device, dtypes), indent=1))
     return 0
 
