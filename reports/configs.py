@@ -59,9 +59,10 @@ ANSWER_DEFINITION = (
     "A speed-up above the device count (super-ideal) is flagged with what it means and "
     "kept. Baselines (a ceiling, not a way to train one model) are never recommended. A "
     "configuration with a batch per worker (asynchronous) is ranked apart and compared at "
-    "equal work per device. A cause is given only for a difference beyond the noise whose "
-    "cause was measured: a profile's communication share or the distribution-overhead "
-    "model, itself beyond the noise.")
+    "equal work per device. A cause (\"because\") is given only for a difference beyond the "
+    "noise, and only from both configurations' profiles: the profiled step-time difference "
+    "attributed to the parts of the step and to the op types that added the most time "
+    "(see breakdown); a strategy's description is never a cause.")
 
 
 def _run_windows(result: RunResult) -> tuple[float, ...] | None:

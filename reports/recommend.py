@@ -22,8 +22,11 @@ Also:
 - a speed-up above the device count (super-ideal) is flagged with what it means and
   kept in the ranking: on logical CPU devices a speed-up below the device count is
   possible (one process may use the cores worse than several) and is never discarded;
-- a cause ("because <trait>") is given only for a difference beyond the noise whose
-  cause was measured (``verdicts.measured_cause``), never as a template over noise;
+- a cause ("because ...") is given only for a difference beyond the noise, and only
+  from both configurations' profiles (``reports.explain``: the step-time difference
+  by part and by op), never as a template over noise nor from a strategy's
+  description; the best multi-device configuration against a single-device answer
+  is compared by its profile even where the runs do not call them apart;
 - a configuration whose batch is per worker (asynchronous training) does more work
   per step than a synchronous one at the same global batch: it is ranked apart, and
   compared with synchronous configurations on equal per-device work where the sweep
@@ -47,8 +50,9 @@ from bench.results.stats import (
 from bench.strategies import STRATEGIES
 from reports.columns import change_ci, fmt_rate, pct_ci, times_ci
 from reports.configs import ConfigView, Ratio, describe_noise, settle_of
+from reports.explain import because, compared, why_not
 from reports.machines import Machine
-from reports.runs import Variant, trait_of
+from reports.runs import Variant
 from reports.scaling import Scaling
 from reports.verdicts import RuleInputs, measured_cause
 
@@ -368,10 +372,19 @@ def _answer(r: Recommendation, candidates: list[ConfigView], sc: Scaling,
     if best.replicas == 1 and slower_multi and r.settled:
         top = max(slower_multi, key=lambda c: c.throughput or 0.0)
         s = r.settlements[top.key]
+        cause = because(top, fastest)
         text += (f" More devices do not pay off: the best multi-device configuration "
                  f"({top.choice}) is {_change(s)} vs {fastest.choice}, slower beyond the noise"
                  + (" (expected on logical CPU devices sharing the same cores)"
-                    if machine.cpu_only else "") + ".")
+                    if machine.cpu_only else "")
+                 + (f", because {cause}." if cause else f"; {why_not(top, fastest)}."))
+    elif best.replicas == 1 and (multi := [c for c in candidates if c.replicas > 1]):
+        # The best multi-device configuration against the single-device answer is
+        # explained even where the runs do not call them apart: what its profile shows.
+        top = max(multi, key=lambda c: c.throughput or 0.0)
+        found = compared(top, best)
+        if found:
+            text += f" Profiled, the best multi-device configuration: {found}."
     if best in r.super_ideal:
         text += (f" Flagged super-ideal: its speed-up is above the {best.replicas}x that "
                  f"{devices(best.replicas)} can give (what that means is below).")
@@ -390,13 +403,15 @@ def _other_line(c: ConfigView, best: ConfigView, margin: float, inputs: RuleInpu
         return f"{head}: {_change(s)} vs {best.choice}, not settled at this precision ({s.plan})"
     if s.verdict == FASTER:
         return f"{head}: {_change(s)} vs {best.choice}, faster beyond the noise"
-    slower = f"{1 - s.ratio:.0%} slower [{1 - s.high:.0%}-{1 - s.low:.0%}]"
-    cause = measured_cause(c, inputs)
-    if cause is None:
-        return (f"{head}: {slower} than {best.choice}, beyond the noise; cause not measured "
-                f"(profile it, --profile-steps, to see where the time goes)")
-    return (f"{head}: {slower} than {best.choice}, beyond the noise, because "
-            f"{trait_of(c.base_strategy)} ({cause})")
+    slower = (f"{head}: {1 - s.ratio:.0%} slower [{1 - s.high:.0%}-{1 - s.low:.0%}] than "
+              f"{best.choice}, beyond the noise")
+    # "because" is followed by the two profiles' difference only (reports.explain); a
+    # measurement of the slower side alone is stated, not given as the cause.
+    cause = because(c, best)
+    if cause is not None:
+        return f"{slower}, because {cause}"
+    seen = measured_cause(c, inputs)
+    return f"{slower}{f'; {seen}' if seen else ''}; {why_not(c, best)}"
 
 
 def _per_worker_line(c: ConfigView, pool: Sequence[ConfigView], margin: float) -> str:

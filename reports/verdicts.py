@@ -176,12 +176,14 @@ def _overhead(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
 
 
 def measured_cause(run: ConfigView, ctx: RuleInputs) -> str | None:
-    """The measurement that explains why ``run`` is slow, or None if none does.
+    """A measurement of ``run`` alone that bears on why it is slow, or None.
 
     Only two things count: a profile's communication share at or above the profiler's
     moderate threshold, and the distribution-overhead model when its share of the step
     is at or above its moderate threshold and beyond the noise of the runs (T / T_ideal
-    significantly below 1). A strategy's trait is never a cause on its own.
+    significantly below 1). Either describes one side; the cause of a difference
+    between two configurations comes from both profiles (``reports.explain``), and a
+    strategy's trait is never a cause.
     """
     frac = run.comm_fraction
     if frac is not None and frac >= COMM_MODERATE:

@@ -1,4 +1,5 @@
-"""The step breakdown in every report format, and a configuration's profiled step.
+"""The step breakdown in every report format, a configuration's profiled step, and the
+differential explanation of two configurations (reports.explain).
 
 Built from constructed results (tests.helpers.report_results carries one profiled
 run with a five-part breakdown); no TensorFlow.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -16,6 +18,7 @@ from bench.regress.pytest_plugin import extra_info
 from bench.results.schema import BREAKDOWN_PARTS, Communication, RunResult
 from reports.breakdown import breakdown_table, common_dir, profiled
 from reports.configs import group_configs
+from reports.explain import because, compared, difference, why_not
 from reports.files import write
 from reports.report import build_from_results
 from reports.results_table import format_table
@@ -97,3 +100,113 @@ def test_a_result_profiled_before_the_five_parts_shows_its_remainder_unsplit() -
     assert cells["input (ms, share)"] == cells["host (ms, share)"] == "-"
     assert "1 ms of input, host and idle together" in table.notes[0]
     assert breakdown_table(group_configs(views([measured("mirrored", 2, 64, 9.0)]))).rows == []
+
+
+# -- the differential explanation (reports.explain) ---------------------------------------
+def _profiled_config(strategy: str, devices: int, step_s: float, shares: dict[str, float],
+                     ops: dict[str, dict[str, float]], batch: int = 256,
+                     throughput: float | None = None) -> list[RunResult]:
+    """Two runs of one configuration, the first profiled with ``shares`` of ``step_s``."""
+    runs = []
+    for i in (1, 2):
+        r = measured(strategy, devices, batch, throughput or batch / step_s)
+        r.replicate = i
+        runs.append(r)
+    assert runs[0].figures is not None
+    runs[0].figures.breakdown = fake_breakdown(
+        step_s, shares, ops, profile_dir=f"/s/profiles/{runs[0].key}")
+    return runs
+
+
+def _configs(*groups: list[RunResult]) -> list[Any]:
+    return group_configs(views([r for g in groups for r in g]))
+
+
+def test_a_difference_is_attributed_to_the_parts_and_ops_that_grew() -> None:
+    """Slower: 24 ms = compute 12 + communication 6 (CollectiveReduceV2 5, _Recv 1) +
+    host 5 + idle 1; faster: 14 ms = compute 12.5 + host 1.5. The 10 ms are 60%
+    communication and 35% host; compute shrank by 0.5 ms."""
+    slow = _profiled_config("mirrored", 2, 0.024, {"compute": 0.5, "communication": 0.25,
+                                                   "host": 5 / 24},
+                            {"communication": {"CollectiveReduceV2": 5 / 24, "_Recv": 1 / 24},
+                             "host": {"Python and dispatch": 5 / 24}, "compute": {"MatMul": 0.5}})
+    fast = _profiled_config("one_device", 1, 0.014, {"compute": 12.5 / 14, "host": 1.5 / 14},
+                            {"compute": {"MatMul": 12.5 / 14},
+                             "host": {"Python and dispatch": 1.5 / 14}})
+    a, b = _configs(slow, fast)
+    d = difference(a, b)
+    assert d is not None and d.reproduced and d.unit == "step"
+    assert d.delta_s == pytest.approx(0.010)
+    by_part = {c.part: c for c in d.changes}
+    assert by_part["communication"].delta_s == pytest.approx(0.006)
+    assert dict(by_part["communication"].ops) == pytest.approx(
+        {"CollectiveReduceV2": 0.005, "_Recv": 0.001})
+    assert [name for name, _ in by_part["communication"].ops] == ["CollectiveReduceV2", "_Recv"]
+    assert by_part["compute"].delta_s == pytest.approx(-0.0005)
+    text = because(a, b)
+    assert text is not None
+    assert text.startswith("+10 ms/step profiled (24 vs 14 ms): 60% communication (+6 ms, of "
+                           "which CollectiveReduceV2 +5 ms, _Recv +1 ms), 35% host (+3.5 ms, "
+                           "of which Python and dispatch +3.5 ms), 10% idle (+1 ms)")
+    assert "; offset by compute -0.5 ms" in text
+    assert f"profiles: /s/profiles/{slow[0].key}, /s/profiles/{fast[0].key}" in text
+    assert text.endswith("--logdir /s/profiles)") or "--logdir=/s/profiles" in text
+    assert compared(b, a) == compared(a, b)  # the profiles decide which side is slower
+    assert (compared(a, b) or "").startswith("mirrored on 2 devices +10 ms/step profiled")
+
+
+def test_no_cause_where_a_profile_is_missing_or_the_profiles_disagree() -> None:
+    slow = _profiled_config("mirrored", 2, 0.010, {"compute": 0.9}, {}, throughput=10_000.0)
+    fast = _profiled_config("one_device", 1, 0.012, {"compute": 0.9}, {}, throughput=20_000.0)
+    plain = [measured("default", 1, 256, 20_000.0)]
+    a, b, c = _configs(slow, fast, plain)
+    assert because(a, b) is None  # the runs call a slower, its profile is faster
+    assert why_not(a, b).startswith("cause not measured: the profiled steps do not show the "
+                                    "difference (10 vs 12 ms per step; profiles: ")
+    assert because(a, c) is None and difference(a, c) is None
+    assert why_not(a, c).startswith("cause not measured: no profile of default on 1 device")
+
+
+def test_steps_of_different_batches_are_compared_per_thousand_examples() -> None:
+    slow = _profiled_config("mirrored", 2, 0.020, {"compute": 0.5, "host": 0.5}, {}, batch=512)
+    fast = _profiled_config("one_device", 1, 0.008, {"compute": 1.0}, {}, batch=256)
+    a, b = _configs(slow, fast)
+    d = difference(a, b)
+    assert d is not None and d.unit == "1,000 examples"
+    assert d.slower_s == pytest.approx(0.020 / 512 * 1000)
+    assert d.faster_s == pytest.approx(0.008 / 256 * 1000)
+    assert {c.part: c.delta_s for c in d.changes}["host"] == pytest.approx(0.010 / 512 * 1000)
+    assert d.attribution().startswith("+7.81 ms/1,000 examples profiled")
+
+
+def test_the_report_gives_the_profiles_difference_as_the_cause_never_a_description() -> None:
+    """default twice as fast as one_device on the same device (the gap of issue 23):
+    with both profiled, the slower one's line says where its extra time went."""
+    fast = _profiled_config("default", 1, 0.012, {"compute": 0.85, "host": 0.1},
+                            {"compute": {"MatMul": 0.85}, "host": {"Python and dispatch": 0.1}})
+    slow = _profiled_config("one_device", 1, 0.024, {"compute": 0.45, "host": 0.45,
+                                                     "input": 0.05},
+                            {"compute": {"MatMul": 0.45}, "host": {"Python and dispatch": 0.45},
+                             "input": {"IteratorGetNext": 0.05}})
+    report = build_from_results([*fast, *slow], Path("/s"))
+    (rec,) = report.machines[0].workloads[0].recommendations
+    assert rec.best is not None and rec.best.base_strategy == "default"
+    (line,) = [o for o in rec.others if o.startswith("one_device")]
+    assert "50% slower [" in line and ", because +12 ms/step profiled (24 vs 12 ms): " in line
+    assert "host (+9.6 ms, of which Python and dispatch +9.6 ms)" in line
+    assert "it runs on one device with nothing replicated" not in line  # the registry's words
+
+
+def test_the_best_multi_device_configuration_is_compared_by_its_profile_even_in_a_tie() -> None:
+    one = _profiled_config("one_device", 1, 0.010, {"compute": 0.9}, {"compute": {"MatMul": 0.9}})
+    multi = _profiled_config("mirrored", 2, 0.0101, {"compute": 0.8, "communication": 0.15},
+                             {"communication": {"CollectiveReduceV2": 0.15}})
+    report = build_from_results([*one, *multi], Path("/s"))
+    (rec,) = report.machines[0].workloads[0].recommendations
+    assert rec.best is not None and rec.best.base_strategy == "one_device"
+    # A small difference of large changes that cancel out: each part in ms, no shares.
+    assert "Profiled, the best multi-device configuration: mirrored on 2 devices +0.1 ms/step " \
+           "profiled (10.1 vs 10 ms): communication +1.51 ms (of which CollectiveReduceV2 " \
+           "+1.51 ms); offset by idle -0.495 ms, compute -0.92 ms over one_device on 1 " \
+           "device (profiles: " in rec.text
+    assert "because" not in rec.text
