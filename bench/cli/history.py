@@ -114,10 +114,12 @@ def _guard(fn: Any) -> Any:
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("history", help="the history store: ingest sweeps, list, filter",
+    p = sub.add_parser("history",
+                       help="the history store: ingest sweeps, list, filter, A/B ratio steps",
                        description="An SQLite file holding every ingested result, indexed by "
                                    "hardware (machine), software stack (software), git "
-                                   "commit, TensorFlow version, spec key, time.")
+                                   "commit, TensorFlow version, spec key, time, and the A/B "
+                                   "nightly's sessions (history changes).")
     hsub = p.add_subparsers(dest="history_command", required=True)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--history", type=Path, default=None,
