@@ -199,3 +199,10 @@ def test_bench_ab_refuses_bad_options_as_usage_errors(argv: list[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["ab", "--workload", "mlp", "--strategy", "one_device", *argv])
     assert exc.value.code == Exit.USAGE
+
+
+def test_two_pairs_that_agree_by_luck_give_no_verdict() -> None:
+    s = session(FakeRuns(ratio=1 / 1.5, sd=0.001), budget_s=40.0)
+    assert len(s.log_ratios) == 2
+    assert s.decision is not None and s.decision.verdict is Verdict.UNKNOWN
+    assert s.decision.pairs_needed is not None and s.decision.pairs_needed >= 1

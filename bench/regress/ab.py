@@ -53,6 +53,8 @@ from bench.results.stats import paired_equivalence, paired_log_ratio, pairs_for_
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.05
 DEFAULT_BUDGET_S = 600.0
+# The fewest pairs any verdict rests on, however small the budget (2 degrees of freedom).
+MIN_VERDICT_PAIRS = 3
 DEFAULT_MIN_PAIRS = 4  # the first look: 3 degrees of freedom, fewer would spend alpha for nothing
 DEFAULT_BLOCK_PAIRS = 2  # one AB and one BA run order a block: order effects cancel within it
 RUNS_PER_PAIR = 2
@@ -325,10 +327,16 @@ def decide(log_ratios: Sequence[float], plan: Plan, *, higher_is_better: bool = 
     code = int(_verdict_codes(np.array(mean), np.array(significant), np.array(same),
                               plan.threshold, higher_is_better))
     verdict = CODES[code]
+    if n < MIN_VERDICT_PAIRS:
+        # Two pairs can agree by luck that is not the noise a t test allows for: a burst
+        # of load that slowed both baseline runs gave an A/A "IMPROVED 1.407" with a
+        # log-ratio SD of 0.001. No verdict rests on fewer than MIN_VERDICT_PAIRS.
+        verdict = Verdict.UNKNOWN if final else Verdict.CONTINUE
     if verdict is Verdict.CONTINUE and final:
         verdict = Verdict.UNKNOWN
     change = math.expm1(mean)
-    needed = further_pairs(sd, mean, n, plan) if verdict is Verdict.UNKNOWN else None
+    needed = (max(further_pairs(sd, mean, n, plan), MIN_VERDICT_PAIRS - n)
+              if verdict is Verdict.UNKNOWN else None)
     thr = f"{plan.threshold:.0%}"
     reasons = {
         Verdict.REGRESSED: f"{change:+.1%} is significant and worse than the {thr} threshold",
