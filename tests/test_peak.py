@@ -23,6 +23,7 @@ from bench.hardware import (
     parse_loadavg,
     parse_proc_stat,
 )
+from tests.test_probes_schema import FakeTF
 
 # Two processors; per line: user nice system idle iowait irq softirq steal guest guest_nice
 STAT = """cpu  300 0 100 1500 50 0 0 50 0 0
@@ -251,16 +252,6 @@ def test_mfu_is_never_taken_against_a_peak_above_the_theoretical_maximum() -> No
     base = peak.settle_mfu(1e11, 1, _Peaks(3e11), 2.5e11)
     assert base.fault is None and base.mfu == pytest.approx(1e11 / 3e11)
     assert base.mfu_theoretical is None
-
-
-class FakeTF:
-    __version__ = "0.0-test"
-
-    class config:  # mirrors tf.config.threading
-        class threading:
-            @staticmethod
-            def get_intra_op_parallelism_threads() -> int:
-                return 0
 
 
 def _dtype_peak(flops: float) -> peak.DtypePeak:
