@@ -25,11 +25,9 @@ before it left its own weights in the caches.
 from __future__ import annotations
 
 import argparse
-import faulthandler
 import json
 import os
 import random
-import signal
 import sys
 import time
 import traceback
@@ -38,7 +36,14 @@ from pathlib import Path
 from typing import Any
 
 from bench.child.keras_lane import select_keras
-from bench.child.main import child_log, configure_threads, failure_report, task_environment
+from bench.child.main import (
+    child_log,
+    configure_threads,
+    failure_report,
+    finish_process,
+    start_process,
+    task_environment,
+)
 from bench.child.windows import (
     NoDeviceMemory,
     Rules,
@@ -50,7 +55,6 @@ from bench.child.windows import (
     warm_up,
 )
 from bench.errors import Unsupported
-from bench.hardware import detect
 from bench.results.payload import TaskReport, arm_name
 from bench.spec import RunSpec
 from bench.tasks import Task
@@ -184,13 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--task", required=True, help="the Task as JSON")
     parser.add_argument("--launch-ts", type=float, default=time.time())
     args = parser.parse_args(argv)
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
     doc = json.loads(args.arms.read_text(encoding="utf-8"))
     specs = [RunSpec.from_dict(d) for d in doc["specs"]]
-    task = Task.from_dict(json.loads(args.task))
-    detect()
-    if task.cores and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, task.cores)
+    task = start_process(args.task)
     own: TaskReport
     try:
         select_keras(specs[0].keras)  # one Keras lane per process: the launcher checks
@@ -203,11 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as exc:  # the process itself failed (import, devices)
         traceback.print_exc()
         own = failure_report(exc)
-    replace(own, task=task, pid=os.getpid()).write(args.run_dir, task.name)
-    child_log(f"payload written: {own.status}")
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    finish_process(replace(own, task=task, pid=os.getpid()), args.run_dir, task.name)
+    return 0
 
 
 if __name__ == "__main__":

@@ -243,17 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--launch-ts", type=float, default=time.time())
     parser.add_argument("--profile-dir", type=Path, default=None)
     args = parser.parse_args(argv)
-    # The launcher sends SIGUSR1 before killing a hung run: every thread's Python
-    # stack then lands in this task's log, saying where it was stuck.
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
     spec = RunSpec.from_dict(json.loads(args.spec.read_text(encoding="utf-8")))
-    task = Task.from_dict(json.loads(args.task))
-    # Hardware as the launcher sees it, before pinning: the fingerprint's cpu_cores
-    # then match the launcher's (this task's own cores are recorded apart).
-    detect()
-    if task.cores and hasattr(os, "sched_setaffinity"):
-        # Before TensorFlow starts: it sizes its thread pools from the usable cores.
-        os.sched_setaffinity(0, task.cores)
+    task = start_process(args.task)
     _fault(task, "hang_at_start")
     _fault(task, "exit_at_start")
     ctx = Context(spec, task, args.run_dir, args.launch_ts, args.profile_dir)
@@ -267,7 +258,29 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
     report = replace(report, task=task, pid=os.getpid())
     report = gather_hosts(task, spec, args.run_dir, report)  # multi-host: every host's figures
-    report.write(args.run_dir, task.name)
+    finish_process(report, args.run_dir, task.name)
+    return 0
+
+
+def start_process(task_json: str) -> Task:
+    """What every child process does first, before TensorFlow: its Task, stacks on
+    SIGUSR1, the hardware as the launcher saw it, the task's cores."""
+    # The launcher sends SIGUSR1 before killing a hung run: every thread's Python
+    # stack then lands in this task's log, saying where it was stuck.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    task = Task.from_dict(json.loads(task_json))
+    # Hardware as the launcher sees it, before pinning: the fingerprint's cpu_cores
+    # then match the launcher's (this task's own cores are recorded apart).
+    detect()
+    if task.cores and hasattr(os, "sched_setaffinity"):
+        # Before TensorFlow starts: it sizes its thread pools from the usable cores.
+        os.sched_setaffinity(0, task.cores)
+    return task
+
+
+def finish_process(report: TaskReport, run_dir: Path, name: str) -> None:
+    """Leave ``report`` as payload ``name`` and end the process at once."""
+    report.write(run_dir, name)
     child_log(f"payload written: {report.status}")
     sys.stdout.flush()
     sys.stderr.flush()
