@@ -23,6 +23,7 @@ from bench.cli import (
     env,
     history,
     k8s_manifest,
+    lab,
     listing,
     nightly,
     project,
@@ -36,7 +37,7 @@ from bench.errors import BenchError, SpecError, UsageError
 from bench.exits import EPILOG, Exit
 
 COMMANDS = (run, listing, env, show, report, tensorboard_export, history, compare, nightly,
-            ab, allreduce, worker, cluster_demo, k8s_manifest, project)
+            ab, allreduce, worker, cluster_demo, lab, k8s_manifest, project)
 
 
 def build_parser() -> argparse.ArgumentParser:

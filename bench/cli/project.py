@@ -9,6 +9,14 @@ fitted alpha and B, the formulas, and step time, throughput and scaling
 efficiency as a band from no overlap to full overlap of communication with the
 backward pass. ``--measured`` results (multi-replica runs) are set against the
 projection with the error at each; ``--plot`` writes the efficiency plot (PNG).
+
+From the scaling lab instead (``--lab DIR --workload W --peak-flops F --bandwidth B``):
+the workload's lab model (fitted on one and two emulated hosts, ``bench lab``)
+carried to a target whose replica peaks at F FLOP/s on a link of B: compute scaled
+by the ratio of the lab host's peak to F, the ring all-reduce on B (latency
+``--latency-us``, else the lab's at the link rate whose compute-to-link ratio is
+nearest the target's), the lab's overlap exponent; the curve to ``--max-replicas``
+with its 95% bootstrap interval.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from bench.errors import SchemaError, UsageError
 from bench.exits import Exit
 from bench.launch.netns import NetnsError, parse_rate
 from bench.results.store import load
+from reports.lab import group, load_lab, transfer
 from reports.projection import (
     Inputs,
     Link,
@@ -56,6 +65,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--measured", type=Path, nargs="*", default=[],
                    help="stored multi-replica runs to set against the projection")
     p.add_argument("--plot", type=Path, help="write the efficiency plot here (PNG)")
+    p.add_argument("--lab", type=Path, help="a bench lab directory: project its fitted "
+                                            "model of --workload to the target")
+    p.add_argument("--workload", help="with --lab: the lab workload to carry over")
+    p.add_argument("--peak-flops", type=float,
+                   help="with --lab: the target's peak FLOP/s per replica, e.g. 1.95e13")
     p.set_defaults(func=cmd_project)
 
 
@@ -99,7 +113,34 @@ def _link(args: argparse.Namespace, grad_bytes: float) -> Link:
                                                 f"{args.latency_us:g} us")
 
 
+def cmd_lab_transfer(args: argparse.Namespace) -> int:
+    """``--lab``: the lab's model of a workload carried to the target's peak and link."""
+    if not (args.workload and args.peak_flops and args.bandwidth):
+        raise UsageError("--lab needs --workload, --peak-flops and --bandwidth")
+    if args.single or args.allreduce or args.measured or args.compute_ms is not None:
+        raise UsageError("--lab takes its inputs from the lab: drop --single, --allreduce, "
+                         "--measured and --compute-ms")
+    try:
+        bandwidth = parse_rate(args.bandwidth) / 8
+    except NetnsError as exc:
+        raise UsageError(str(exc)) from None
+    runs, _ = load_lab(args.lab)
+    if not runs:
+        raise UsageError(f"--lab must name a bench lab directory with results. "
+                         f"Received: --lab={args.lab}")
+    latency = args.latency_us / 1e6 if args.latency_us is not None else None
+    try:
+        out = transfer(group(runs), args.workload, args.peak_flops, bandwidth, latency,
+                       args.batch, args.max_replicas)
+    except ProjectionError as exc:
+        raise UsageError(str(exc)) from None
+    print(out.text())
+    return Exit.OK
+
+
 def cmd_project(args: argparse.Namespace) -> int:
+    if args.lab:
+        return cmd_lab_transfer(args)
     try:
         inputs = _inputs(args)
         projection = project(inputs, _link(args, inputs.grad_bytes), args.max_replicas)
