@@ -33,7 +33,10 @@ def test_tiny_sweep_end_to_end(tiny_sweep: tuple[Path, Any]) -> None:
     for r in ok:
         assert r.figures is not None and r.figures.learned
         assert r.environment["tensorflow"] and r.environment["machine_id"]
-        assert r.environment["devices"]["logical"] == (r.spec.devices > 1)
+        # An arm of a shared process ran on its own devices of the process's split.
+        shared = r.environment["devices"].get("process", r.spec.devices)
+        assert r.environment["devices"]["logical"] == (shared > 1)
+        assert len(r.environment["devices"]["names"]) == r.spec.devices
         assert (out / "logs" / f"{run_name(r.key, r.replicate)}.log").exists()
     assert "results:" in proc.stdout
     assert "devices must be 1" in proc.stdout  # unsupported reason in the table

@@ -172,7 +172,11 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
                 extras = after_windows(arm.trainer, figures, None, progress=child_log)
                 arm.report = TaskReport(
                     "ok", extras.reason, figures=figures,
-                    environment={**env, "peak_flops": extras.peak_entry},
+                    environment={**env, "peak_flops": extras.peak_entry, "devices": {
+                        # The arm's own devices; "process": how many the shared
+                        # process configured (its CPU split serves every arm).
+                        **env["devices"], "names": arm.trainer.devices.names,
+                        "process": len(devices.names)}},
                     local_replicas=arm.trainer.local_replicas,
                     weights_checksum=arm.trainer.weights_checksum())
             except BaseException as exc:

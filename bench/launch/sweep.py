@@ -7,6 +7,7 @@ configuration has none, so it runs again.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -284,11 +285,16 @@ def _run_group(store: SweepStore, specs: Sequence[RunSpec], replicate: int) -> l
     """Run ``specs`` as arms of one process (windows interleaved) as their run
     ``replicate``; each result is saved where the store names it."""
     rounds = max(2, max(s.repeats for s in specs))
-    results = run_interleaved(specs, store.paths(specs[0], replicate).log, rounds=rounds,
-                              seed=replicate)
+    shared_log = store.paths(specs[0], replicate).log
+    results = run_interleaved(specs, shared_log, rounds=rounds, seed=replicate)
     for result in results:
         result.replicate = replicate
-        save(result, store.paths(result.spec, replicate).result)
+        paths = store.paths(result.spec, replicate)
+        # One process, one log: every arm's run names it where the store expects its own.
+        if paths.log != shared_log and shared_log.exists() and not paths.log.exists():
+            paths.log.parent.mkdir(parents=True, exist_ok=True)
+            os.link(shared_log, paths.log)
+        save(result, paths.result)
     return results
 
 
