@@ -78,6 +78,9 @@ class StrategyFactory:
     # None: the strategy all-reduces between replicas (the all-reduce probe can time it);
     # otherwise why there is nothing to time.
     no_allreduce_reason: str | None = None
+    # None: a run's steps can be profiled in its main process (the step breakdown);
+    # otherwise why not (a sweep then takes no profile of it).
+    no_profile_reason: str | None = None
     # A way to train one model a user can choose (False: a baseline, measured and shown
     # as a ceiling, never recommended).
     is_choice = True
@@ -346,6 +349,8 @@ class ParameterServer(StrategyFactory):
     trait = "workers pull variables from and push gradients to parameter-server tasks over RPC"
     no_allreduce_reason = ("parameter-server training sends gradients to the ps tasks; it has "
                            "no all-reduce between replicas")
+    no_profile_reason = ("parameter_server steps run on remote worker servers, which the "
+                         "coordinator's profiler does not see")
     plainness = 30
     accepts = ("workers", "ps_tasks", "partitioner")
     loop_limits = (

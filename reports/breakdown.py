@@ -123,10 +123,12 @@ def breakdown_table(configs: Sequence[ConfigView]) -> BreakdownTable:
     the profiled step, the op type with the most time in each part, the profiles."""
     table = BreakdownTable()
     legacy = []
+    spent = 0.0
     for c in configs:
         p = profiled(c)
         if p is None:
             continue
+        spent += p.capture_s
         cells = []
         for part in BREAKDOWN_PARTS:
             value, share = p.parts.get(part), p.share(part)
@@ -143,6 +145,10 @@ def breakdown_table(configs: Sequence[ConfigView]) -> BreakdownTable:
             "; ".join(largest) or "-",
             f"{p.overhead:.2f}x" if p.overhead is not None else "-",
             p.command if p.dirs else "-"])
+    if spent > 0:
+        table.notes.append(f"the profiles added {spent:.1f} s to these runs' wall time "
+                           f"(capture_s: the profiler, the profiled steps and reading the "
+                           f"trace, after the windows)")
     if legacy:
         table.notes.append("profiled before the five-part breakdown existed (compute and "
                            "communication only; '-' parts are not split): "

@@ -384,7 +384,8 @@ def _answer(r: Recommendation, candidates: list[ConfigView], sc: Scaling,
         top = max(multi, key=lambda c: c.throughput or 0.0)
         found = compared(top, best)
         if found:
-            text += f" Profiled, the best multi-device configuration: {found}."
+            text += (f" Against the best multi-device configuration ({top.choice}), by "
+                     f"their profiles: {found}.")
     if best in r.super_ideal:
         text += (f" Flagged super-ideal: its speed-up is above the {best.replicas}x that "
                  f"{devices(best.replicas)} can give (what that means is below).")

@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from bench.launch.evidence import DEFAULT_STEPS, OFF, Evidence, cost_line
 from bench.regress.pytest_plugin import extra_info
 from bench.results.schema import BREAKDOWN_PARTS, Communication, RunResult
 from reports.breakdown import breakdown_table, common_dir, profiled
@@ -24,7 +25,7 @@ from reports.report import build_from_results
 from reports.results_table import format_table
 from reports.runs import views
 from reports.tensorboard import METRICS
-from tests.helpers import fake_breakdown, measured, report_results
+from tests.helpers import fake_breakdown, measured, report_results, tiny_spec
 
 PART_NAMES = [f"breakdown_{p}_{what}" for p in BREAKDOWN_PARTS for what in ("s", "share")]
 
@@ -50,6 +51,7 @@ def test_every_report_format_shows_each_part_in_ms_and_as_a_share(tmp_path: Path
         assert step_ms in text and compute_cell in text
         assert "communication: CollectiveReduceV2" in text
         assert "tensorboard --logdir /tmp/profile" in text or "--logdir=/tmp/profile" in text
+        assert "the profiles added 0.5 s to these runs" in text
     csv = pd.read_csv(io.StringIO(paths.csv.read_text(encoding="utf-8")))
     row = csv[csv["key"] == run.key].iloc[0]
     assert row["breakdown_compute_s"] == pytest.approx(b.compute_s)
@@ -205,8 +207,33 @@ def test_the_best_multi_device_configuration_is_compared_by_its_profile_even_in_
     (rec,) = report.machines[0].workloads[0].recommendations
     assert rec.best is not None and rec.best.base_strategy == "one_device"
     # A small difference of large changes that cancel out: each part in ms, no shares.
-    assert "Profiled, the best multi-device configuration: mirrored on 2 devices +0.1 ms/step " \
-           "profiled (10.1 vs 10 ms): communication +1.51 ms (of which CollectiveReduceV2 " \
-           "+1.51 ms); offset by idle -0.495 ms, compute -0.92 ms over one_device on 1 " \
-           "device (profiles: " in rec.text
+    assert "Against the best multi-device configuration (mirrored on 2 devices), by their " \
+           "profiles: mirrored on 2 devices +0.1 ms/step profiled (10.1 vs 10 ms): " \
+           "communication +1.51 ms (of which CollectiveReduceV2 +1.51 ms); offset by idle " \
+           "-0.495 ms, compute -0.92 ms over one_device on 1 device (profiles: " in rec.text
     assert "because" not in rec.text
+
+
+# -- evidence by default (bench.launch.evidence) -----------------------------------------
+def test_a_sweep_profiles_each_training_configurations_first_run_only() -> None:
+    on = Evidence()
+    train = tiny_spec(strategy="mirrored", devices=2)
+    assert on.steps_for(train, 1) == DEFAULT_STEPS
+    assert on.steps_for(train, 2) == 0  # later runs may share a process: no profile there
+    assert OFF.steps_for(train, 1) == 0  # --no-profile
+    assert on.steps_for(train.replace(profile_steps=3), 1) == 0  # profiles itself anyway
+    assert on.steps_for(tiny_spec(mode="allreduce", devices=2), 1) == 0
+    ps = tiny_spec(strategy="parameter_server", devices=2, loop="custom")
+    assert on.steps_for(ps, 1) == 0  # its steps run where the coordinator cannot see them
+    with pytest.raises(ValueError, match="Received: steps=-1"):
+        Evidence(steps=-1)
+
+
+def test_the_sweep_is_told_what_its_profiles_cost() -> None:
+    runs = [measured("mirrored", 2, 64, 1000.0) for _ in range(3)]
+    for r in runs[:2]:
+        assert r.figures is not None
+        r.figures.breakdown = fake_breakdown(0.01, {"compute": 1.0})  # capture_s 0.5
+    assert cost_line(runs, 100.0) == ("evidence: 2 runs profiled after their windows, 1.0 s "
+                                      "of the sweep's 100 s (1.0%) (--no-profile skips it)")
+    assert cost_line(runs[2:], 100.0) is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -38,6 +39,20 @@ def test_tiny_sweep_end_to_end(tiny_sweep: tuple[Path, Any]) -> None:
         assert r.environment["devices"]["logical"] == (shared > 1)
         assert len(r.environment["devices"]["names"]) == r.spec.devices
         assert (out / "logs" / f"{run_name(r.key, r.replicate)}.log").exists()
+    # Evidence by default: each configuration's first run (its own process) profiled a
+    # few steps after its windows, under its own key (the stored spec asks for none),
+    # and the sweep printed what the profiles cost it.
+    for r in ok:
+        assert r.spec.profile_steps == 0 and r.figures is not None
+        b = r.figures.breakdown
+        assert (b is not None) == (r.replicate == 1), (r.key, r.replicate)
+        if b is not None:
+            assert b.profiled_steps == 5 and b.capture_s > 0 and b.compute_s > 0
+            assert b.step_s == pytest.approx(b.input_s + b.compute_s + b.communication_s
+                                             + b.host_s + b.idle_s)
+            assert Path(b.profile_dir).parent == (out / "profiles").resolve()
+    assert re.search(r"evidence: 6 runs profiled after their windows, [0-9.]+ s of the "
+                     r"sweep's \d+ s", proc.stdout), proc.stdout
     assert "results:" in proc.stdout
     assert "devices must be 1" in proc.stdout  # unsupported reason in the table
     # The sweep as TensorBoard HParams sessions, and the command that opens it.
@@ -74,13 +89,15 @@ def test_timeout_is_recorded_and_sweep_continues(tmp_path: Path) -> None:
     first = bench("run", "--workload", "mlp", "--strategy", "mirrored", "--devices", "1",
                   "--batch", "16", *TINY, "--timeout", "1", "--out", str(out))
     second = bench("run", "--workload", "mlp", "--strategy", "mirrored", "--devices", "1",
-                   "--batch", "32", *TINY, "--out", str(out))
+                   "--batch", "32", *TINY, "--no-profile", "--out", str(out))
     assert first.returncode == 3, first.stdout + first.stderr
     assert second.returncode == 0
     by_batch = {r.global_batch: r for r in load_sweep(out).results}
     assert by_batch[16].status == "timeout"
     assert "timeout" in (by_batch[16].reason or "") and by_batch[16].wall_s < 15
     assert by_batch[32].status == "ok"
+    assert by_batch[32].figures is not None and by_batch[32].figures.breakdown is None
+    assert "evidence:" not in second.stdout  # --no-profile: no profile, no cost
     assert not child_processes(tmp_path)
 
 

@@ -302,3 +302,23 @@ def test_bench_run_keeps_the_profile_beside_the_result_and_prints_how_to_open_it
     assert list(Path(c.profile_dir).glob("plugins/profile/*/*.xplane.pb"))
     assert f"tensorboard --logdir {c.profile_dir}" in proc.stdout
     assert result.to_dict()["units"]["figures.communication.collective_s"] == "s"
+
+
+def test_the_executor_shares_no_time_with_the_ops_it_runs() -> None:
+    """An EagerPyFunc inside ExecutorState::Process: the Python op's time is its own;
+    the executor keeps only the instants around it."""
+    ev = [TraceEvent("ExecutorState::Process", "tf_Compute/1", 0, 10 * MS),
+          TraceEvent("EagerPyFunc:EagerPyFunc", "tf_Compute/1", 2 * MS, 9 * MS),
+          TraceEvent("KernelAndDeviceFunc::Run", "python", 0, 10 * MS)]
+    (s,) = split(ev, [StepSpan(0, 0, 10 * MS, "python")]).steps
+    assert s.labels == pytest.approx({Part("host", "EagerPyFunc"): 0.007,
+                                      Part("host", EXECUTOR_LABEL): 0.003})
+
+
+def test_an_evidence_profile_stays_short_where_steps_are_slow() -> None:
+    from bench.child.probes.hooks import evidence_step_count
+
+    assert evidence_step_count(5, 0.010, multi_worker=False) == 5
+    assert evidence_step_count(5, 0.300, multi_worker=False) == 3  # about a second of steps
+    assert evidence_step_count(5, 1.100, multi_worker=False) == 2  # never fewer than 2
+    assert evidence_step_count(5, 1.100, multi_worker=True) == 5  # workers must agree

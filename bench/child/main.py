@@ -71,9 +71,12 @@ class Context:
     """What a runner needs: the spec, its task, where to leave files, the launch time."""
 
     def __init__(self, spec: RunSpec, task: Task, run_dir: Path, launch_ts: float,
-                 profile_dir: Path | None) -> None:
+                 profile_dir: Path | None, evidence_steps: int = 0) -> None:
         self.spec, self.task, self.run_dir = spec, task, run_dir
         self.launch_ts, self.profile_dir = launch_ts, profile_dir
+        # Steps a sweep asks this run to profile after its windows, for the report's
+        # explanations (bench.launch.evidence), although its spec asks for none.
+        self.evidence_steps = evidence_steps
 
     def mark_ready(self) -> None:
         (self.run_dir / f"ready.{self.task.name}").touch()
@@ -168,7 +171,8 @@ def run_train(ctx: Context) -> TaskReport:
     profile_dir = ctx.profile_dir
     if profile_dir is not None and ctx.task.role != "single":  # one profile per process
         profile_dir = profile_dir / ctx.task.name
-    extras = after_windows(trainer, figures, profile_dir, progress=child_log)
+    extras = after_windows(trainer, figures, profile_dir, progress=child_log,
+                           evidence_steps=ctx.evidence_steps)
     env["peak_flops"] = extras.peak_entry
     return TaskReport("ok", extras.reason, figures=figures, environment=env,
                       local_replicas=trainer.local_replicas,
@@ -242,12 +246,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--task", required=True, help="the Task as JSON")
     parser.add_argument("--launch-ts", type=float, default=time.time())
     parser.add_argument("--profile-dir", type=Path, default=None)
+    parser.add_argument("--profile-steps", type=int, default=0)
     args = parser.parse_args(argv)
     spec = RunSpec.from_dict(json.loads(args.spec.read_text(encoding="utf-8")))
     task = start_process(args.task)
     _fault(task, "hang_at_start")
     _fault(task, "exit_at_start")
-    ctx = Context(spec, task, args.run_dir, args.launch_ts, args.profile_dir)
+    ctx = Context(spec, task, args.run_dir, args.launch_ts, args.profile_dir,
+                  args.profile_steps)
     try:
         select_keras(spec.keras)  # before anything imports TensorFlow
         report = RUNNERS[task.runner](ctx)

@@ -31,6 +31,7 @@ from bench.child.windows import Loop, NoDeviceMemory, Rules, measure
 from bench.errors import Unsupported
 from bench.results.payload import TaskReport
 from bench.spec import RunSpec
+from bench.strategies import STRATEGIES
 from workloads import WORKLOADS
 from workloads.flops import model_stats
 
@@ -183,8 +184,7 @@ def run_coordinator(spec: RunSpec, launch_ts: float, mark_ready: Callable[[], No
                                  1 if "cpu" in device else workers, progress=log)
     problems = list(settled.problems)
     if spec.profile_steps:
-        problems.append("not profiled: parameter_server steps run on remote worker servers, "
-                        "which the coordinator's profiler does not see")
+        problems.append(f"not profiled: {STRATEGIES.get(spec.strategy).no_profile_reason}")
     env = child_fingerprint()
     env["threads"] = {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
                       "inter_op": tf.config.threading.get_inter_op_parallelism_threads()}

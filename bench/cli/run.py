@@ -16,6 +16,7 @@ from bench.cli.tensorboard_export import export_after_sweep
 from bench.errors import UsageError
 from bench.exits import Exit
 from bench.hardware import detect
+from bench.launch.evidence import OFF, Evidence, cost_line
 from bench.launch.sweep import Replication, SweepOutcome, run_sweep
 from bench.results.store import SweepStore, load_sweep, new_sweep_dir
 from reports.results_table import LEGEND, format_table
@@ -33,6 +34,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"each configuration in {replication.runs} separate process(es), alternating order"
           + (f"; up to {extra} more where runs disagree by over {replication.spread:.0%}"
              if extra else ""))
+    evidence = Evidence() if args.profile else OFF
+    if evidence.steps:
+        print(f"evidence: each configuration's first run profiles {evidence.steps} steps after "
+              f"its windows, for the report's explanations (--no-profile skips it)")
     budget = args.budget if args.budget is not None else (
         DEFAULT_BUDGET_S if args.preset == "default" else 0.0)
     t0 = time.monotonic()
@@ -40,7 +45,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"budget {budget:.0f} s: provisional answers after the first pass, then more "
               f"runs where answers are not settled while the budget allows")
         first = run_sweep(specs, out, replication=Replication(runs=1),
-                          interleave=args.interleave)
+                          interleave=args.interleave, evidence=evidence)
         if not first.interrupted:
             mine = [r for r in load_sweep(out).results if r.key in {s.key() for s in specs}]
             print_answers(mine, out, f"\nprovisional answers (one run each, "
@@ -48,14 +53,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         outcome = first
         if not first.interrupted:
             outcome = merge(first, run_sweep(specs, out, replication=replication,
-                                             interleave=args.interleave))
+                                             interleave=args.interleave, evidence=evidence))
         if not outcome.interrupted:
             for session in spend(specs, out, budget_s=budget, started=t0,
                                  interleave=args.interleave):
                 outcome = merge(outcome, session)
         outcome.wall_s = time.monotonic() - t0
     else:
-        outcome = run_sweep(specs, out, replication=replication, interleave=args.interleave)
+        outcome = run_sweep(specs, out, replication=replication, interleave=args.interleave,
+                            evidence=evidence)
     loaded = load_sweep(out)
     keys = {s.key() for s in specs}
     mine = [r for r in loaded.results if r.key in keys]
@@ -64,6 +70,9 @@ def cmd_run(args: argparse.Namespace) -> int:
           f"{len(specs)} configurations; sweep wall time {outcome.wall_s:.0f} s)")
     print(format_table(mine))
     print("\n" + LEGEND)
+    cost = cost_line(outcome.ran, outcome.wall_s)
+    if cost:
+        print(f"\n{cost}")
     for w in loaded.warnings:
         print(f"warning: {w}", file=sys.stderr)
     if outcome.interrupted:
@@ -116,6 +125,11 @@ def add_parser(sub: Any) -> None:
                         "process, their windows interleaved, so that the answer's ratios "
                         "come from pairs; the first run of each stays its own process, for "
                         "its memory and start-up (default: on)")
+    p.add_argument("--profile", action=argparse.BooleanOptionalAction, default=True,
+                   help="profile each configuration's first run for a few steps after its "
+                        "windows, so the report can say why one configuration is slower than "
+                        "another from both profiles (--no-profile: no profiles, and no "
+                        "causes; default: on)")
     p.add_argument("--budget", type=duration, default=None,
                    help="time for the whole sweep: after the planned runs, more runs where "
                         "answers are not settled while the budget allows; provisional "

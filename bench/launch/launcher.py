@@ -251,23 +251,29 @@ class _Run:
 
 
 def task_args(spec_file: Path, run_dir: Path, task: Task, launch_ts: float,
-              profile_dir: Path | None = None) -> list[str]:
+              profile_dir: Path | None = None, profile_steps: int = 0) -> list[str]:
     """The arguments of ``python -m bench.child`` for one task of a run."""
     args = ["--spec", str(spec_file), "--run-dir", str(run_dir), "--task",
             json.dumps(task.to_dict()), "--launch-ts", repr(launch_ts)]
-    return args + (["--profile-dir", str(profile_dir)] if profile_dir is not None else [])
+    if profile_dir is not None:
+        args += ["--profile-dir", str(profile_dir)]
+    return args + (["--profile-steps", str(profile_steps)] if profile_steps else [])
 
 
 def run_isolated(spec: RunSpec, log_path: Path, timeout_s: float | None = None,
                  profile_dir: Path | None = None,
                  env: Mapping[str, str] | None = None,
-                 python: str | None = None) -> RunResult:
+                 python: str | None = None, profile_steps: int = 0) -> RunResult:
     """Run ``spec`` in fresh child processes; never raises for a failed run.
 
     ``env``: variables set in every task's environment over the inherited ones (one
     side of an A/B comparison, e.g. ``TF_ENABLE_ONEDNN_OPTS=0``). ``python``: the
     interpreter every task starts under (default this one; ``child_command``).
-    KeyboardInterrupt is re-raised after every process of the run is killed.
+    ``profile_steps``: profile up to that many steps after the windows (into
+    ``profile_dir``) although the spec does not ask to, a sweep's evidence
+    (``bench.launch.evidence``): the run keeps ``spec`` and its key, since a profile
+    taken after the windows changes nothing they measure. KeyboardInterrupt is
+    re-raised after every process of the run is killed.
     """
     hw = detect()
     pre = unsupported_result(spec, hw)
@@ -291,7 +297,8 @@ def run_isolated(spec: RunSpec, log_path: Path, timeout_s: float | None = None,
                 log = log_path if len(tasks) == 1 else log_path.with_name(
                     f"{log_path.stem}.{task.name}.log")
                 cmd = child_command("bench.child", *task_args(
-                    spec_file, run_dir, task, launch_ts, profile_dir), python=python)
+                    spec_file, run_dir, task, launch_ts, profile_dir, profile_steps),
+                    python=python)
                 with open(log, "ab") as fh:
                     proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL,

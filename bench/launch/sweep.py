@@ -16,6 +16,7 @@ from pathlib import Path
 from bench.env import fingerprint, now_iso
 from bench.errors import SchemaError
 from bench.launch.arms import run_interleaved
+from bench.launch.evidence import OFF, Evidence
 from bench.launch.groups import sweep_units
 from bench.launch.launcher import run_isolated
 from bench.launch.memory_fit import note_largest_fit
@@ -152,7 +153,7 @@ def needs_another_run(results: Sequence[RunResult], spread: float) -> bool:
 def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
               echo: Callable[[str], None] = print,
               replication: Replication | None = None,
-              interleave: bool = False) -> SweepOutcome:
+              interleave: bool = False, evidence: Evidence = OFF) -> SweepOutcome:
     """Run every (spec, replicate) without a stored result; Ctrl-C stops cleanly.
 
     Finished results are kept; re-running the same sweep resumes run by run.
@@ -161,6 +162,8 @@ def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
     that can share a process (``bench.launch.groups``) run as one process, windows
     interleaved, so the answer's ratios come from pairs; the first pass keeps every
     configuration in its own process (its memory and start-up are its own).
+    ``evidence`` says which runs profile a few steps after their windows (the CLI
+    profiles each configuration's first run: ``bench.launch.evidence``).
     """
     rep = replication or Replication()
     sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -198,7 +201,7 @@ def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
                                                       rep), replicate,
                                shared=[s.label() for s in due[1:]])
                 results = _run_group(store, due, replicate) if len(due) > 1 else \
-                    [_run_one(store, due[0], replicate, outcome)]
+                    [_run_one(store, due[0], replicate, outcome, evidence)]
                 for result in results:
                     by_key.setdefault(result.spec.key(), []).append(result)
                     outcome.ran.append(result)
@@ -251,18 +254,20 @@ def _earlier(store: SweepStore, by_key: dict[str, list[RunResult]], spec: RunSpe
 def run_replicate(store: SweepStore, spec: RunSpec, replicate: int = 1,
                   finish: Callable[[RunResult], RunResult] | None = None,
                   env: Mapping[str, str] | None = None,
-                  python: str | None = None) -> RunResult:
+                  python: str | None = None, profile_steps: int = 0) -> RunResult:
     """Run ``spec`` isolated as its run number ``replicate`` and save the result.
 
     The one way a run is measured and kept (sweeps, the pytest-benchmark fixture,
     scripts): the log, profile and result go where the store names run ``replicate``
     of ``spec``, and the result says which run it is. ``finish`` may amend the result
     before it is saved; ``env`` is set in the run's processes and ``python`` starts
-    them (another interpreter; ``run_isolated``). A result already stored there is
-    never overwritten (raises FileExistsError after the run).
+    them (another interpreter; ``run_isolated``), which profiles ``profile_steps``
+    steps after the windows. A result already stored there is never overwritten
+    (raises FileExistsError after the run).
     """
     paths = store.paths(spec, replicate)
-    result = run_isolated(spec, paths.log, profile_dir=paths.profile, env=env, python=python)
+    result = run_isolated(spec, paths.log, profile_dir=paths.profile, env=env, python=python,
+                          profile_steps=profile_steps)
     result.replicate = replicate
     if finish is not None:
         result = finish(result)
@@ -299,11 +304,12 @@ def _run_group(store: SweepStore, specs: Sequence[RunSpec], replicate: int) -> l
 
 
 def _run_one(store: SweepStore, spec: RunSpec, replicate: int,
-             outcome: SweepOutcome) -> RunResult:
+             outcome: SweepOutcome, evidence: Evidence = OFF) -> RunResult:
     def with_largest_fit(result: RunResult) -> RunResult:
         if result.status != "oom":
             return result
         # Say which batch of this configuration did fit.
         return note_largest_fit(result, [*outcome.ran, *store.load().results])
 
-    return run_replicate(store, spec, replicate, finish=with_largest_fit)
+    return run_replicate(store, spec, replicate, finish=with_largest_fit,
+                         profile_steps=evidence.steps_for(spec, replicate))

@@ -19,6 +19,11 @@ from bench.child.probes.trace import Classifier
 from bench.results.schema import Figures
 from bench.results.text import breakdown_line
 
+# A sweep's evidence profile (bench.launch.evidence) takes its steps up to this long in
+# all (the trace's size, and so the time to write and read it, grows with them), but
+# never fewer than EVIDENCE_MIN_STEPS.
+EVIDENCE_SECONDS, EVIDENCE_MIN_STEPS = 1.0, 2
+
 
 def optimizer_classifier(optimizer: Any) -> Classifier:
     """Packing ops count inside the run's optimizer scope(s), where Keras all-reduces
@@ -88,21 +93,38 @@ def settle_run_mfu(tf: Any, figures: Figures, precision: str, device: str,
     return out
 
 
+def evidence_step_count(asked: int, call_s: float, multi_worker: bool) -> int:
+    """Calls (profiled steps) of a sweep's evidence profile: ``asked``, fewer where they
+    would take over ``EVIDENCE_SECONDS`` at ``call_s`` each (at least
+    ``EVIDENCE_MIN_STEPS``). Workers of one run keep
+    ``asked``: each times its own steps, and they must profile the same number, since
+    their collectives pair up by order."""
+    if multi_worker or call_s <= 0:
+        return asked
+    return min(asked, max(EVIDENCE_MIN_STEPS, int(EVIDENCE_SECONDS / call_s)))
+
+
 def after_windows(trainer: Any, figures: Figures, profile_dir: Path | None,
-                  progress: Callable[[str], None] = lambda _: None) -> AfterWindows:
+                  progress: Callable[[str], None] = lambda _: None,
+                  evidence_steps: int = 0) -> AfterWindows:
     """Fill ``figures``' MFU fields, ``breakdown`` and ``communication`` in place.
 
     The peak is measured here, after the strategy exists, if the cache lacks it (see
     peak.fingerprint_entry). The trainer drives the profiled steps itself
     (``trainer.profile_steps``, a ``probes.profile.StepDriver``), so the custom loop
-    and ``fit`` are split alike. A failing profile costs the breakdown, not the
-    throughput already measured: it is reported in ``problems``.
+    and ``fit`` are split alike: the spec's ``profile_steps``, else up to
+    ``evidence_steps`` (a sweep's evidence, kept short on slow steps). A failing profile
+    costs the breakdown, not the throughput already measured: it is reported in
+    ``problems``.
     """
     spec, devices = trainer.spec, trainer.devices
     physical = 1 if devices.kind == "CPU" else len(devices.names)
     out = settle_run_mfu(trainer.tf, figures, spec.precision, devices.names[0], physical,
                          share=trainer.local_replicas / trainer.replicas, progress=progress)
-    if not spec.profile_steps:
+    steps = spec.profile_steps or (evidence_step_count(
+        evidence_steps, figures.step_time.median_s * spec.steps_per_call,
+        trainer.local_replicas < trainer.replicas) if evidence_steps else 0)
+    if not steps:
         return out
     if profile_dir is None:
         out.problems.append("profile_steps > 0 but no profile directory was given: "
@@ -111,7 +133,7 @@ def after_windows(trainer: Any, figures: Figures, profile_dir: Path | None,
     profile_dir = profile_dir.resolve()  # the stored path must work from anywhere
     try:
         figures.breakdown, figures.communication = capture(
-            trainer.tf, trainer.profile_steps, spec.profile_steps, profile_dir,
+            trainer.tf, trainer.profile_steps, steps, profile_dir,
             steps_per_call=spec.steps_per_call, unprofiled_step_s=figures.step_time.median_s,
             classifier=optimizer_classifier(trainer.optimizer), loop=spec.loop)
     except Exception as exc:

@@ -86,6 +86,8 @@ BLOCKING_EVENTS = frozenset({"KernelAndDeviceFunc::Run", "KernelAndDeviceOp::Run
 PYTHON_LABEL = "Python and dispatch"
 EXECUTOR_LABEL = "executor (between ops)"
 IDLE_LABEL = "nothing recorded"
+# Labels of events that envelop others of their part (see ``attribute``).
+ENVELOPE_LABELS = frozenset({EXECUTOR_LABEL})
 
 _OP_EVENT = re.compile(r"^(?P<name>[^:\s][^:]*):(?P<type>[A-Za-z_][A-Za-z0-9_]*)$")
 _REPLICA_PREFIX = re.compile(r"^replica_\d+/")
@@ -240,7 +242,8 @@ def attribute(claims: Sequence[tuple[int, int, Part]], span: tuple[int, int]
               ) -> dict[Part, int]:
     """Picoseconds of ``span`` per (part, label): at each instant the first part of
     ``PRIORITY`` with a running claim takes it, shared equally among that part's
-    claims running then; an instant no claim covers is idle."""
+    claims running then (an enveloping claim, ``ENVELOPE_LABELS``, only where no other
+    of its part runs); an instant no claim covers is idle."""
     edges: list[tuple[int, int, Part]] = []
     for start, end, part in claims:
         start, end = max(start, span[0]), min(end, span[1])
@@ -259,8 +262,12 @@ def attribute(claims: Sequence[tuple[int, int, Part]], span: tuple[int, int]
             out[Part("idle", IDLE_LABEL)] += until - cursor
             return
         active = running[owner]
-        total = active.total()
-        for label, count in active.items():
+        # The executor's own event holds the ops it runs: it takes only instants where
+        # none of them runs (an EagerPyFunc is the host's time, not shared with it).
+        inner = {k: v for k, v in active.items() if v > 0 and k not in ENVELOPE_LABELS}
+        shares = inner or active
+        total = sum(shares.values())
+        for label, count in shares.items():
             if count > 0:
                 out[Part(owner, label)] += (until - cursor) * count // total
 
@@ -283,14 +290,23 @@ def split(events: Sequence[TraceEvent], steps: Sequence[StepSpan],
           classifier: Classifier | None = None) -> Split:
     """Per-step seconds of every part (they sum to the step time) and per op type."""
     rule = classifier or Classifier()
-    claimed = [(ev, rule.part_of(ev)) for ev in events]
+    # A trace repeats few names many times (a ResNet50 step has ~80k events): each name
+    # is classified once, on a pipeline thread or not.
+    known: dict[tuple[str, bool], Part | None] = {}
+
+    def part_of(ev: TraceEvent) -> Part | None:
+        key = (ev.text, ev.line.startswith(PIPELINE_LINE_PREFIX))
+        if key not in known:
+            known[key] = rule.part_of(ev)
+        return known[key]
+
+    claimed = [(ev.start_ps, ev.end_ps, part) for ev in events
+               if (part := part_of(ev)) is not None]
     seen: Counter[str] = Counter()
     out: list[StepSplit] = []
     for span in sorted(steps, key=lambda s: s.start_ps):
         window = (span.start_ps, span.end_ps)
-        claims = [(ev.start_ps, ev.end_ps, part) for ev, part in claimed
-                  if part is not None and ev.end_ps > span.start_ps
-                  and ev.start_ps < span.end_ps]
+        claims = [c for c in claimed if c[1] > span.start_ps and c[0] < span.end_ps]
         seen.update(p.label for _, _, p in claims if p.part == "communication")
         # The stepping thread outside TensorFlow calls is the host's (Python, dispatch).
         calls = [(ev.start_ps, ev.end_ps) for ev in events
@@ -303,6 +319,12 @@ def split(events: Sequence[TraceEvent], steps: Sequence[StepSpan],
         out.append(StepSplit(step=span.step, step_s=span.seconds, parts=parts,
                              labels={p: ps / 1e12 for p, ps in labels.items()}))
     return Split(out, dict(sorted(seen.items())))
+
+
+def _may_claim(text: str) -> bool:
+    """Whether an event of this name can claim time or bound a TensorFlow call."""
+    return (parse_op_name(text) is not None or text.startswith(INPUT_WAIT_PREFIXES)
+            or text == EXECUTOR_EVENT or text in BLOCKING_EVENTS)
 
 
 # -- reading a captured profile (needs TensorFlow's protobuf module) --------------------
@@ -330,13 +352,19 @@ def read_xspace(path: Path, marker: str = STEP_MARKER
         tf_op_id = next((i for i, n in stat_names.items() if n == "tf_op"), None)
         step_num_id = next((i for i, n in stat_names.items() if n == "step_num"), None)
         device = plane.name.startswith("/device:")
+        # Host events whose name no rule reads (thread-pool and allocation records, the
+        # pipeline's iterator stages) are most of a trace: dropped by name, once per name.
+        names = {i: m.name for i, m in plane.event_metadata.items()
+                 if device or m.name == marker or _may_claim(m.name)}
         for line in plane.lines:
             base_ps = line.timestamp_ns * 1000
             line_name = line.display_name or line.name
             if device:  # GPU streams: keep the device in the name
                 line_name = f"{plane.name}/{line_name}"
             for ev in line.events:
-                text = plane.event_metadata[ev.metadata_id].name
+                text = names.get(ev.metadata_id)
+                if text is None or (ev.duration_ps <= 0 and text != marker):
+                    continue
                 start = base_ps + ev.offset_ps
                 end = start + ev.duration_ps
                 if text == marker:
