@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bench.hardware import throttle_findings
+from reports.breakdown import profiled
 from reports.configs import ConfigView, Ratio, ratio_of
 from reports.machines import Machine
 from reports.runs import BASELINES, IDEAL_BASELINE, ONE_DEVICE_BASELINES
@@ -36,7 +37,9 @@ SEVERITIES = ("high", "moderate", "info")
 THRESHOLDS_TEXT = (
     f"communication-bound: collectives >= {COMM_MODERATE:.0%} of step time (moderate), "
     f">= {COMM_HIGH:.0%} (high), the TensorBoard profiler's thresholds; input-bound: input "
-    f"wait >= {INPUT_MODERATE:.0%} / {INPUT_HIGH:.0%} (the profiler's infeed thresholds); "
+    f"wait >= {INPUT_MODERATE:.0%} / {INPUT_HIGH:.0%} of the profiled step (the profiler's "
+    f"infeed thresholds; without a profile, the throughput gap to data on the devices), "
+    f"below it the input keeps up; "
     f"distribution overhead (no profile): time beyond the ideal step >= "
     f"{OVERHEAD_MODERATE:.0%} / {OVERHEAD_HIGH:.0%}; model too small: batch-independent "
     f"fixed cost >= {FIXED_SHARE_HIGH:.0%} of the step; memory-bound: peak >= "
@@ -199,10 +202,33 @@ def measured_cause(run: ConfigView, ctx: RuleInputs) -> str | None:
 
 @rule("input-bound")
 def _input(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
+    """With a real input pipeline: whether it limits throughput. The profile decides
+    (the share of the step spent waiting for the iterator while no op runs); without
+    one, the gap to the same configuration with data on the devices stands in for it.
+    The gap is stated either way: it is the real-data cost a user sees."""
     if run.variant.data == "synthetic" or run.throughput is None:
         return None
     twin = ctx.index.throughput(run.variant.with_data("synthetic"), run.strategy,
                                 run.replicas, run.global_batch)
+    gap = (f"{run.throughput:,.0f} examples/s with data={run.variant.data} vs {twin:,.0f} "
+           f"with data on the devices" if twin else "")
+    p = profiled(run)
+    share = p.share("input") if p is not None else None
+    if p is not None and share is not None:
+        waited = ", ".join(f"{name} {ms(s)}" for name, s in
+                           list(p.ops.get("input", {}).items())[:2] if s > 0)
+        gap = f"; the real-data gap: {gap}" if gap else ""
+        grade = _grade(share, INPUT_MODERATE, INPUT_HIGH)
+        if grade is None:
+            return Verdict("input keeps up", "info",
+                           f"only {share:.1%} of the profiled step ({ms(p.parts['input'])} of "
+                           f"{ms(p.step_s)}) waits for the input pipeline: it does not limit "
+                           f"throughput; the strategy and the model do{gap}")
+        return Verdict("input-bound", grade,
+                       f"the input pipeline, not the strategy, limits throughput: "
+                       f"{share:.0%} of the profiled step ({ms(p.parts['input'])} of "
+                       f"{ms(p.step_s)}) waits for its iterator"
+                       + (f" ({waited})" if waited else "") + gap)
     if not twin:
         return None
     share = 1 - run.throughput / twin
@@ -210,9 +236,8 @@ def _input(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
     if grade is None:
         return None
     return Verdict("input-bound", grade,
-                   f"{share:.0%} of step time waits for input: {run.throughput:,.0f} "
-                   f"examples/s with data={run.variant.data} vs {twin:,.0f} with data on "
-                   f"the devices")
+                   f"{share:.0%} of step time waits for input (not profiled: the gap to data "
+                   f"on the devices): {gap}")
 
 
 def fixed_cost(run: ConfigView, ctx: RuleInputs) -> float | None:

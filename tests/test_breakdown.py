@@ -237,3 +237,29 @@ def test_the_sweep_is_told_what_its_profiles_cost() -> None:
     assert cost_line(runs, 100.0) == ("evidence: 2 runs profiled after their windows, 1.0 s "
                                       "of the sweep's 100 s (1.0%) (--no-profile skips it)")
     assert cost_line(runs[2:], 100.0) is None
+
+
+# -- input-bound from the profile (reports.verdicts) --------------------------------------
+@pytest.mark.parametrize(("input_share", "kind", "severity"), [
+    (0.30, "input-bound", "high"), (0.08, "input-bound", "moderate"),
+    (0.01, "input keeps up", "info")])
+def test_the_input_share_says_whether_the_pipeline_limits_throughput(
+        input_share: float, kind: str, severity: str) -> None:
+    real = _profiled_config("mirrored", 2, 0.020, {"input": input_share, "compute": 0.5},
+                            {"input": {"IteratorGetNext": input_share}}, throughput=8_000.0)
+    for r in real:
+        r.spec = r.spec.replace(data="tfdata")
+        r.key = r.spec.key()
+    twin = [measured("mirrored", 2, 256, 10_000.0)]
+    mr = build_from_results([*real, *twin], Path("/s")).machines[0]
+    (v,) = [v for v in mr.verdicts[real[0].key] if v.kind.startswith("input")]
+    assert (v.kind, v.severity) == (kind, severity)
+    assert f"{input_share:.0%}" in v.text or f"{input_share:.1%}" in v.text
+    assert "the real-data gap: 8,000 examples/s with data=tfdata vs 10,000 with data on the " \
+           "devices" in v.text
+    if kind == "input-bound":
+        assert v.text.startswith("the input pipeline, not the strategy, limits throughput: ")
+        assert f"(IteratorGetNext {input_share * 20:.3g} ms)" in v.text
+    else:
+        assert "it does not limit throughput; the strategy and the model do" in v.text
+    assert not [v for v in mr.verdicts[twin[0].key] if v.kind.startswith("input")]
