@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from bench.hardware import throttle_findings
 from reports.breakdown import profiled
 from reports.configs import ConfigView, Ratio, ratio_of
+from reports.explain import because
 from reports.machines import Machine
 from reports.runs import BASELINES, IDEAL_BASELINE, ONE_DEVICE_BASELINES
 from reports.scaling import Index, Scaling
@@ -208,10 +209,17 @@ def _input(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
     The gap is stated either way: it is the real-data cost a user sees."""
     if run.variant.data == "synthetic" or run.throughput is None:
         return None
-    twin = ctx.index.throughput(run.variant.with_data("synthetic"), run.strategy,
-                                run.replicas, run.global_batch)
+    synthetic = ctx.index.get(run.variant.with_data("synthetic"), run.strategy,
+                              run.replicas, run.global_batch)
+    twin = synthetic.throughput if synthetic is not None else None
     gap = (f"{run.throughput:,.0f} examples/s with data={run.variant.data} vs {twin:,.0f} "
            f"with data on the devices" if twin else "")
+    # Where both were profiled, the gap is explained like any other difference: a
+    # pipeline that never makes the step wait can still slow its ops (its threads run
+    # on the same cores), which shows as compute.
+    cause = because(run, synthetic) if synthetic is not None and twin \
+        and run.throughput < twin else None
+    gap += f", because {cause}" if cause else ""
     p = profiled(run)
     share = p.share("input") if p is not None else None
     if p is not None and share is not None:
@@ -222,8 +230,8 @@ def _input(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
         if grade is None:
             return Verdict("input keeps up", "info",
                            f"only {share:.1%} of the profiled step ({ms(p.parts['input'])} of "
-                           f"{ms(p.step_s)}) waits for the input pipeline: it does not limit "
-                           f"throughput; the strategy and the model do{gap}")
+                           f"{ms(p.step_s)}) waits for the input pipeline: the step does not "
+                           f"wait for its input{gap}")
         return Verdict("input-bound", grade,
                        f"the input pipeline, not the strategy, limits throughput: "
                        f"{share:.0%} of the profiled step ({ms(p.parts['input'])} of "
