@@ -36,7 +36,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -324,7 +324,8 @@ class FitTrainer:
         return weights_checksum(self.strategy, self.variables)
 
     # -- measurement -----------------------------------------------------------------
-    def profile_steps(self, steps: int, annotate: Annotate) -> list[float]:
+    def profile_steps(self, steps: int, annotate: Annotate,
+                      callbacks: Sequence[Any] = ()) -> list[float]:
         """Run ``steps`` more training calls through ``fit`` for the profiler, each
         inside ``annotate(i)`` (``probes.profile.StepDriver``).
 
@@ -332,7 +333,8 @@ class FitTrainer:
         annotation holds what ``fit`` does per step besides the compiled call (its
         callbacks, logs and loop). The first call of this new ``fit`` starts a new
         iterator (a cold prefetch buffer) and is left out, as is the last, which only
-        closes the previous annotation.
+        closes the previous annotation. ``callbacks`` run after the harness's own, as a
+        user's would (what they cost shows as host time).
         """
         import keras
 
@@ -359,7 +361,7 @@ class FitTrainer:
 
         try:
             self.model.fit(self.dataset, epochs=1, steps_per_epoch=(steps + 2) * k,
-                           verbose=0, shuffle=False, callbacks=[Marks()])
+                           verbose=0, shuffle=False, callbacks=[Marks(), *callbacks])
         finally:
             close()
         return times
