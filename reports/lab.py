@@ -257,6 +257,12 @@ def curves(lab: Lab, strategy: str, hosts: Sequence[int] = (1, 2, 3, 4)) -> list
     return out
 
 
+def rate_format(value: float) -> str:
+    """A throughput's format: three significant digits for slow workloads (ResNet50
+    here runs ~5 examples/s), whole numbers from 100 up."""
+    return ",.0f" if abs(value) >= 100 else ".1f" if abs(value) >= 10 else ".2f"
+
+
 def _iv(m: Measured, fmt: str) -> str:
     if not math.isfinite(m.low):
         return f"{m.median:{fmt}} (n={m.runs}, no interval)"
@@ -275,7 +281,8 @@ def curves_table(cs: Sequence[Curve], hosts: Sequence[int] = (1, 2, 3, 4)) -> st
             if cell is None:
                 row.append("-")
             elif cell.speedup is None:
-                row.append(f"{_iv(cell.throughput, ',.0f')} ex/s ({cell.throughput.runs} runs)")
+                fmt = rate_format(cell.throughput.median)
+                row.append(f"{_iv(cell.throughput, fmt)} ex/s ({cell.throughput.runs} runs)")
             else:
                 row.append(f"{_iv(cell.speedup, '.2f')}x ({cell.speedup.runs} runs)")
         lines.append("| " + " | ".join(row) + " |")
@@ -348,6 +355,8 @@ class Held:
         return math.isfinite(m.low) and self.low <= m.high and m.low <= self.high
 
     def label(self) -> str:
+        if self.hosts == 1:
+            return "1 host"  # sends nothing: the same on every link
         return f"{self.hosts} hosts, {rate_label(self.rate_bps)}"
 
 
@@ -433,9 +442,10 @@ def checks_table(cs: Sequence[WorkloadCheck]) -> str:
              "[95% CI] | error | within 10% | intervals meet |", "|---" * 8 + "|"]
     for c in cs:
         for h in c.held:
+            f = rate_format(h.measured.median)
             lines.append(f"| {h.workload} | {rate_label(h.rate_bps)} | {h.hosts} | "
-                         f"{_iv(h.measured, ',.0f')} | {h.predicted:,.0f} [{h.low:,.0f}, "
-                         f"{h.high:,.0f}] | {h.error:+.1%} | {'yes' if h.within else 'NO'} | "
+                         f"{_iv(h.measured, f)} | {h.predicted:{f}} [{h.low:{f}}, "
+                         f"{h.high:{f}}] | {h.error:+.1%} | {'yes' if h.within else 'NO'} | "
                          f"{'yes' if h.overlap else 'no'} |")
     return "\n".join(lines)
 
