@@ -21,16 +21,15 @@ Like tests/probe_cases.py, one process per case (one MirroredStrategy per proces
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from tests.tf_cases import MARK, run_case
+from tests.probe_cases import serve, spec_of
+from tests.tf_cases import run_case
 
 STEPS = 5  # profiled steps, as a sweep's evidence takes
 WIDTH = 64  # the tiny model's layer width
@@ -164,7 +163,6 @@ def case_host(setup: Any, tmp: str) -> dict[str, Any]:
     from bench.child.devices import DeviceSetup
     from bench.child.fit import FitTrainer
     from bench.child.probes.profile import capture
-    from tests.probe_cases import spec_of
 
     strategy = tf.distribute.get_strategy()
     x = tf.random.uniform((BATCH, WIDTH))
@@ -210,16 +208,7 @@ CASES: dict[str, Callable[..., Any]] = {
 
 
 def main() -> None:
-    import tensorflow as tf
-
-    from bench.child.devices import setup_devices
-
-    case, devices, kwargs = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
-    setup = setup_devices(tf, devices, force_cpu=True)
-    result = CASES[case](setup, **kwargs)
-    print(MARK + json.dumps(result), flush=True)
-    sys.stdout.flush()
-    os._exit(0)  # TensorFlow's thread pools can stall interpreter teardown
+    serve(CASES)
 
 
 if __name__ == "__main__":

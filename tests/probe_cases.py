@@ -117,17 +117,23 @@ CASES: dict[str, Callable[..., Any]] = {
 }
 
 
-def main() -> None:
+def serve(cases: dict[str, Callable[..., Any]]) -> None:
+    """Run the case ``CASE DEVICES JSON_KWARGS`` of ``sys.argv`` among ``cases`` on that
+    many logical CPU devices, print its result after MARK and exit."""
     import tensorflow as tf
 
     from bench.child.devices import setup_devices
 
     case, devices, kwargs = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
     setup = setup_devices(tf, devices, force_cpu=True)
-    result = CASES[case](setup, **kwargs)
+    result = cases[case](setup, **kwargs)
     print(MARK + json.dumps(result), flush=True)
     sys.stdout.flush()
     os._exit(0)  # TensorFlow's thread pools can stall interpreter teardown
+
+
+def main() -> None:
+    serve(CASES)
 
 
 if __name__ == "__main__":

@@ -237,6 +237,7 @@ def test_the_sweep_is_told_what_its_profiles_cost() -> None:
     assert cost_line(runs, 100.0) == ("evidence: 2 runs profiled after their windows, 1.0 s "
                                       "of the sweep's 100 s (1.0%) (--no-profile skips it)")
     assert cost_line(runs[2:], 100.0) is None
+    assert (cost_line(runs[:1], 10.0) or "").startswith("evidence: 1 run profiled after its ")
 
 
 # -- input-bound from the profile (reports.verdicts) --------------------------------------

@@ -63,6 +63,7 @@ def cost_line(results: Sequence[RunResult], wall_s: float) -> str | None:
         return None
     spent = sum(costs)
     share = f" ({spent / wall_s:.1%})" if wall_s > 0 else ""
-    return (f"evidence: {len(costs)} run{'s' if len(costs) != 1 else ''} profiled after "
-            f"their windows, {spent:.1f} s of the sweep's {wall_s:.0f} s{share} "
-            f"(--no-profile skips it)")
+    many = len(costs) != 1
+    return (f"evidence: {len(costs)} run{'s' if many else ''} profiled after "
+            f"{'their' if many else 'its'} windows, {spent:.1f} s of the sweep's {wall_s:.0f} s"
+            f"{share} (--no-profile skips it)")
