@@ -29,7 +29,7 @@ from bench.launch.cgroups import unavailable_reason as cgroups_unavailable
 from bench.launch.lab import LAB_WORKLOADS, STRATEGIES, LabError, plan, run_lab
 from bench.launch.netns import NetnsError, parse_rate
 from bench.launch.netns import unavailable_reason as netns_unavailable
-from bench.results.store import new_sweep_dir
+from bench.results.store import SweepStore, new_sweep_dir
 from reports.lab import report, write
 
 
@@ -93,7 +93,7 @@ def cmd_lab(args: argparse.Namespace) -> int:
     if not out.is_dir():
         raise UsageError(f"--out must name a lab directory. Received: --out={out}")
     rep = report(out, args.resamples)
-    path = write(rep, out / "report")
+    path = write(rep, SweepStore(out).report_dir)
     print()
     print(rep.markdown)
     print(f"\nreport: {path}")
