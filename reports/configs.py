@@ -21,6 +21,7 @@ from bench.results.pairs import session_log_ratios
 from bench.results.schema import Communication, Figures, RunResult, TaskFigures
 from bench.results.stats import (
     DEFAULT_MARGIN,
+    LogSpread,
     RunComparison,
     RunSummary,
     Settlement,
@@ -31,6 +32,7 @@ from bench.results.stats import (
     summarize_runs,
 )
 from bench.strategies import STRATEGIES
+from reports.noise import NoisePool
 from reports.runs import RunView, Variant
 
 StatsRuns = tuple[tuple[float, ...], ...]  # one tuple of window values per run
@@ -54,8 +56,13 @@ ANSWER_DEFINITION = (
     "precision: some configuration is neither shown slower nor shown within the margin, "
     "the simplest of those not shown apart is shown for now, with the runs a configuration "
     "that would settle it at the noise measured (90% power). Intervals between "
-    "configurations come from their runs (Welch's t on the log run figures, never below "
-    "what the runs' own windows allow); a run-to-run noise needs 2 or more runs on a side. "
+    "configurations come from the processes that measured both as arms, windows "
+    "interleaved (paired t on one log ratio a process), else from their runs (Welch's t on "
+    "the log run figures, never below what the runs' own windows allow). Either borrows "
+    "the noise pooled over the machine's configurations (the sessions' two-way ANOVA "
+    "residual; the runs' spread around each configuration's mean) where that has more "
+    "degrees of freedom; a configuration whose noise differs from the pool's (F test) "
+    "keeps its own. "
     "A speed-up above the device count (super-ideal) is flagged with what it means and "
     "kept. Baselines (a ceiling, not a way to train one model) are never recommended. A "
     "configuration with a batch per worker (asynchronous) is ranked apart and compared at "
@@ -124,6 +131,9 @@ class ConfigView:
     first: RunView = field(init=False)  # the run that stands for the configuration's spec
     stats_runs: StatsRuns = field(init=False)
     summary: RunSummary | None = field(init=False)
+    # The machine's pooled noise (``reports.noise``), set once its configurations are
+    # grouped: what this configuration's comparisons borrow.
+    pool: NoisePool | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         self.runs = sorted(self.runs, key=lambda r: r.result.replicate)
@@ -358,21 +368,28 @@ def settle_of(candidate: ConfigView, reference: ConfigView,
     each from its interleaved windows (``bench.results.pairs``), settled as pairs
     (``stats.settle_pairs``), free of the drift between separate processes. Else
     their runs, independent processes at different times (``stats.settle_runs``).
+    Either borrows the noise pooled over the machine's configurations
+    (``ConfigView.pool``, ``reports.noise``) where that has more degrees of freedom.
     """
     if not candidate.stats_runs or not reference.stats_runs:
         return None
+    pool = candidate.pool or reference.pool
     pairs = session_log_ratios([r.result for r in reference.ok_runs],
                                [r.result for r in candidate.ok_runs])
     if len(pairs) >= 2:
-        return settle_pairs(pairs, margin=margin)
-    return _settle(reference.stats_runs, candidate.stats_runs, margin)
+        return settle_pairs(pairs, margin=margin, pooled=pool.for_pairs(
+            candidate.key, reference.key) if pool else None)
+    return _settle(reference.stats_runs, candidate.stats_runs, margin,
+                   pool.for_runs(candidate.key, reference.key) if pool else None)
 
 
 @functools.lru_cache(maxsize=4096)  # one answer asks for the same pairs in several places
-def _settle(reference: StatsRuns, candidate: StatsRuns, margin: float) -> Settlement:
+def _settle(reference: StatsRuns, candidate: StatsRuns, margin: float,
+            pooled: LogSpread | None) -> Settlement:
     floor_cv = _compare(reference, candidate).window_floor_cv
     return settle_runs([run_figure(w) for w in reference], [run_figure(w) for w in candidate],
-                       margin=margin, floor_sd_log=math.sqrt(math.log1p(floor_cv * floor_cv)))
+                       margin=margin, floor_sd_log=math.sqrt(math.log1p(floor_cv * floor_cv)),
+                       pooled=pooled)
 
 
 def describe_noise(configs: Sequence[ConfigView]) -> str:

@@ -265,9 +265,11 @@ def _as_ratio(s: Settlement, shown: bool = False) -> Ratio:
 
 def evidence_of(s: Settlement) -> str:
     """What an interval rests on: ``3 and 2 runs`` or ``4 processes measuring both, ...``."""
+    pooled = (f"; noise pooled over the sweep's configurations, {s.pooled_df:.0f} degrees of "
+              f"freedom" if s.pooled_df is not None else "")
     if s.evidence == PAIRS:
-        return f"{s.sizes[0]} processes measuring both, windows interleaved"
-    return f"{s.sizes[1]} and {s.sizes[0]} runs"
+        return f"{s.sizes[0]} processes measuring both, windows interleaved{pooled}"
+    return f"{s.sizes[1]} and {s.sizes[0]} runs{pooled}"
 
 
 def _change(s: Settlement) -> str:

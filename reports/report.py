@@ -20,6 +20,7 @@ from reports.columns import SCALING_FIGURES
 from reports.configs import ConfigView, Ratio, group_configs
 from reports.loops import LoopCost, loop_costs
 from reports.machines import Machine, by_machine
+from reports.noise import NoisePool
 from reports.recommend import WorkloadAnswer, answer_workload
 from reports.results_table import to_frame
 from reports.runs import RunView, Variant, views
@@ -66,6 +67,9 @@ class SweepReport:
 def build_machine(machine: Machine) -> MachineReport:
     """Group the machine's runs into configurations and answer per workload."""
     configs = group_configs(machine.runs)
+    pool = NoisePool.of(configs)
+    for config in configs:
+        config.pool = pool
     index = Index(configs)
     scaling = {c.key: scaling_of(c, index) for c in configs}
     inputs = RuleInputs(machine=machine, index=index, scaling=scaling, runs=configs)

@@ -56,8 +56,14 @@ def test_mixed_keras_lanes_cannot_share_a_process() -> None:
 def test_arms_are_measured_in_alternating_rounds_in_one_process(tmp_path: Path) -> None:
     one = RunSpec(workload="mlp", strategy="one_device", devices=1, batch=16, **TINY)
     two = one.replace(strategy="mirrored", devices=2)
-    results = run_interleaved([one, two], tmp_path / "arms.log", rounds=4, seed=3)
+    # The first arm is profiled after every arm's windows (a sweep's evidence), alone.
+    results = run_interleaved([one, two], tmp_path / "arms.log", rounds=4, seed=3,
+                              profile_dirs=[tmp_path / "prof", None], profile_steps=2)
     assert [r.status for r in results] == ["ok", "ok"], [r.reason for r in results]
+    profiled, plain = (r.figures.breakdown if r.figures else None for r in results)
+    assert profiled is not None and plain is None
+    assert profiled.profiled_steps == 2
+    assert Path(profiled.profile_dir).is_relative_to((tmp_path / "prof").resolve())
     sessions = {r.interleaved.session for r in results if r.interleaved}
     assert len(sessions) == 1
     assert [r.interleaved.arm for r in results if r.interleaved] == [0, 1]

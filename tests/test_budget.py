@@ -14,7 +14,7 @@ from bench.launch.sweep import Replication, SweepOutcome
 from bench.results.schema import Interleaving, RunResult
 from bench.results.store import SweepStore, save
 from bench.spec import RunSpec
-from tests.helpers import fake_figures, fake_result
+from tests.helpers import fake_figures, fake_result, replicated
 
 ONE = RunSpec(workload="mlp", strategy="one_device", devices=1, batch=32, size="tiny")
 TWO = ONE.replace(strategy="mirrored", devices=2)
@@ -42,7 +42,7 @@ class FakeSweep:
         self.rng = random.Random(1)
 
     def __call__(self, specs: Sequence[RunSpec], out: Path, *, echo: Any,
-                 replication: Replication, interleave: bool) -> SweepOutcome:
+                 replication: Replication, interleave: bool, **_: Any) -> SweepOutcome:
         self.calls += 1
         self.clock[0] += 25.0
         level = 1000 * self.rng.lognormvariate(0, 0.3)
@@ -91,3 +91,34 @@ def test_a_session_that_would_overrun_the_budget_is_not_started(
                                 interleave=True, echo=lines.append, clock=lambda: clock[0])
     assert outcomes == [] and fake.calls == 0
     assert "would overrun the budget; 1 answer(s) stay not settled" in lines[-1]
+
+
+@pytest.mark.parametrize("open_one", ["mirrored", "multi_worker_mirrored"])
+def test_an_open_answer_measures_again_only_what_its_open_comparisons_need(
+        open_one: str) -> None:
+    # one_device leads; one of mirrored (in-process) and multi_worker_mirrored (its own
+    # processes) is 20% noisy around it (open), the other clearly slower (settled).
+    results = [*replicated("one_device", 1, 32, 1000.0, run_cv=0.01)]
+    for strategy in ("mirrored", "multi_worker_mirrored"):
+        level, cv = (990.0, 0.2) if strategy == open_one else (500.0, 0.01)
+        results += replicated(strategy, 2, 32, level, run_cv=cv)
+    (_, rec), = budget_mod.answers(results, Path("/nonexistent"))
+    assert not rec.settled
+    keys = {r.spec.strategy: r.key for r in results}
+    # The in-process ones run together as one session whenever one of them is needed.
+    expected = {keys["one_device"], keys["mirrored"]} | (
+        {keys[open_one]} if open_one == "multi_worker_mirrored" else set())
+    assert set(budget_mod.to_measure(rec)) == expected
+
+
+def test_open_answers_are_taken_cheapest_first_as_far_as_the_budget_goes() -> None:
+    def answer(*keys: str) -> budget_mod.OpenAnswer:
+        return budget_mod.OpenAnswer("x", "x", keys)
+
+    cost = {"a": 10.0, "b": 20.0, "c": 100.0, "d": 5.0}
+    specs = {k: ONE for k in cost}
+    still = [answer("c"), answer("a", "b"), answer("d")]
+    keys, cheapest = budget_mod._affordable(still, specs, [], dict(cost), 40.0)
+    assert keys == {"a", "b", "d"} and cheapest == 5.0
+    keys, cheapest = budget_mod._affordable(still, specs, [], dict(cost), 4.0)
+    assert keys == set() and cheapest == 5.0

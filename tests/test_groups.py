@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from bench.launch import sweep as sweep_mod
+from bench.launch.evidence import Evidence
 from bench.launch.groups import answer_key, sweep_units
 from bench.launch.sweep import Replication, run_sweep
 from bench.results.schema import Interleaving, RunResult
@@ -73,3 +74,32 @@ def test_later_passes_run_each_answer_in_one_process(monkeypatch: pytest.MonkeyP
     assert all(store.has_result(s, r) for s in specs for r in (1, 2))
     second = [r for r in outcome.ran if r.replicate == 2 and r.interleaved]
     assert len(second) == (2 if interleave else 0)
+
+
+def test_on_a_budget_the_first_pass_shares_and_its_arms_are_profiled(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    alone: list[tuple[str, int]] = []
+    shared: list[tuple[list[str], list[Path | None], int]] = []
+
+    def fake_isolated(spec: RunSpec, log: Path, **kw: Any) -> RunResult:
+        alone.append((spec.label(), kw["profile_steps"]))
+        return _ok(spec)
+
+    def fake_interleaved(specs: Sequence[RunSpec], log: Path, **kw: Any) -> list[RunResult]:
+        shared.append(([s.label() for s in specs], list(kw["profile_dirs"]),
+                       kw["profile_steps"]))
+        return [_ok(s) for s in specs]
+
+    monkeypatch.setattr(sweep_mod, "run_isolated", fake_isolated)
+    monkeypatch.setattr(sweep_mod, "run_interleaved", fake_interleaved)
+    run_sweep([BASE, MIRRORED, MWM], tmp_path, echo=lambda _: None,
+              replication=Replication(runs=2), interleave=True, evidence=Evidence(steps=3),
+              shared_from=1)
+    store = SweepStore(tmp_path)
+    # Both passes run the answer's two in one process; only the first run is profiled,
+    # each arm into its own run's profile directory.
+    assert [s[0] for s in shared] == [[BASE.label(), MIRRORED.label()]] * 2
+    assert shared[0][1:] == ([store.paths(BASE, 1).profile, store.paths(MIRRORED, 1).profile],
+                             3)
+    assert shared[1][1:] == ([None, None], 0)
+    assert alone == [(MWM.label(), 3), (MWM.label(), 0)]

@@ -33,9 +33,11 @@ def test_tiny_workloads_learn_and_replicas_agree(workload: str, strategy: str,
     assert r["divergence"] <= 1e-6
 
 
-@pytest.mark.parametrize(("strategy", "devices"), [("one_device", 1), ("mirrored", 2)])
-def test_tiny_resnet50_learns(strategy: str, devices: int) -> None:
-    r = run_case("train", steps=40, workload="resnet50", strategy=strategy, devices=devices,
+# Mirrored on 2 devices only: it trains ResNet50 through the same model and loop as one
+# device, plus the all-reduce and the replicas' agreement; the one-device case (a minute
+# of the suite's 15) added nothing the MLP and CNN cases under every strategy do not show.
+def test_tiny_resnet50_learns() -> None:
+    r = run_case("train", steps=40, workload="resnet50", strategy="mirrored", devices=2,
                  batch=16, learning_rate=1e-3)
     assert decreased(r["losses"], window=8), r["losses"]
     assert r["divergence"] <= 1e-6

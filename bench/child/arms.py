@@ -14,7 +14,10 @@ What stays with separate processes: memory (the arms share the allocator, so no
 arm's peak is its own: each arm says so as the figure's reason) and start-up. Only
 the custom loop of in-process strategies can be an arm (the launcher checks).
 
-ARMS.json holds ``{"specs": [...], "rounds": R, "seed": S, "rewarm_calls": C}``.
+ARMS.json holds ``{"specs": [...], "rounds": R, "seed": S, "rewarm_calls": C,
+"profile": {"dirs": [...], "steps": N}}``: after the rounds, arm i with a directory in
+``dirs`` is profiled for up to N steps (a sweep's evidence), alone: the other arms
+are idle then, so the profile shows this arm's step as its own process would.
 The process leaves ``payload.arm<i>.json`` (arm i's ``TaskReport``) for every arm,
 whatever happened to the others, then its own ``payload.<task>.json``; an arm
 that fails is reported failed and leaves the rounds, the other arms go on.
@@ -103,8 +106,10 @@ def _fail(arm: Arm, exc: BaseException) -> None:
 
 
 def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, seed: int,
-             rewarm_calls: int, launch_ts: float) -> tuple[list[TaskReport], dict[str, Any]]:
-    """Build, warm up and measure every arm in interleaved rounds.
+             rewarm_calls: int, launch_ts: float, profile_dirs: list[Path | None] | None = None,
+             profile_steps: int = 0) -> tuple[list[TaskReport], dict[str, Any]]:
+    """Build, warm up and measure every arm in interleaved rounds, then profile the
+    arms given a directory in ``profile_dirs`` for up to ``profile_steps`` steps.
 
     Returns one report per arm (in ``specs``' order) and the process's environment.
     """
@@ -169,7 +174,9 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
                 figures = summarize_runs(arm.runs, arm.warm, arm.trainer.stats,
                                          replicas=arm.trainer.replicas, memory=memory,
                                          replica_divergence=arm.trainer.replica_divergence())
-                extras = after_windows(arm.trainer, figures, None, progress=child_log)
+                where = profile_dirs[arm.index] if profile_dirs else None
+                extras = after_windows(arm.trainer, figures, where, progress=child_log,
+                                       evidence_steps=profile_steps if where else 0)
                 arm.report = TaskReport(
                     "ok", extras.reason, figures=figures,
                     environment={**env, "peak_flops": extras.peak_entry, "devices": {
@@ -198,9 +205,12 @@ def main(argv: list[str] | None = None) -> int:
     own: TaskReport
     try:
         select_keras(specs[0].keras)  # one Keras lane per process: the launcher checks
+        profile = doc.get("profile") or {}
+        dirs = [Path(d) if d else None for d in profile.get("dirs", [])] or None
         reports, env = run_arms(specs, task, args.run_dir, rounds=int(doc["rounds"]),
                                 seed=int(doc["seed"]), rewarm_calls=int(doc.get("rewarm_calls", 1)),
-                                launch_ts=args.launch_ts)
+                                launch_ts=args.launch_ts, profile_dirs=dirs,
+                                profile_steps=int(profile.get("steps", 0)))
         for i, report in enumerate(reports):
             replace(report, task=task, pid=os.getpid()).write(args.run_dir, arm_name(i))
         own = TaskReport("ok", environment=env)

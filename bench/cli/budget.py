@@ -1,12 +1,15 @@
 """A sweep's time budget: provisional answers first, then runs where answers are open.
 
-After the first pass (every configuration once, each in its own process) the sweep
-prints the answers it has, marked provisional. After the planned passes it reads its
-answers again (``reports``: each answer is FASTER, EQUIVALENT within the margin or
-NOT SETTLED) and, while some are not settled and the budget allows another session,
-measures the configurations of each open answer once more, the in-process ones as
-arms of one process (their ratios then come from pairs). It stops when every answer
-is settled or the next session would overrun the budget, and says which.
+The first pass measures each answer's in-process configurations as arms of one
+process (``bench.launch.groups``), and the sweep prints the answers it has, marked
+provisional, before the configurations that run alone (multi-process strategies,
+baselines) get their first run. Then it reads its answers again (``reports``: each
+answer is FASTER, EQUIVALENT within the margin or NOT SETTLED) and, while some are
+not settled and the budget allows another session, measures again what each open
+answer's open comparisons need: the configurations in them, and with any in-process
+one every in-process configuration of that answer (a session of all its arms, whose
+noise the report pools: ``reports.noise``). It stops when every answer is settled or
+the next session would overrun the budget, and says which.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.launch.arms import shareable_reason
 from bench.launch.sweep import Replication, SweepOutcome, run_sweep
 from bench.results.schema import RunResult
 from bench.results.store import SweepStore, load_sweep
@@ -43,13 +47,25 @@ def answers(results: Sequence[RunResult], source: Path) -> list[tuple[str, Recom
 
 
 def open_answers(results: Sequence[RunResult], source: Path) -> tuple[list[OpenAnswer], int]:
-    """The answers not settled yet (with their configurations' keys), and how many
-    answers there are."""
+    """The answers not settled yet (with the keys of the configurations to measure
+    again: ``to_measure``), and how many answers there are."""
     found = answers(results, source)
-    out = [OpenAnswer(where, answer_line(rec),
-                      tuple(c.key for c in rec.ranking.ok_configs()))
+    out = [OpenAnswer(where, answer_line(rec), to_measure(rec))
            for where, rec in found if rec.best is not None and not rec.settled]
     return out, len(found)
+
+
+def to_measure(rec: Recommendation) -> tuple[str, ...]:
+    """What an open answer needs measured again: the configurations of its open
+    comparisons (the answer, the fastest, those not settled against it), and with an
+    in-process one among them every in-process configuration of the answer, so that
+    its sessions hold the same arms (their noise is pooled session by session)."""
+    core = [c for c in (rec.best, rec.fastest, *rec.unsettled) if c is not None]
+    shared = [c for c in rec.ranking.ok_configs()
+              if shareable_reason(c.first.result.spec) is None]
+    if any(c in shared for c in core):
+        core += shared
+    return tuple(sorted({c.key for c in core}))
 
 
 def print_answers(results: Sequence[RunResult], source: Path, heading: str,
@@ -79,23 +95,47 @@ def spend(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: floa
                                        if still else ""))
         if not still:
             return outcomes
-        keys = sorted({k for a in still for k in a.keys if k in by_key})
-        # A session costs about what these configurations' last runs took.
-        cost = sum(last_cost.get(k) or _last_wall(results, k) for k in keys)
-        if elapsed + cost > budget_s:
-            echo(f"budget: the next session (~{cost:.0f} s) would overrun the budget; "
+        keys, cheapest = _affordable(still, by_key, results, last_cost, budget_s - elapsed)
+        if not keys:
+            echo(f"budget: the next session (~{cheapest:.0f} s) would overrun the budget; "
                  f"{len(still)} answer(s) stay not settled")
             return outcomes
-        todo = [by_key[k] for k in keys]
-        runs = 1 + max(max(store.replicates_done(s, 1000), default=0) for s in todo)
-        outcome = run_sweep(todo, out, echo=echo, replication=Replication(runs=runs),
-                            interleave=interleave)
-        outcomes.append(outcome)
-        if outcome.interrupted or not outcome.ran:
+        # One more run each: the configurations of one answer's session have run
+        # together so far, so they share their next run's number, and run together again.
+        nexts: dict[int, list[RunSpec]] = {}
+        for k in keys:
+            done = store.replicates_done(by_key[k], 1000)
+            nexts.setdefault(1 + max(done, default=0), []).append(by_key[k])
+        ran: list[RunResult] = []
+        for runs, todo in sorted(nexts.items()):
+            outcome = run_sweep(todo, out, echo=echo, replication=Replication(runs=runs),
+                                interleave=interleave, shared_from=1)
+            outcomes.append(outcome)
+            ran += outcome.ran
+            if outcome.interrupted:
+                return outcomes
+        if not ran:
             return outcomes
-        for r in outcome.ran:
+        for r in ran:
             last_cost[r.key] = r.wall_s / max(1, len(r.interleaved.arms)
                                               if r.interleaved else 1)
+
+
+def _affordable(still: Sequence[OpenAnswer], by_key: dict[str, RunSpec],
+                results: Sequence[RunResult], last_cost: dict[str, float],
+                left_s: float) -> tuple[set[str], float]:
+    """The configurations of as many open answers as ``left_s`` leaves time for,
+    cheapest first (a session costs about what its configurations' last runs took),
+    and what the cheapest answer's session would cost."""
+    def cost(keys: set[str]) -> float:
+        return sum(last_cost.get(k) or _last_wall(results, k) for k in keys)
+
+    wanted = sorted(({k for k in a.keys if k in by_key} for a in still), key=cost)
+    keys: set[str] = set()
+    for more in wanted:
+        if cost(keys | more) <= left_s:
+            keys |= more
+    return keys, cost(wanted[0]) if wanted else 0.0
 
 
 def _last_wall(results: Sequence[RunResult], key: str) -> float:

@@ -17,9 +17,15 @@ from bench.errors import UsageError
 from bench.exits import Exit
 from bench.hardware import detect
 from bench.launch.evidence import OFF, Evidence, cost_line
+from bench.launch.groups import sweep_units
 from bench.launch.sweep import Replication, SweepOutcome, run_sweep
 from bench.results.store import SweepStore, load_sweep, new_sweep_dir
+from bench.spec import RunSpec
 from reports.results_table import LEGEND, format_table
+
+# Two processes is the least that shows run-to-run noise, which on a shared machine is
+# larger than the noise between windows of one process.
+DEFAULT_RUNS = 2
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -30,10 +36,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     where = (f"{len(hw.gpus)} GPU(s)" if hw.gpus
              else f"CPU only ({hw.cores} cores; device counts are logical devices sharing them)")
     print(f"stratbench: {len(specs)} configuration(s) -> {out}\nmachine: {hw.cpu_model}, {where}")
-    extra = replication.passes - replication.runs
-    print(f"each configuration in {replication.runs} separate process(es), alternating order"
-          + (f"; up to {extra} more where runs disagree by over {replication.spread:.0%}"
-             if extra else ""))
     evidence = Evidence() if args.profile else OFF
     if evidence.steps:
         print(f"evidence: each configuration's first run profiles {evidence.steps} steps after "
@@ -42,24 +44,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         DEFAULT_BUDGET_S if args.preset == "default" else 0.0)
     t0 = time.monotonic()
     if budget:
-        print(f"budget {budget:.0f} s: provisional answers after the first pass, then more "
-              f"runs where answers are not settled while the budget allows")
-        first = run_sweep(specs, out, replication=Replication(runs=1),
-                          interleave=args.interleave, evidence=evidence)
-        if not first.interrupted:
-            mine = [r for r in load_sweep(out).results if r.key in {s.key() for s in specs}]
-            print_answers(mine, out, f"\nprovisional answers (one run each, "
-                                     f"{time.monotonic() - t0:.0f} s):")
-        outcome = first
-        if not first.interrupted:
-            outcome = merge(first, run_sweep(specs, out, replication=replication,
-                                             interleave=args.interleave, evidence=evidence))
-        if not outcome.interrupted:
-            for session in spend(specs, out, budget_s=budget, started=t0,
-                                 interleave=args.interleave):
-                outcome = merge(outcome, session)
-        outcome.wall_s = time.monotonic() - t0
+        outcome = _budgeted(specs, out, budget, t0, args, evidence)
     else:
+        extra = replication.passes - replication.runs
+        print(f"each configuration in {replication.runs} separate process(es), alternating "
+              f"order" + (f"; up to {extra} more where runs disagree by over "
+                          f"{replication.spread:.0%}" if extra else ""))
         outcome = run_sweep(specs, out, replication=replication, interleave=args.interleave,
                             evidence=evidence)
     loaded = load_sweep(out)
@@ -88,6 +78,42 @@ def cmd_run(args: argparse.Namespace) -> int:
     return Exit.OK
 
 
+def _budgeted(specs: list[RunSpec], out: Path, budget: float, t0: float,
+              args: argparse.Namespace, evidence: Evidence) -> SweepOutcome:
+    """A sweep on a budget: each answer's in-process configurations first, as one
+    process each, then provisional answers, then everything else once, then (with an
+    explicit --runs) the planned passes, then sessions where answers are open."""
+    print(f"budget {budget:.0f} s: provisional answers after each answer's first session, "
+          f"then more runs where answers are not settled while the budget allows")
+    units = sweep_units(specs) if args.interleave else [(s,) for s in specs]
+    shared = {s.key() for u in units if len(u) > 1 for s in u}
+    phases = [[s for s in specs if s.key() in shared], [s for s in specs if s.key() not in shared]]
+    outcome = SweepOutcome(out)
+    keys = {s.key() for s in specs}
+    for i, phase in enumerate(p for p in phases if p):
+        outcome = merge(outcome, run_sweep(phase, out, replication=Replication(runs=1),
+                                           interleave=args.interleave, evidence=evidence,
+                                           shared_from=1))
+        if outcome.interrupted:
+            return outcome
+        if i == 0:
+            mine = [r for r in load_sweep(out).results if r.key in keys]
+            print_answers(mine, out, f"\nprovisional answers ({time.monotonic() - t0:.0f} s; "
+                                     f"one session each"
+                                     + (", the multi-process configurations still to come"
+                                        if phases[0] and phases[1] else "") + "):")
+    if args.runs is not None:
+        outcome = merge(outcome, run_sweep(specs, out, replication=replication_from_args(args),
+                                           interleave=args.interleave, evidence=evidence,
+                                           shared_from=1))
+    if not outcome.interrupted:
+        for session in spend(specs, out, budget_s=budget, started=t0,
+                             interleave=args.interleave):
+            outcome = merge(outcome, session)
+    outcome.wall_s = time.monotonic() - t0
+    return outcome
+
+
 def merge(a: SweepOutcome, b: SweepOutcome) -> SweepOutcome:
     """Two invocations of one sweep as one outcome."""
     return SweepOutcome(a.sweep_dir, [*a.ran, *b.ran], b.skipped,
@@ -95,14 +121,16 @@ def merge(a: SweepOutcome, b: SweepOutcome) -> SweepOutcome:
 
 
 def replication_from_args(args: argparse.Namespace) -> Replication:
-    """Runs per configuration from ``--runs``/``--max-runs`` (usage errors name the flag)."""
-    if args.runs < 1:
-        raise UsageError(f"--runs must be at least 1. Received: --runs {args.runs}")
-    max_runs = args.max_runs if args.max_runs is not None else args.runs
-    if max_runs < args.runs:
-        raise UsageError(f"--max-runs must be at least --runs ({args.runs}). "
+    """Runs per configuration from ``--runs``/``--max-runs`` (usage errors name the flag;
+    without --runs, DEFAULT_RUNS)."""
+    runs = args.runs if args.runs is not None else DEFAULT_RUNS
+    if runs < 1:
+        raise UsageError(f"--runs must be at least 1. Received: --runs {runs}")
+    max_runs = args.max_runs if args.max_runs is not None else runs
+    if max_runs < runs:
+        raise UsageError(f"--max-runs must be at least --runs ({runs}). "
                          f"Received: --max-runs {args.max_runs}")
-    return Replication(runs=args.runs, max_runs=max_runs)
+    return Replication(runs=runs, max_runs=max_runs)
 
 
 def add_parser(sub: Any) -> None:
@@ -110,21 +138,20 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("run", help="run a sweep (each configuration in its own process)")
     add_matrix_args(p)
     p.add_argument("--out", type=Path, help="sweep directory (re-use it to resume)")
-    # Two processes is the least that shows run-to-run noise, which on a shared machine
-    # is larger than the noise between windows of one process.
-    p.add_argument("--runs", type=int, default=2,
-                   help="separate processes per configuration, at different times "
-                        "(default %(default)s)")
+    p.add_argument("--runs", type=int, default=None,
+                   help=f"separate processes per configuration, at different times (default "
+                        f"{DEFAULT_RUNS}; on a budget, runs go where answers are open, and "
+                        f"--runs asks for that many of every configuration first)")
     p.add_argument("--max-runs", type=int, default=None, dest="max_runs",
                    help="more runs, up to this many, for configurations whose runs disagree "
                         "by over 10%% (default: --runs; sequential runs cost time, so they "
                         "are asked for)")
     p.add_argument("--interleave", action=argparse.BooleanOptionalAction, default=True,
-                   help="from the second run on, the in-process configurations that one "
-                        "answer compares (same workload, batch, ...; custom loop) share one "
-                        "process, their windows interleaved, so that the answer's ratios "
-                        "come from pairs; the first run of each stays its own process, for "
-                        "its memory and start-up (default: on)")
+                   help="the in-process configurations that one answer compares (same "
+                        "workload, batch, ...; custom loop) share one process, their windows "
+                        "interleaved, so that the answer's ratios come from pairs: from the "
+                        "second run on (the first run of each stays its own process, for its "
+                        "memory and start-up), and on a budget from the first (default: on)")
     p.add_argument("--profile", action=argparse.BooleanOptionalAction, default=True,
                    help="profile each configuration's first run for a few steps after its "
                         "windows, so the report can say why one configuration is slower than "

@@ -74,16 +74,22 @@ def check_arms(specs: Sequence[RunSpec]) -> None:
 
 def run_interleaved(specs: Sequence[RunSpec], log_path: Path, *, rounds: int = DEFAULT_ROUNDS,
                     seed: int = 0, rewarm_calls: int = 1, timeout_s: float | None = None,
-                    env: Mapping[str, str] | None = None,
-                    python: str | None = None) -> list[RunResult]:
+                    env: Mapping[str, str] | None = None, python: str | None = None,
+                    profile_dirs: Sequence[Path | None] = (),
+                    profile_steps: int = 0) -> list[RunResult]:
     """Measure ``specs`` in one process, ``rounds`` windows each, interleaved.
 
+    ``profile_dirs[i]`` (if given and not None): spec i is profiled there for up to
+    ``profile_steps`` steps after every arm's windows, alone (a sweep's evidence).
     Returns one result per spec, in order; never raises for a failed run (every arm
     then carries the failure). A spec that cannot run on this hardware gets its
     "unsupported" result and is left out of the process. ``env`` and ``python`` as in
     ``run_isolated`` (one environment and interpreter: the arms share the process).
     """
     check_arms(specs)
+    if profile_dirs and len(profile_dirs) != len(specs):
+        raise ArmsError(f"one profile directory (or None) per configuration. Received: "
+                        f"{len(profile_dirs)} for {len(specs)} configurations")
     if rounds < 2:
         raise ArmsError(f"interleaving needs at least 2 rounds. Received: rounds={rounds}")
     hw = detect()
@@ -98,6 +104,7 @@ def run_interleaved(specs: Sequence[RunSpec], log_path: Path, *, rounds: int = D
     if not arms:
         return [results[i] for i in range(len(specs))]
     arm_specs = [specs[i].replace(repeats=rounds) for i in arms]
+    dirs = [Path(d) if (profile_dirs and (d := profile_dirs[i])) else None for i in arms]
     task = Task(TASK.role, TASK.index, TASK.runner, main=True,
                 local_devices=max(s.devices for s in arm_specs))
     # The process runs every arm's warm-up and windows: its timeout is the arms' sum.
@@ -110,7 +117,9 @@ def run_interleaved(specs: Sequence[RunSpec], log_path: Path, *, rounds: int = D
         arms_file = run_dir / "arms.json"
         arms_file.write_text(json.dumps({
             "specs": [s.to_dict() for s in arm_specs], "rounds": rounds, "seed": seed,
-            "rewarm_calls": rewarm_calls}), encoding="utf-8")
+            "rewarm_calls": rewarm_calls, "profile": {
+                "dirs": [str(d.resolve()) if d else None for d in dirs],
+                "steps": profile_steps}}), encoding="utf-8")
         t0 = time.monotonic()
         cmd = child_command("bench.child.arms", "--arms", str(arms_file), "--run-dir",
                             str(run_dir), "--task", json.dumps(task.to_dict()),

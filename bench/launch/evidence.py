@@ -4,10 +4,10 @@ A report explains a difference between two configurations ("because ...") only f
 both configurations' profiles (``reports.explain``). Which pairs a report will explain
 (those beyond the noise, and the best multi-device configuration against the best
 single-device one) is known only once the sweep has measured them, so every
-configuration is profiled once, in its first run: that run is its own process (later
-runs may share a process, where no profile is taken), and the profile comes after the
-windows, so it never touches the throughput. What it costs is measured in the run
-(``Breakdown.capture_s``) and summed for the sweep (``cost_line``).
+configuration is profiled once, in its first run, after the windows, so it never
+touches the throughput. Where that run is an arm of a shared process, the arm is
+profiled after every arm's windows, alone (``bench.child.arms``). What it costs is
+measured in the run (``Breakdown.capture_s``) and summed for the sweep (``cost_line``).
 
 The profile is asked of the run, not written into its spec: the configuration, its
 key and its stored spec stay the same, so a profiled run is one of its runs like any

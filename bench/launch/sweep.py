@@ -153,15 +153,17 @@ def needs_another_run(results: Sequence[RunResult], spread: float) -> bool:
 def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
               echo: Callable[[str], None] = print,
               replication: Replication | None = None,
-              interleave: bool = False, evidence: Evidence = OFF) -> SweepOutcome:
+              interleave: bool = False, evidence: Evidence = OFF,
+              shared_from: int = 2) -> SweepOutcome:
     """Run every (spec, replicate) without a stored result; Ctrl-C stops cleanly.
 
     Finished results are kept; re-running the same sweep resumes run by run.
     ``replication`` defaults to one run per configuration (the CLI asks for two).
-    ``interleave``: from the second pass on, the configurations one answer compares
+    ``interleave``: from pass ``shared_from`` on, the configurations one answer compares
     that can share a process (``bench.launch.groups``) run as one process, windows
-    interleaved, so the answer's ratios come from pairs; the first pass keeps every
-    configuration in its own process (its memory and start-up are its own).
+    interleaved, so the answer's ratios come from pairs; with the default 2 the first
+    pass keeps every configuration in its own process (its memory and start-up are its
+    own), with 1 (a sweep on a budget) every pass shares.
     ``evidence`` says which runs profile a few steps after their windows (the CLI
     profiles each configuration's first run: ``bench.launch.evidence``).
     """
@@ -185,7 +187,7 @@ def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
     by_key: dict[str, list[RunResult]] = {}
     try:
         for replicate in range(1, rep.passes + 1):
-            units = sweep_units(specs) if interleave and replicate > 1 else \
+            units = sweep_units(specs) if interleave and replicate >= shared_from else \
                 [(s,) for s in specs]
             for unit in (units if replicate % 2 else list(reversed(units))):
                 due = [s for s in unit if _due(store, by_key, s, replicate, rep)]
@@ -200,7 +202,7 @@ def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
                 progress.start(due[0], _still_planned(store, by_key, specs, due[0], replicate,
                                                       rep), replicate,
                                shared=[s.label() for s in due[1:]])
-                results = _run_group(store, due, replicate) if len(due) > 1 else \
+                results = _run_group(store, due, replicate, evidence) if len(due) > 1 else \
                     [_run_one(store, due[0], replicate, outcome, evidence)]
                 for result in results:
                     by_key.setdefault(result.spec.key(), []).append(result)
@@ -286,12 +288,18 @@ def _due(store: SweepStore, by_key: dict[str, list[RunResult]], spec: RunSpec,
     return replicate <= rep.runs or needs_another_run(earlier, rep.spread)
 
 
-def _run_group(store: SweepStore, specs: Sequence[RunSpec], replicate: int) -> list[RunResult]:
+def _run_group(store: SweepStore, specs: Sequence[RunSpec], replicate: int,
+               evidence: Evidence = OFF) -> list[RunResult]:
     """Run ``specs`` as arms of one process (windows interleaved) as their run
-    ``replicate``; each result is saved where the store names it."""
+    ``replicate``, each profiled after all windows where ``evidence`` asks; each result
+    is saved where the store names it."""
     rounds = max(2, max(s.repeats for s in specs))
     shared_log = store.paths(specs[0], replicate).log
-    results = run_interleaved(specs, shared_log, rounds=rounds, seed=replicate)
+    steps = [evidence.steps_for(s, replicate) for s in specs]
+    results = run_interleaved(
+        specs, shared_log, rounds=rounds, seed=replicate, profile_steps=max(steps),
+        profile_dirs=[store.paths(s, replicate).profile if n else None
+                      for s, n in zip(specs, steps, strict=True)])
     for result in results:
         result.replicate = replicate
         paths = store.paths(result.spec, replicate)

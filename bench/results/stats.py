@@ -709,7 +709,9 @@ class Settlement:
     (None: not measured); ``needed`` (NOT_SETTLED only) the runs per configuration,
     or pairs, that would settle it with ``power`` at that noise and the estimated
     ratio, counting those done (None when the noise is unmeasured or the plan exceeds
-    ``MAX_PLANNED``); ``reason`` says it in words.
+    ``MAX_PLANNED``); ``reason`` says it in words. ``pooled_df``: the noise came from a
+    pool of comparisons like this one (a ``LogSpread`` over the sweep), with these
+    degrees of freedom (None: from this comparison's own runs or pairs).
     """
 
     verdict: str
@@ -725,6 +727,7 @@ class Settlement:
     sizes: tuple[int, ...]
     sd_log: float | None
     needed: int | None
+    pooled_df: float | None = None
 
     @property
     def decided(self) -> bool:
@@ -786,7 +789,7 @@ def _check_settle_args(margin: float, alpha: float, power: float) -> float:
 def _settle(mean: float, se: float | None, df: float, sd_pair: float | None, *,
             margin: float, alpha: float, power: float, evidence: str,
             sizes: tuple[int, ...], sd_log: float | None,
-            equivalent: bool | None = None) -> Settlement:
+            equivalent: bool | None = None, pooled_df: float | None = None) -> Settlement:
     """The decision on a log ratio ``mean`` with standard error ``se`` (``df`` degrees of
     freedom; None: no noise measured). ``sd_pair`` is the noise of one planned unit's
     log ratio (a pair's; for runs, a run a side), what ``needed`` is planned at.
@@ -823,12 +826,14 @@ def _settle(mean: float, se: float | None, df: float, sd_pair: float | None, *,
             needed = max(needed, max(sizes) + 1)
     return Settlement(verdict=verdict, ratio=math.exp(mean), low=low, high=high, eq_low=eq_low,
                       eq_high=eq_high, margin=margin, alpha=alpha, power=power,
-                      evidence=evidence, sizes=sizes, sd_log=sd_log, needed=needed)
+                      evidence=evidence, sizes=sizes, sd_log=sd_log, needed=needed,
+                      pooled_df=pooled_df)
 
 
 def settle_runs(reference: Sequence[float], candidate: Sequence[float], *,
                 margin: float = DEFAULT_MARGIN, alpha: float = DEFAULT_ALPHA,
-                power: float = DEFAULT_POWER, floor_sd_log: float = 0.0) -> Settlement:
+                power: float = DEFAULT_POWER, floor_sd_log: float = 0.0,
+                pooled: LogSpread | None = None) -> Settlement:
     """candidate / reference from independent runs of each: one positive figure a run.
 
     Welch's interval on the log run figures (each side keeps its own noise; the
@@ -836,7 +841,9 @@ def settle_runs(reference: Sequence[float], candidate: Sequence[float], *,
     taken to be the other side's (``df`` of that side alone); with one run on both no
     noise is measured and nothing is settled. ``floor_sd_log``: no side's run-to-run
     SD is taken below it (a run's own precision from its windows: two lucky runs
-    cannot be more alike than their windows allow). ``needed`` counts runs per
+    cannot be more alike than their windows allow). ``pooled``: a run's variance
+    pooled over configurations of the sweep (``reports.noise``), used instead of the
+    two sides' own where it has more degrees of freedom. ``needed`` counts runs per
     configuration. See Settlement.
     """
     _check_settle_args(margin, alpha, power)
@@ -860,17 +867,25 @@ def settle_runs(reference: Sequence[float], candidate: Sequence[float], *,
         v, n = measured[0]
         sd, df = math.sqrt(v), float(n - 1)
         se = sd * math.sqrt(1.0 / sizes[0] + 1.0 / sizes[1])
+    if pooled is not None and pooled.var is not None and pooled.df > df:
+        sd = math.sqrt(max(pooled.var, floor))
+        se, df = sd * math.sqrt(1.0 / sizes[0] + 1.0 / sizes[1]), float(pooled.df)
+        return _settle(mean, se, df, sd * math.sqrt(2.0), margin=margin, alpha=alpha,
+                       power=power, evidence=RUNS, sizes=sizes, sd_log=sd, pooled_df=df)
     # Planned as pairs of runs (one a side): a pair's log ratio has SD sqrt(2) x a run's.
     return _settle(mean, se, df, None if sd is None else sd * math.sqrt(2.0), margin=margin,
                    alpha=alpha, power=power, evidence=RUNS, sizes=sizes, sd_log=sd)
 
 
 def settle_pairs(log_ratios: Sequence[float], *, margin: float = DEFAULT_MARGIN,
-                 alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER) -> Settlement:
+                 alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER,
+                 pooled: LogSpread | None = None) -> Settlement:
     """candidate / reference from interleaved pairs: ``log_ratios[i]`` =
     log(candidate_i / reference_i), measured close in time so that the machine's drift
     drops out. The paired t interval (``paired_log_ratio``) and TOST
-    (``paired_equivalence``); ``needed`` counts pairs. See Settlement.
+    (``paired_equivalence``); ``needed`` counts pairs. ``pooled``: a pair's variance
+    pooled over the sweep's comparisons (``reports.noise``), used instead of these
+    pairs' own where it has more degrees of freedom (t intervals then). See Settlement.
     """
     _check_settle_args(margin, alpha, power)
     d = np.asarray(log_ratios, dtype=np.float64)
@@ -878,6 +893,11 @@ def settle_pairs(log_ratios: Sequence[float], *, margin: float = DEFAULT_MARGIN,
         raise ValueError(f"log_ratios must be one finite value a pair. Received: "
                          f"log_ratios={list(log_ratios)!r}")
     n = int(d.size)
+    if pooled is not None and pooled.var is not None and pooled.df > n - 1:
+        sd = math.sqrt(pooled.var)
+        return _settle(float(d.mean()), sd / math.sqrt(n), float(pooled.df), sd,
+                       margin=margin, alpha=alpha, power=power, evidence=PAIRS, sizes=(n,),
+                       sd_log=sd, pooled_df=float(pooled.df))
     if n < 2:
         return _settle(float(d.mean()), None, 0.0, None, margin=margin, alpha=alpha,
                        power=power, evidence=PAIRS, sizes=(n,), sd_log=None)

@@ -1,0 +1,125 @@
+"""The sweep's noise, pooled: what a comparison with few runs of its own borrows.
+
+A comparison of two configurations measured twice each has a t interval at 1 or 2
+degrees of freedom: 6 to 13 standard errors wide, so nothing is ever settled. The
+configurations of one sweep share a machine, a session and a way of measuring, so
+their noise can be pooled (one mean square, every group's degrees of freedom), as
+``bench compare`` pools a family's run noise (``bench.regress.pooling``):
+
+- **pairs**: configurations measured as arms of one process (an answer's session,
+  ``bench.launch.groups``). In session s, arm i's log level is
+  ``y_si = mu_i + b_s + e_si``: the session's effect b (the process's luck, the
+  machine's drift) cancels in every within-session ratio; e is the noise such a ratio
+  carries. The two-way ANOVA residual of an answer's complete sessions (sessions x
+  arms) estimates var(e) with (S-1)(K-1) degrees of freedom, free of the arms' levels
+  and of the sessions' luck; answers pool it, and one session's log ratio of two arms
+  has variance 2 var(e).
+- **runs**: a configuration's log run figures around their own mean (one-way ANOVA
+  within), pooled over configurations.
+
+Each group is tested against the pool of the others (two-sided F test at
+``NOISE_DIFFERS_ALPHA``): the group whose noise differs most leaves the pool and keeps
+its own (its comparisons use their own runs or pairs), until the rest agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+import numpy as np
+
+from bench.results.pairs import process_log_ratio
+from bench.results.schema import RunResult
+from bench.results.stats import NOISE_DIFFERS_ALPHA, LogSpread, noise_differs_p, run_figure
+
+if TYPE_CHECKING:
+    from reports.configs import ConfigView
+
+H = TypeVar("H", bound=Hashable)
+
+
+@dataclass(frozen=True)
+class NoisePool:
+    """The pooled noise of one machine's configurations.
+
+    ``pairs``: the variance of one session's log ratio of two arms; ``runs``: of one
+    run's log figure; each with its degrees of freedom. ``own_pairs`` / ``own_runs``:
+    the configurations whose noise differs from the pool's (they keep their own).
+    """
+
+    pairs: LogSpread
+    runs: LogSpread
+    own_pairs: frozenset[str] = frozenset()
+    own_runs: frozenset[str] = frozenset()
+
+    def for_pairs(self, a: str, b: str) -> LogSpread | None:
+        """What a comparison of arms ``a`` and ``b`` borrows (None: its own only)."""
+        if not self.pairs.df or a in self.own_pairs or b in self.own_pairs:
+            return None
+        return self.pairs
+
+    def for_runs(self, a: str, b: str) -> LogSpread | None:
+        """What a comparison of runs of ``a`` and ``b`` borrows (None: its own only)."""
+        if not self.runs.df or a in self.own_runs or b in self.own_runs:
+            return None
+        return self.runs
+
+    @classmethod
+    def of(cls, configs: Sequence[ConfigView]) -> NoisePool:
+        """Pool the noise of ``configs`` (one machine's)."""
+        sessions: dict[str, dict[str, RunResult]] = {}
+        runs: dict[str, LogSpread] = {}
+        for c in configs:
+            logs = [float(np.log(run_figure(w))) for w in c.stats_runs]
+            if len(logs) >= 2:
+                runs[c.key] = LogSpread.of(logs)
+            for view in c.ok_runs:
+                r = view.result
+                if r.interleaved is not None and r.figures is not None:
+                    sessions.setdefault(r.interleaved.session, {})[c.key] = r
+        answers: dict[frozenset[str], list[Mapping[str, RunResult]]] = {}
+        for arms in sessions.values():
+            if len(arms) >= 2:
+                answers.setdefault(frozenset(arms), []).append(arms)
+        pair_groups = {keys: pair_spread(rows) for keys, rows in answers.items()
+                       if len(rows) >= 2}
+        pairs, odd_answers = guarded_pool(pair_groups)
+        runs_pool, odd_runs = guarded_pool(runs)
+        return cls(pairs, runs_pool, frozenset(k for keys in odd_answers for k in keys),
+                   frozenset(odd_runs))
+
+
+def pair_spread(sessions: Sequence[Mapping[str, RunResult]]) -> LogSpread:
+    """The noise of one answer's sessions (each: arm key -> its result, the same arms):
+    the two-way ANOVA residual of the arms' log levels, as the variance of one
+    session's log ratio of two arms (2 var(e)), with (S-1)(K-1) degrees of freedom."""
+    keys = sorted(sessions[0])
+    ref = keys[0]
+    # Each arm's level against the first arm's, session by session: a session effect
+    # subtracted, which a two-way residual removes anyway.
+    z = np.array([[0.0] + [process_log_ratio(s[ref], s[k]) for k in keys[1:]]
+                  for s in sessions])
+    resid = z - z.mean(axis=1, keepdims=True) - z.mean(axis=0, keepdims=True) + z.mean()
+    df = (z.shape[0] - 1) * (z.shape[1] - 1)
+    return LogSpread(2.0 * float((resid ** 2).sum()), df)
+
+
+def guarded_pool(groups: Mapping[H, LogSpread]) -> tuple[LogSpread, set[H]]:
+    """The pool of ``groups``' spreads and the groups left out of it: while some group's
+    noise differs from the pool of the others still in (F test, two-sided), the one
+    that differs most leaves, so that one very noisy group cannot push every quiet
+    one out (nor the reverse)."""
+    inside = dict(groups)
+    while len(inside) > 1:
+        tests = []
+        for g, spread in inside.items():
+            rest = sum((s for h, s in inside.items() if h != g), LogSpread())
+            p = noise_differs_p(spread, rest)
+            if p is not None:
+                tests.append((p, g))
+        if not tests or min(p for p, _ in tests) >= NOISE_DIFFERS_ALPHA:
+            break
+        del inside[min(tests, key=lambda t: t[0])[1]]
+    return sum(inside.values(), LogSpread()), set(groups) - set(inside)

@@ -1,0 +1,117 @@
+"""The sweep's pooled noise: sessions' two-way residual, the guard, and answers it settles.
+
+Constructed sessions with exactly known levels (no TensorFlow): the pooled variance is
+the two-way ANOVA residual whatever the sessions' luck and the arms' levels; a group
+whose noise differs from the rest's keeps its own; and in a report, an answer with two
+sessions of its own is settled by the noise its machine's other answers measured, while
+a noisy answer among quiet ones stays not settled.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench.results.schema import Interleaving, RunResult
+from bench.results.stats import EQUIVALENT, NOT_SETTLED, LogSpread, settle_pairs
+from reports.noise import guarded_pool, pair_spread
+from reports.recommend import Recommendation
+from reports.report import build_from_results
+from tests.helpers import fake_environment, measured
+
+GPU = fake_environment("gpu-box", gpus=2)
+ARMS = (("one_device", 1), ("mirrored", 2), ("central_storage", 2))
+
+
+def _session(levels: list[float], batch: int, name: str, replicate: int) -> list[RunResult]:
+    """One process measuring ``ARMS`` (the first ``len(levels)``) at those levels."""
+    out = []
+    labels = [s for s, _ in ARMS[:len(levels)]]
+    for k, ((strategy, devices), level) in enumerate(zip(ARMS, levels, strict=False)):
+        r = measured(strategy, devices, batch, level, env=GPU, cv=0.01)
+        r.replicate = replicate
+        r.interleaved = Interleaving(name, labels, k, 3, 0)
+        out.append(r)
+    return out
+
+
+def _by_key(results: list[RunResult]) -> dict[str, RunResult]:
+    return {r.key: r for r in results}
+
+
+def test_the_pair_noise_is_the_two_way_residual_free_of_luck_and_levels() -> None:
+    rng = random.Random(4)
+    e = np.array([[rng.gauss(0, 0.02) for _ in range(3)] for _ in range(4)])
+    mu = np.log([1000.0, 1400.0, 700.0])
+
+    def spread(luck: list[float]) -> LogSpread:
+        y = mu[None, :] + np.array(luck)[:, None] + e
+        return pair_spread([_by_key(_session(list(np.exp(row)), 8, f"s{i}", i + 1))
+                            for i, row in enumerate(y)])
+
+    quiet, lucky = spread([0.0] * 4), spread([0.0, 0.3, -0.25, 0.1])  # sessions 30% apart
+    resid = e - e.mean(axis=1, keepdims=True) - e.mean(axis=0, keepdims=True) + e.mean()
+    assert quiet.df == lucky.df == (4 - 1) * (3 - 1)
+    # A pair's log ratio carries two arms' noise: 2 var(e).
+    assert quiet.ss == pytest.approx(2 * float((resid ** 2).sum()), rel=1e-9)
+    assert lucky.ss == pytest.approx(quiet.ss, rel=1e-9)
+
+
+def test_a_group_whose_noise_differs_keeps_its_own_in_both_directions() -> None:
+    quiet, noisy = LogSpread(6 * 1e-4, 6), LogSpread(6 * 4e-2, 6)
+    pool, odd = guarded_pool({"a": quiet, "b": quiet, "c": quiet, "loud": noisy})
+    assert odd == {"loud"} and pool.df == 18 and pool.var == pytest.approx(1e-4)
+    pool, odd = guarded_pool({"a": noisy, "b": noisy, "c": noisy, "hush": quiet})
+    assert odd == {"hush"} and pool.var == pytest.approx(4e-2)
+    pool, odd = guarded_pool({"a": quiet, "b": LogSpread(6 * 1.3e-4, 6)})
+    assert odd == set() and pool.df == 12  # alike: pooled
+
+
+def test_pooled_noise_is_used_only_where_it_has_more_degrees_of_freedom() -> None:
+    pairs = [math.log(1.02) + d for d in (0.01, -0.01)]
+    alone = settle_pairs(pairs)
+    pooled = settle_pairs(pairs, pooled=LogSpread(20 * 0.01 ** 2 * 2, 20))
+    assert alone.verdict == NOT_SETTLED and alone.pooled_df is None  # t at 1 df
+    assert pooled.verdict == EQUIVALENT and pooled.pooled_df == 20
+    fewer = settle_pairs(pairs * 3, pooled=LogSpread(1.0, 1))
+    assert fewer.pooled_df is None  # its own 5 df beat the pool's 1
+
+
+def _answers(noisy_gap: float) -> dict[int, Recommendation]:
+    """Five answers (batches 8..128) of three arms, two sessions each; mirrored 2%
+    ahead of one_device everywhere; the arms' noise 1% in every answer but batch 128's,
+    which is 20% (a gap of ``noisy_gap`` there)."""
+    rng = random.Random(7)
+    results: list[RunResult] = []
+    for b, batch in enumerate((8, 16, 32, 64, 128)):
+        noise, gap = (0.2, noisy_gap) if batch == 128 else (0.01, 1.02)
+        for s in range(2):
+            luck = rng.uniform(0.7, 1.3)  # the session's own luck: cancels in its pairs
+            levels = [1000.0 * luck * math.exp(rng.gauss(0, noise)) for _ in range(3)]
+            levels[1] *= gap
+            results += _session(levels, batch, f"b{b}s{s}", s + 1)
+    report = build_from_results(results, Path("/nonexistent/sweep"))
+    recs = report.machines[0].workloads[0].recommendations
+    return {r.ranking.batch: r for r in recs}
+
+
+@pytest.mark.parametrize("noisy_gap", [1.02, 1 / 1.02])
+def test_an_answer_borrows_its_machines_noise_and_a_noisy_one_keeps_its_own(
+        noisy_gap: float) -> None:
+    answers = _answers(noisy_gap)
+    for batch in (8, 16, 32, 64):
+        rec = answers[batch]
+        s = rec.settlements[next(c.key for c in rec.ranking.ok_configs()
+                                 if c.base_strategy == "one_device")]
+        # Two sessions alone: t at 1 degree of freedom, nothing settled; pooled over the
+        # machine's answers (4 x (2-1) x (3-1) = 8 df) the 2% gap is shown within +-5%.
+        assert s.evidence == "pairs" and s.pooled_df == 8, (batch, s)
+        assert s.verdict == EQUIVALENT and rec.settled, (batch, rec.text)
+        assert rec.best is not None and rec.best.base_strategy == "one_device"
+    noisy = answers[128]
+    assert not noisy.settled and noisy.kind == NOT_SETTLED, noisy.text
+    assert all(s.pooled_df is None for s in noisy.settlements.values())
