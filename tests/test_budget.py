@@ -122,3 +122,13 @@ def test_open_answers_are_taken_cheapest_first_as_far_as_the_budget_goes() -> No
     assert keys == {"a", "b", "d"} and cheapest == 5.0
     keys, cheapest = budget_mod._affordable(still, specs, [], dict(cost), 4.0)
     assert keys == set() and cheapest == 5.0
+
+
+def test_a_budget_of_0_turns_it_off_and_a_bad_one_names_the_value() -> None:
+    import argparse
+
+    from bench.cli.run import budget_duration
+
+    assert budget_duration("0") == 0.0 and budget_duration("10m") == 600.0
+    with pytest.raises(argparse.ArgumentTypeError, match="Received: '-5s'"):
+        budget_duration("-5s")

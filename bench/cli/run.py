@@ -133,6 +133,11 @@ def replication_from_args(args: argparse.Namespace) -> Replication:
     return Replication(runs=runs, max_runs=max_runs)
 
 
+def budget_duration(text: str) -> float:
+    """``--budget``: a duration (``10m``, ``90s``), or 0 for none."""
+    return 0.0 if text.strip() in ("0", "0s", "0m", "0h") else duration(text)
+
+
 def add_parser(sub: Any) -> None:
     """Register ``run``."""
     p = sub.add_parser("run", help="run a sweep (each configuration in its own process)")
@@ -157,7 +162,7 @@ def add_parser(sub: Any) -> None:
                         "windows, so the report can say why one configuration is slower than "
                         "another from both profiles (--no-profile: no profiles, and no "
                         "causes; default: on)")
-    p.add_argument("--budget", type=duration, default=None,
+    p.add_argument("--budget", type=budget_duration, default=None,
                    help="time for the whole sweep: after the planned runs, more runs where "
                         "answers are not settled while the budget allows; provisional "
                         "answers after the first pass (default 10m for --preset default, "
