@@ -48,7 +48,7 @@ from scipy import stats as sps
 
 from bench.exits import Exit
 from bench.registry import Registry
-from bench.results.stats import paired_equivalence, paired_log_ratio, pairs_for_equivalence
+from bench.results.stats import paired_test, pairs_for_equivalence
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.05
@@ -318,10 +318,8 @@ def decide(log_ratios: Sequence[float], plan: Plan, *, higher_is_better: bool = 
         mean, sd = float(d.mean()), float(d.std(ddof=1))
         low, high, significant, same = 0.0, math.inf, False, False
     else:
-        # The pairs as figures: baseline 1, candidate exp(log ratio).
-        baseline, candidate = [1.0] * n, [float(x) for x in np.exp(d)]
-        ratio = paired_log_ratio(baseline, candidate, 1.0 - a, resamples=DECIDE_RESAMPLES)
-        same = paired_equivalence(baseline, candidate, plan.threshold, alpha=a).equivalent
+        ratio, same = paired_test([float(x) for x in d], plan.threshold, a,
+                                  resamples=DECIDE_RESAMPLES)
         significant = ratio.t_high < 1.0 or ratio.t_low > 1.0
         mean, sd, low, high = ratio.mean_log, ratio.sd_log, ratio.t_low, ratio.t_high
     code = int(_verdict_codes(np.array(mean), np.array(significant), np.array(same),

@@ -592,6 +592,16 @@ def paired_equivalence(baseline: Sequence[float], current: Sequence[float],
                        p_lower=p_lower, p_upper=p_upper, p_value=p, equivalent=p < alpha)
 
 
+def paired_test(log_ratios: Sequence[float], margin: float, alpha: float, *,
+                resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[PairedRatio, bool]:
+    """Pairs given as their log ratios (log(candidate_i / reference_i)): the mean log
+    ratio with its ``1 - alpha`` intervals (``paired_log_ratio``) and whether TOST at
+    ``alpha`` shows it within +-``margin`` (``paired_equivalence``)."""
+    reference, candidate = [1.0] * len(log_ratios), [math.exp(x) for x in log_ratios]
+    ratio = paired_log_ratio(reference, candidate, 1.0 - alpha, resamples=resamples)
+    return ratio, paired_equivalence(reference, candidate, margin, alpha=alpha).equivalent
+
+
 def equivalence_power(pairs: int, sd_log: float, margin: float, *,
                       alpha: float = DEFAULT_ALPHA, true_ratio: float = 1.0) -> float:
     """Probability that ``paired_equivalence`` on ``pairs`` pairs shows equivalence.
@@ -860,9 +870,8 @@ def settle_runs(reference: Sequence[float], candidate: Sequence[float], *,
         parts = [v / n for v, n in measured]
         se = math.sqrt(sum(parts))
         sd = math.sqrt(sum(v for v, _ in measured) / 2.0)
-        df = (sum(parts) ** 2 / sum(p * p / (n - 1) for p, (_, n) in zip(parts, measured,
-                                                                        strict=True))
-              if se > 1e-12 else float(sum(sizes) - 2))
+        df = welch_satterthwaite([(p, n - 1) for p, (_, n) in zip(parts, measured,
+                                                                  strict=True)])
     elif measured:  # one side measured: its noise stands for both
         v, n = measured[0]
         sd, df = math.sqrt(v), float(n - 1)
@@ -901,9 +910,7 @@ def settle_pairs(log_ratios: Sequence[float], *, margin: float = DEFAULT_MARGIN,
     if n < 2:
         return _settle(float(d.mean()), None, 0.0, None, margin=margin, alpha=alpha,
                        power=power, evidence=PAIRS, sizes=(n,), sd_log=None)
-    reference, candidate = [1.0] * n, [float(x) for x in np.exp(d)]
-    ratio = paired_log_ratio(reference, candidate, 1.0 - alpha, resamples=SETTLE_RESAMPLES)
-    same = paired_equivalence(reference, candidate, margin, alpha=alpha).equivalent
+    ratio, same = paired_test([float(x) for x in d], margin, alpha, resamples=SETTLE_RESAMPLES)
     return _settle(ratio.mean_log, ratio.sd_log / math.sqrt(n), float(n - 1), ratio.sd_log,
                    margin=margin, alpha=alpha, power=power, evidence=PAIRS, sizes=(n,),
                    sd_log=ratio.sd_log, equivalent=same)
