@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bench.child.memory import DeviceMemory
+from bench.child.memory import ArmMemory, DeviceMemory
 from bench.env import CPU_ALLOCATOR_VAR
 from bench.hardware import Hardware
 from bench.launch.launcher import child_env
@@ -47,6 +47,42 @@ def test_an_allocator_without_statistics_says_why(environ: dict[str, str],
     assert probe.peaks() == {}
     assert probe.reason is not None and expect in probe.reason
     assert "Allocator stats not available for device 'CPU:0'" in probe.reason
+
+
+class Allocator:
+    """A shared allocator whose use and peak the test sets (what get_memory_info says)."""
+
+    def __init__(self) -> None:
+        self.current, self.peak = 0, 0
+
+    def tf(self) -> Any:
+        def get_memory_info(name: str) -> dict[str, int]:
+            return {"current": self.current, "peak": self.peak}
+
+        def reset_memory_stats(name: str) -> None:
+            self.peak = self.current
+
+        return SimpleNamespace(config=SimpleNamespace(experimental=SimpleNamespace(
+            get_memory_info=get_memory_info, reset_memory_stats=reset_memory_stats)))
+
+
+def test_an_arm_counts_what_it_holds_and_its_windows_peak_not_the_other_arms() -> None:
+    alloc = Allocator()
+    probe = DeviceMemory(alloc.tf(), "CPU", 2, environ={})
+    first, second = ArmMemory(probe), ArmMemory(probe)
+    alloc.current = 100  # what TensorFlow itself holds
+    first.building()
+    alloc.current = 400  # the first arm's variables and optimizer state
+    first.built()
+    second.building()
+    alloc.current = 1400  # the second arm is five times the size
+    second.built()
+    assert (first.held, second.held) == ({"CPU:0": 300}, {"CPU:0": 1000})
+    for arm, transient in ((first, 50), (second, 700)):
+        arm.reset()
+        alloc.peak = alloc.current + transient  # its window's activations, then freed
+        assert arm.peaks() == {"CPU:0": arm.held["CPU:0"] + transient}
+    assert first.scope == "arm" and first.reason is None
 
 
 def test_gpus_are_probed_one_by_one() -> None:

@@ -10,9 +10,12 @@ random and reversed in the next round, so that a trend over the session and the
 position in a round fall on every arm alike. Window r of one arm and window r of
 another ran seconds apart, so their ratio is a within-process pair.
 
-What stays with separate processes: memory (the arms share the allocator, so no
-arm's peak is its own: each arm says so as the figure's reason) and start-up. Only
-the custom loop of in-process strategies can be an arm (the launcher checks).
+The arms share the allocator, so each arm's device memory is its own share of it
+(``memory.ArmMemory``: what it holds once built, plus its windows' peak above the use
+at their start); the host's peak RSS is the process's and is left out. What stays
+with separate processes: start-up (an arm's "launch to first step" includes the arms
+built before it). Only the custom loop of in-process strategies can be an arm (the
+launcher checks).
 
 ARMS.json holds ``{"specs": [...], "rounds": R, "seed": S, "rewarm_calls": C,
 "profile": {"dirs": [...], "steps": N}}``: after the rounds, arm i with a directory in
@@ -47,8 +50,8 @@ from bench.child.main import (
     start_process,
     task_environment,
 )
+from bench.child.memory import ArmMemory, DeviceMemory
 from bench.child.windows import (
-    NoDeviceMemory,
     Rules,
     Warm,
     WindowRun,
@@ -61,10 +64,6 @@ from bench.errors import Unsupported
 from bench.results.payload import TaskReport, arm_name
 from bench.spec import RunSpec
 from bench.tasks import Task
-
-SHARED_MEMORY_REASON = ("measured in one process with other configurations (interleaved "
-                        "windows): they share the allocator, so no peak is this "
-                        "configuration's own; its own process's run has the figure")
 
 
 def round_orders(arms: int, rounds: int, rng: random.Random) -> list[list[int]]:
@@ -88,6 +87,7 @@ class Arm:
 
     index: int
     spec: RunSpec
+    memory: ArmMemory
     trainer: Any = None
     warm: Warm | None = None
     runs: list[WindowRun] = field(default_factory=list)
@@ -129,11 +129,13 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
     phases["device_setup_s"] = time.perf_counter() - t
     env = task_environment(tf, devices, threads, task)
     rng = random.Random(seed)
-    arms = [Arm(i, s) for i, s in enumerate(specs)]
+    allocator = DeviceMemory(tf, devices.kind, len(devices.names))
+    arms = [Arm(i, s, ArmMemory(allocator)) for i, s in enumerate(specs)]
     # Built and warmed in a random order: whatever the first-built arm gains or loses
     # (allocator state, caches) is then noise over sessions, not a bias.
     for arm in rng.sample(arms, len(arms)):
         try:
+            arm.memory.building()
             t = time.perf_counter()
             own = DeviceSetup(devices.kind, devices.names[:arm.spec.devices], devices.logical)
             strategy = build_strategy(arm.spec, own.names)
@@ -141,12 +143,12 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
             arm_phases = {**phases, "build_s": time.perf_counter() - t}
             arm.warm = warm_up(arm.trainer.loop(), Rules.of(arm.spec), launch_ts=launch_ts,
                                phases=arm_phases, progress=child_log)
+            arm.memory.built()
             child_log(f"arm {arm.index} built and warm: {arm.spec.label()}")
         except BaseException as exc:
             _fail(arm, exc)
     (run_dir / f"ready.{task.name}").touch()
     slowdown = announce_slowdown(child_log)
-    memory = NoDeviceMemory(scope="shared", reason=SHARED_MEMORY_REASON)
     for r, order in enumerate(round_orders(len(arms), rounds, rng)):
         for i in order:
             arm = arms[i]
@@ -158,7 +160,7 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
                 for _ in range(rewarm_calls):
                     out = loop.call()
                     loop.fetch(out)
-                run = run_window(loop, rules, r, out, memory=memory,
+                run = run_window(loop, rules, r, out, memory=arm.memory,
                                  fixed_steps=arm.warm.fixed_steps, slowdown=slowdown,
                                  host_memory=False)
                 arm.runs.append(run)
@@ -172,7 +174,7 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
         if arm.report is None and arm.warm is not None:
             try:
                 figures = summarize_runs(arm.runs, arm.warm, arm.trainer.stats,
-                                         replicas=arm.trainer.replicas, memory=memory,
+                                         replicas=arm.trainer.replicas, memory=arm.memory,
                                          replica_divergence=arm.trainer.replica_divergence())
                 where = profile_dirs[arm.index] if profile_dirs else None
                 extras = after_windows(arm.trainer, figures, where, progress=child_log,

@@ -66,10 +66,17 @@ class DeviceMemory:
                 self._tf.config.experimental.reset_memory_stats(name)
 
     def peaks(self) -> dict[str, int]:
+        return self._read("peak")
+
+    def current(self) -> dict[str, int]:
+        """Bytes in use now, per probed device (empty where no statistics are kept)."""
+        return self._read("current")
+
+    def _read(self, field: str) -> dict[str, int]:
         out: dict[str, int] = {}
         for name in self.names:
             try:
-                out[name] = int(self._tf.config.experimental.get_memory_info(name)["peak"])
+                out[name] = int(self._tf.config.experimental.get_memory_info(name)[field])
             except (ValueError, RuntimeError) as exc:
                 self.reason = self._why(name, exc)
         return out
@@ -83,3 +90,48 @@ class DeviceMemory:
                     f"{CPU_ALLOCATOR_VAR}={told} in the environment keeps it "
                     f"(get_memory_info({name!r}) -> {cause})")
         return f"the allocator of {name} keeps no statistics (get_memory_info -> {cause})"
+
+
+class ArmMemory:
+    """One arm's own share of an allocator that several arms share (``bench.child.arms``).
+
+    The process's peak is every arm's together. What is this arm's: the bytes it holds
+    once built and warm (the allocator's use after its warm-up less before its build,
+    while no other arm ran: ``built``), plus, in each of its windows, the peak above the
+    use at the window's start (the other arms then hold their state and do not run).
+    Its own process would report the same sum, less what TensorFlow allocates once per
+    process (which the first arm built carries). ``scope`` is "arm".
+    """
+
+    scope = "arm"
+
+    def __init__(self, probe: DeviceMemory) -> None:
+        self._probe = probe
+        self._before: dict[str, int] = {}
+        self._start: dict[str, int] = {}
+        self.held: dict[str, int] = {}
+
+    @property
+    def reason(self) -> str | None:
+        return self._probe.reason
+
+    @reason.setter
+    def reason(self, value: str | None) -> None:
+        self._probe.reason = value
+
+    def building(self) -> None:
+        """Call before the arm is built."""
+        self._before = self._probe.current()
+
+    def built(self) -> None:
+        """Call once the arm is built and warm."""
+        now = self._probe.current()
+        self.held = {k: max(0, v - self._before.get(k, 0)) for k, v in now.items()}
+
+    def reset(self) -> None:
+        self._start = self._probe.current()
+        self._probe.reset()
+
+    def peaks(self) -> dict[str, int]:
+        return {k: self.held.get(k, 0) + max(0, v - self._start.get(k, 0))
+                for k, v in self._probe.peaks().items()}

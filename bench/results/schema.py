@@ -206,8 +206,12 @@ class Memory:
         "bytes", label="peak device memory", better="lower", window="device_peak_bytes",
         compare="memory", why_missing="device_peak_reason",
         define="allocator peak in the measured windows, the largest over the devices; on "
-               "CPU process-wide (all logical devices share one allocator)")
-    device_scope: str = unit("")  # "per_device" or "process"
+               "CPU process-wide (all logical devices share one allocator); for an arm of "
+               "a shared process its own share: what it holds once built plus its windows' "
+               "peak above the use at their start")
+    # "per_device", "process" (one allocator for all devices: CPU) or "arm" (this
+    # configuration's share of an allocator that arms of one process share)
+    device_scope: str = unit("")
     host_peak_rss_bytes: int | None = unit("bytes", label="peak host RSS", detail=True,
                                            better="lower", window="host_peak_rss_bytes",
                                            compare="memory",
