@@ -65,12 +65,10 @@ def minimal_loop(tf: Any, keras: Any, strategy: Any, spec: Any, devices: list[st
     ``seconds``.
 
     The step captures its batch (a user with one batch calls ``step()``); the harness
-    passes each call its batch as arguments, as it cycles a pool of up to 8. The peer is
-    the loop a user writes, not an equal-work twin, so what the harness's way of feeding
-    costs shows in the ratio: on the 2-core CPU, MLP at batch 256, a same-process check
-    found the argument passing alone about 4% slower per step under one_device and
-    mirrored (the harness then equal to a peer that passes arguments), where the distinct
-    batches and the per-call loss fetch cost nothing measurable.
+    passes each call its batch as arguments, as it cycles a pool of up to 8, and calls the
+    traced graph directly (bench.child.trainer: tf.function's dispatch of per-replica
+    arguments cost it 5-8% of an 8 ms MLP step). The peer is the loop a user writes, not
+    an equal-work twin, so what the harness's way of feeding costs shows in the ratio.
     """
     from workloads import WORKLOADS
 

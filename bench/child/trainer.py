@@ -220,6 +220,7 @@ class Trainer:
             self._args = self._on_device(pool_xy, devices)
         self._step = 0
         self._fn = self._make_train_fn()
+        self._concrete: Any = None
 
     def _on_device(self, xy: Any, devices: DeviceSetup) -> tuple[Any, Any]:
         """Single-replica strategies hand back host tensors: pin them to the device."""
@@ -272,7 +273,14 @@ class Trainer:
     def call(self) -> Any:
         """Run ``steps_per_call`` steps; returns the last step's global mean loss."""
         if self._batches:
-            out = self._fn(self._batches[self._step % len(self._batches)])
+            batch = self._batches[self._step % len(self._batches)]
+            # The traced graph, called directly: tf.function's dispatch (matching the
+            # per-replica arguments against its traces) cost 5-8% of an 8 ms MLP step
+            # here (make overhead: 0.950x and 0.920x of the minimal loop, then 1.02x
+            # and 0.96x). Every batch of the pool has the first one's signature.
+            if self._concrete is None:
+                self._concrete = self._fn.get_concrete_function(batch)
+            out = self._concrete(batch)
         else:
             out = self._fn(self._args, self.tf.constant(self._step, self.tf.int64))
         self._step += self.spec.steps_per_call
