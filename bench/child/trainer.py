@@ -219,7 +219,7 @@ class Trainer:
             pool_xy = strategy.experimental_distribute_values_from_function(replica_pool)
             self._args = self._on_device(pool_xy, devices)
         self._step = 0
-        self._fn = self._make_train_fn()
+        self._fn: Any = self._make_train_fn()
         self._concrete: Any = None
 
     def _on_device(self, xy: Any, devices: DeviceSetup) -> tuple[Any, Any]:
