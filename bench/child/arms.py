@@ -12,10 +12,10 @@ another ran seconds apart, so their ratio is a within-process pair.
 
 The arms share the allocator, so each arm's device memory is its own share of it
 (``memory.ArmMemory``: what it holds once built, plus its windows' peak above the use
-at their start); the host's peak RSS is the process's and is left out. What stays
-with separate processes: start-up (an arm's "launch to first step" includes the arms
-built before it). Only the custom loop of in-process strategies can be an arm (the
-launcher checks).
+at their start); the host's peak RSS is the process's and is left out. An arm's
+start-up ("launch to first step") is the process's import and device set-up plus its
+own build and first step, without the arms built before it. Only the custom loop of
+in-process strategies can be an arm (the launcher checks).
 
 ARMS.json holds ``{"specs": [...], "rounds": R, "seed": S, "rewarm_calls": C,
 "profile": {"dirs": [...], "steps": N}}``: after the rounds, arm i with a directory in
@@ -133,15 +133,19 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
     arms = [Arm(i, s, ArmMemory(allocator)) for i, s in enumerate(specs)]
     # Built and warmed in a random order: whatever the first-built arm gains or loses
     # (allocator state, caches) is then noise over sessions, not a bias.
+    set_up = time.time()
     for arm in rng.sample(arms, len(arms)):
         try:
+            # Its start-up as its own process would have it: the process's import and
+            # device set-up, then its own build and first step, not the arms built before.
+            own_launch = launch_ts + (time.time() - set_up)
             arm.memory.building()
             t = time.perf_counter()
             own = DeviceSetup(devices.kind, devices.names[:arm.spec.devices], devices.logical)
             strategy = build_strategy(arm.spec, own.names)
             arm.trainer = TRAINERS.get(arm.spec.loop)(arm.spec, strategy, own)
             arm_phases = {**phases, "build_s": time.perf_counter() - t}
-            arm.warm = warm_up(arm.trainer.loop(), Rules.of(arm.spec), launch_ts=launch_ts,
+            arm.warm = warm_up(arm.trainer.loop(), Rules.of(arm.spec), launch_ts=own_launch,
                                phases=arm_phases, progress=child_log)
             arm.memory.built()
             child_log(f"arm {arm.index} built and warm: {arm.spec.label()}")
