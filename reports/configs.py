@@ -48,8 +48,8 @@ RUNS_DEFINITION = (
     "one run a side no noise is measured and no interval is given.")
 ANSWER_DEFINITION = (
     "every answer is one of three, each against the fastest configuration measured: "
-    "FASTER: every other configuration is slower beyond the noise (its 95% interval leaves "
-    "out 1) and by more than the margin (default +-5%); EQUIVALENT: the others that are "
+    "FASTER: every other configuration is slower beyond the noise and by more than the "
+    "margin (default +-5%): its whole 95% interval lies beyond it; EQUIVALENT: the others that are "
     "not slower are shown to lie within +-5% of the fastest (an equivalence test, TOST: "
     "their 90% interval lies inside the margin), and the simplest of them is chosen "
     "(fewest devices, then processes, then the plainest strategy); NOT SETTLED at this "

@@ -18,14 +18,17 @@ their noise can be pooled (one mean square, every group's degrees of freedom), a
   within), pooled over configurations.
 
 Each group is tested against the pool of the others (two-sided F test at
-``NOISE_DIFFERS_ALPHA``): the group whose noise differs most leaves the pool and keeps
-its own (its comparisons use their own runs or pairs), until the rest agree.
+``NOISE_DIFFERS_ALPHA``): the group whose noise differs most leaves the pool, until the
+rest agree; it keeps its own noise (its comparisons use their own runs or pairs). Two
+sessions that agree by luck then give a narrow interval at 1 degree of freedom, as
+they would unpooled: what keeps such luck from settling a gap near the margin is the
+rule that "beyond the margin" means the whole interval (``stats.Settlement``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
@@ -44,15 +47,19 @@ H = TypeVar("H", bound=Hashable)
 class NoisePool:
     """The pooled noise of one machine's configurations.
 
-    ``pairs``: the variance of one session's log ratio of two arms; ``runs``: of one
-    run's log figure; each with its degrees of freedom. ``own_pairs`` / ``own_runs``:
-    the configurations whose noise differs from the pool's (they keep their own).
+    ``pairs``: the variance of one session's log ratio of two arms. ``runs``: of one
+    run's log figure, per family of configurations measured alike (``run_family``:
+    arms of shared processes, or their own processes, by process count), since a
+    process of two workers does not vary as an arm does. Each with its degrees of
+    freedom. ``own_pairs`` / ``own_runs``: the configurations whose noise differs from
+    the pool's (they keep their own).
     """
 
     pairs: LogSpread
-    runs: LogSpread
+    runs: Mapping[Hashable, LogSpread]
     own_pairs: frozenset[str] = frozenset()
     own_runs: frozenset[str] = frozenset()
+    families: Mapping[str, Hashable] = field(default_factory=dict)
 
     def for_pairs(self, a: str, b: str) -> LogSpread | None:
         """What a comparison of arms ``a`` and ``b`` borrows (None: its own only)."""
@@ -61,20 +68,26 @@ class NoisePool:
         return self.pairs
 
     def for_runs(self, a: str, b: str) -> LogSpread | None:
-        """What a comparison of runs of ``a`` and ``b`` borrows (None: its own only)."""
-        if not self.runs.df or a in self.own_runs or b in self.own_runs:
+        """What a comparison of runs of ``a`` and ``b`` borrows (None: its own only):
+        the noisier of their families' pools."""
+        if a in self.own_runs or b in self.own_runs:
             return None
-        return self.runs
+        pools = [self.runs.get(self.families.get(k)) for k in (a, b)]
+        if any(p is None or not p.df for p in pools):
+            return None
+        return max((p for p in pools if p is not None), key=lambda p: p.var or 0.0)
 
     @classmethod
     def of(cls, configs: Sequence[ConfigView]) -> NoisePool:
         """Pool the noise of ``configs`` (one machine's)."""
         sessions: dict[str, dict[str, RunResult]] = {}
-        runs: dict[str, LogSpread] = {}
+        runs: dict[Hashable, dict[str, LogSpread]] = {}
+        families: dict[str, Hashable] = {}
         for c in configs:
+            families[c.key] = run_family(c)
             logs = [float(np.log(run_figure(w))) for w in c.stats_runs]
             if len(logs) >= 2:
-                runs[c.key] = LogSpread.of(logs)
+                runs.setdefault(families[c.key], {})[c.key] = LogSpread.of(logs)
             for view in c.ok_runs:
                 r = view.result
                 if r.interleaved is not None and r.figures is not None:
@@ -85,10 +98,21 @@ class NoisePool:
                 answers.setdefault(frozenset(arms), []).append(arms)
         pair_groups = {keys: pair_spread(rows) for keys, rows in answers.items()
                        if len(rows) >= 2}
-        pairs, odd_answers = guarded_pool(pair_groups)
-        runs_pool, odd_runs = guarded_pool(runs)
-        return cls(pairs, runs_pool, frozenset(k for keys in odd_answers for k in keys),
-                   frozenset(odd_runs))
+        pairs, odd = guarded_pool(pair_groups)
+        own_pairs = {k for g in odd for k in g}
+        run_pools: dict[Hashable, LogSpread] = {}
+        own_runs: set[str] = set()
+        for family, groups in runs.items():
+            run_pools[family], odd_runs = guarded_pool(groups)
+            own_runs |= odd_runs
+        return cls(pairs, run_pools, frozenset(own_pairs), frozenset(own_runs), families)
+
+
+def run_family(config: ConfigView) -> Hashable:
+    """How a configuration's runs were measured: as arms of shared processes or in
+    their own, and by how many processes."""
+    shared = any(v.result.interleaved is not None for v in config.ok_runs)
+    return ("arm" if shared else "own", config.processes)
 
 
 def pair_spread(sessions: Sequence[Mapping[str, RunResult]]) -> LogSpread:

@@ -9,7 +9,8 @@ against the fastest measured one (``configs.settle_of``: ``stats.settle_runs`` o
 runs), and the answer is one of three:
 
 - FASTER: every other configuration is slower beyond the noise and by more than the
-  margin (default +-5%): the fastest is recommended, with the interval to the next best;
+  margin (default +-5%), its whole 95% interval beyond it: the fastest is recommended,
+  with the interval to the next best;
 - EQUIVALENT: those not slower are *shown* to lie within the margin of the fastest (an
   equivalence test, not a failure to find a difference), and the simplest of them wins:
   fewest devices, then processes, then the plainest strategy (registry ``plainness``);
@@ -89,7 +90,11 @@ class Ranking:
 # The answer's kinds: the three of stats.SETTLE_VERDICTS an answer can be, and a
 # configuration alone at its batch setting (nothing to compare it with).
 ALONE = "alone"
-ANSWER_KINDS = (FASTER, EQUIVALENT, NOT_SETTLED, ALONE)
+# Some comparison is open, yet no outcome of it can change the answer: every open
+# configuration is no simpler than the answer and is shown not to beat it by more than
+# the margin (slower, or within the margin, where the simplest wins anyway).
+STANDS = "stands"
+ANSWER_KINDS = (FASTER, EQUIVALENT, STANDS, NOT_SETTLED, ALONE)
 
 
 @dataclass
@@ -114,10 +119,12 @@ class Recommendation:
     noise: str = ""
     super_ideal: list[ConfigView] = field(default_factory=list)  # flagged, kept
     margin: float = DEFAULT_MARGIN
+    # Open against the fastest, but shown unable to change the answer (kind STANDS).
+    bounded: list[ConfigView] = field(default_factory=list)
 
     @property
     def settled(self) -> bool:
-        return self.kind in (FASTER, EQUIVALENT, ALONE)
+        return self.kind in (FASTER, EQUIVALENT, STANDS, ALONE)
 
     @property
     def verb(self) -> str:
@@ -198,6 +205,10 @@ def answer_line(r: Recommendation) -> str:
         return (f"{head}; equivalent within {m} to "
                 f"{_listed([c.choice for c in _equivalent_to_best(r)])}, the simplest wins; "
                 f"{r.noise})")
+    if r.kind == STANDS:
+        return (f"{head}; stands: {_listed([_bounded_phrase(c, r) for c in r.bounded])} "
+                f"not settled against it, but shown not to beat it by more than {m}, and "
+                f"no simpler; {r.noise})")
     open_ = _listed([f"{c.choice} {_change(s)}" for c, s in _open(r)])
     fastest = r.fastest.choice if r.fastest is not None else "-"
     against = ("the fastest measured; not settled against it:" if r.best is r.fastest else
@@ -205,6 +216,13 @@ def answer_line(r: Recommendation) -> str:
     return (f"{r.ranking.label}: NOT SETTLED at this precision, {r.best.choice} for now "
             f"({fmt_rate(r.best.throughput or 0)} examples/s; {against} {open_} (neither "
             f"beyond the noise nor within {m}); {_needed(r)}; {r.noise})")
+
+
+def _bounded_phrase(c: ConfigView, r: Recommendation) -> str:
+    """``central_storage on 2 devices -5% [90%: -7%, -3%] vs default on 1 device``."""
+    assert r.best is not None
+    s = settle_of(c, r.best, r.margin)
+    return f"{c.choice} {_change_shown(s) if s else '-'} vs {r.best.choice}"
 
 
 def _rank_key(config: ConfigView) -> tuple[int, float, str]:
@@ -362,6 +380,15 @@ def _answer(r: Recommendation, candidates: list[ConfigView], sc: Scaling,
                      f"({fmt_rate(fastest.throughput or 0)} examples/s), is not faster by more "
                      f"than the margin: vs it, {_listed(shown)}, shown within {m} by "
                      f"{test}; so the simplest was chosen.")
+    elif r.kind == STANDS:
+        within = [c for c in _equivalent_to_best(r)]
+        text += ((f" Equivalent within {m} to {_listed([c.choice for c in within])}, the "
+                  f"simplest wins." if within else "")
+                 + f" Not every comparison is settled, but none can change this answer: "
+                 f"{_listed([_bounded_phrase(c, r) for c in r.bounded])} "
+                 f"{'is' if len(r.bounded) == 1 else 'are'} shown not to beat it by more "
+                 f"than the {m} margin (the upper end of the 90% interval), and no simpler: "
+                 f"slower or within the margin, {best.choice} is the answer either way.")
     else:
         open_ = [f"{c.choice} ({_change(s)} vs {fastest.choice})" for c, s in _open(r)]
         text = (f"NOT SETTLED at this precision; for now {text} "
@@ -488,13 +515,17 @@ def recommend(ranking: Ranking, machine: Machine, scaling: dict[str, Scaling],
     # headline means the runs' medians and means disagree: not settled either).
     unsettled = [c for c in candidates if verdict.get(c.key) in (NOT_SETTLED, FASTER)]
     best = min([fastest, *equivalent, *unsettled], key=lambda c: c.simplicity)
-    kind = (ALONE if len(candidates) == 1 else NOT_SETTLED if unsettled else
-            EQUIVALENT if equivalent else FASTER)
+    # Open comparisons that cannot change the answer: see STANDS.
+    bounded = [c for c in unsettled if c is not best and cannot_displace(c, best, margin)]
+    open_ = [c for c in unsettled if c not in bounded]
+    kind = (ALONE if len(candidates) == 1 else NOT_SETTLED if open_ else
+            STANDS if bounded else EQUIVALENT if equivalent else FASTER)
     rec = Recommendation(
         ranking, best, "", others, kind, fastest,
         sorted((c for c in equivalent if c is not best), key=lambda c: c.simplicity),
-        sorted((c for c in unsettled if c is not best), key=lambda c: c.simplicity),
-        settlements, describe_noise(candidates), [c for c, _ in flagged], margin)
+        sorted((c for c in open_ if c is not best), key=lambda c: c.simplicity),
+        settlements, describe_noise(candidates), [c for c, _ in flagged], margin,
+        sorted(bounded, key=lambda c: c.simplicity))
     rec.text = _answer(rec, candidates, scaling.get(best.key, Scaling()), machine)
 
     per_strategy: dict[str, ConfigView] = {}
@@ -507,6 +538,17 @@ def recommend(ranking: Ranking, machine: Machine, scaling: dict[str, Scaling],
         lines.append(f"{strategy}: no successful run (see the failures below)")
     rec.others = lines + others
     return rec
+
+
+def cannot_displace(c: ConfigView, best: ConfigView, margin: float) -> bool:
+    """``c`` cannot change an answer of ``best``: it is no simpler, and the evidence
+    shows it does not beat ``best`` by more than ``margin`` (the upper end of its 90%
+    interval against ``best`` below 1 + margin: a one-sided test at 5%). Slower, or
+    within the margin where the simplest wins: ``best`` either way."""
+    if c.simplicity <= best.simplicity:
+        return False
+    s = settle_of(c, best, margin)
+    return s is not None and s.decided and s.eq_high < 1.0 + margin
 
 
 def answer_workload(variant: Variant, configs: list[ConfigView], machine: Machine,

@@ -707,9 +707,9 @@ SETTLE_RESAMPLES = 100
 class Settlement:
     """What the evidence says about candidate / reference: one of ``SETTLE_VERDICTS``.
 
-    ``verdict``: FASTER / SLOWER when the ``1 - alpha`` interval leaves out 1 and the
-    estimate lies beyond +-``margin`` (symmetric on the log scale, as
-    ``paired_equivalence``); EQUIVALENT when the ``1 - 2 alpha`` interval lies inside
+    ``verdict``: FASTER / SLOWER when the ``1 - alpha`` interval lies wholly beyond
+    +-``margin`` (symmetric on the log scale, as ``paired_equivalence``); EQUIVALENT when
+    the ``1 - 2 alpha`` interval lies inside
     +-``margin`` (TOST, which takes precedence: a change shown smaller than the margin
     is no reason to choose); NOT_SETTLED otherwise. ``ratio`` is exp(mean log ratio);
     ``low``/``high`` its ``1 - alpha`` interval and ``eq_low``/``eq_high`` the
@@ -763,7 +763,7 @@ class Settlement:
         """The decision in words: ``+2.0% is shown to lie within +-5% (...)``."""
         change, m = f"{self.ratio - 1:+.1%}", f"+-{self.margin:.0%}"
         if self.verdict in (FASTER, SLOWER):
-            return f"{change} is beyond the noise and beyond {m}"
+            return f"{change} is beyond the noise and beyond {m} (its interval lies past it)"
         if self.verdict == EQUIVALENT:
             return (f"{change} is shown to lie within {m} (its {1 - 2 * self.alpha:.0%} "
                     f"interval lies inside it)")
@@ -808,7 +808,7 @@ def _settle(mean: float, se: float | None, df: float, sd_pair: float | None, *,
     bound = math.log1p(margin)
     nan = math.nan
     if se is None:
-        low = high = eq_low = eq_high = nan
+        low = high = eq_low = eq_high = half = nan
         significant = same = False
     else:
         half = float(sps.t.ppf(1.0 - alpha / 2.0, df)) * se
@@ -818,16 +818,23 @@ def _settle(mean: float, se: float | None, df: float, sd_pair: float | None, *,
         significant = low > 1.0 or high < 1.0
         same = (mean - eq_half > -bound and mean + eq_half < bound) if equivalent is None \
             else equivalent
+    # Beyond the margin means the whole interval lies beyond it, as "within" means the
+    # whole (90%) interval lies inside: a gap near the margin whose estimate happens to
+    # fall past it is neither, and is not settled (two sweeps of a 5% gap against a +-5%
+    # margin called it "slower" in one and "equivalent" in the other).
+    beyond = significant and (mean - half > bound or mean + half < -bound)
     if same:
         verdict = EQUIVALENT
-    elif significant and abs(mean) > bound:
+    elif beyond:
         verdict = FASTER if mean > 0 else SLOWER
     else:
         verdict = NOT_SETTLED
     needed = None
     if verdict == NOT_SETTLED and sd_pair is not None:
         with contextlib.suppress(ValueError):  # beyond MAX_PLANNED: "more than"
-            needed = (pairs_to_detect(sd_pair, mean, alpha=alpha, power=power,
+            # Past the margin: enough to show the gap beyond it, i.e. to detect its
+            # excess over the margin; inside it: enough to show it within.
+            needed = (pairs_to_detect(sd_pair, abs(mean) - bound, alpha=alpha, power=power,
                                       max_pairs=MAX_PLANNED) if abs(mean) > bound else
                       pairs_for_equivalence(sd_pair, margin, alpha=alpha, power=power,
                                             true_ratio=math.exp(mean), max_pairs=MAX_PLANNED))
@@ -877,7 +884,9 @@ def settle_runs(reference: Sequence[float], candidate: Sequence[float], *,
         sd, df = math.sqrt(v), float(n - 1)
         se = sd * math.sqrt(1.0 / sizes[0] + 1.0 / sizes[1])
     if pooled is not None and pooled.var is not None and pooled.df > df:
-        sd = math.sqrt(max(pooled.var, floor))
+        # The pool's degrees of freedom, never a variance below this comparison's own:
+        # a noisier configuration the F test could not tell apart keeps its width.
+        sd = math.sqrt(max(pooled.var, floor, sd * sd if sd is not None else 0.0))
         se, df = sd * math.sqrt(1.0 / sizes[0] + 1.0 / sizes[1]), float(pooled.df)
         return _settle(mean, se, df, sd * math.sqrt(2.0), margin=margin, alpha=alpha,
                        power=power, evidence=RUNS, sizes=sizes, sd_log=sd, pooled_df=df)
@@ -903,7 +912,8 @@ def settle_pairs(log_ratios: Sequence[float], *, margin: float = DEFAULT_MARGIN,
                          f"log_ratios={list(log_ratios)!r}")
     n = int(d.size)
     if pooled is not None and pooled.var is not None and pooled.df > n - 1:
-        sd = math.sqrt(pooled.var)
+        own = float(d.var(ddof=1)) if n >= 2 else 0.0
+        sd = math.sqrt(max(pooled.var, own))  # never below its own, as settle_runs
         return _settle(float(d.mean()), sd / math.sqrt(n), float(pooled.df), sd,
                        margin=margin, alpha=alpha, power=power, evidence=PAIRS, sizes=(n,),
                        sd_log=sd, pooled_df=float(pooled.df))
