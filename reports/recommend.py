@@ -6,7 +6,7 @@ so a ranking never mixes different amounts of work per step.
 
 The answer earns its conclusions from the runs. Every other configuration is settled
 against the fastest measured one (``configs.settle_of``: ``stats.settle_runs`` on their
-runs), and the answer is one of three:
+runs), and the answer is one of four:
 
 - FASTER: every other configuration is slower beyond the noise and by more than the
   margin (default +-5%), its whole 95% interval beyond it: the fastest is recommended,
@@ -14,9 +14,12 @@ runs), and the answer is one of three:
 - EQUIVALENT: those not slower are *shown* to lie within the margin of the fastest (an
   equivalence test, not a failure to find a difference), and the simplest of them wins:
   fewest devices, then processes, then the plainest strategy (registry ``plainness``);
+- STANDS: some comparison is open, but each open configuration is no simpler than the
+  answer and is shown not to beat it by more than the margin, so no outcome changes it;
 - NOT SETTLED at this precision: some configuration is neither shown slower nor shown
-  within the margin. The simplest of those not shown apart is shown for now, marked as
-  such, with the runs a configuration that would settle it at the noise measured.
+  within the margin, and could change the answer. The simplest of those not shown apart
+  is shown for now, marked as such, with the runs a configuration that would settle it
+  at the noise measured.
 
 Also:
 

@@ -33,7 +33,7 @@ from bench.results.stats import (
 )
 from reports.html import render_html
 from reports.markdown import render_markdown
-from reports.recommend import Recommendation
+from reports.recommend import STANDS, Recommendation, answer_line
 from reports.report import SweepReport, build_from_results
 from tests.helpers import fake_environment, replicated
 
@@ -220,3 +220,27 @@ def test_every_rendering_carries_the_answer_and_its_evidence(
         if kind == FASTER:
             assert "[+" in line  # the interval of the gap it was called on
     assert "definitions" in md.lower() and "EQUIVALENT" in md  # the definition says how
+
+
+@pytest.mark.parametrize(("mirrored", "kind"), [(955.0, STANDS), (1045.0, NOT_SETTLED)])
+def test_an_open_comparison_that_cannot_change_the_answer_leaves_it_settled(
+        mirrored: float, kind: str) -> None:
+    # one_device at 1,000 examples/s, mirrored (2 devices: not simpler) 4.5% behind or
+    # ahead, 1% noise, 3 runs each: the gap is neither shown beyond +-5% nor within it.
+    # Behind, mirrored cannot beat one_device by more than the margin, so whatever the
+    # gap turns out to be, one_device is the answer; ahead, it may, and nothing stands.
+    env = fake_environment("stands-box", gpus=2)
+    results = [*replicated("one_device", 1, 8, 1000.0, env=env, run_cv=0.01, cv=0.01),
+               *replicated("mirrored", 2, 8, mirrored, env=env, run_cv=0.01, cv=0.01)]
+    (rec,) = build_from_results(results, Path("/x")).machines[0].workloads[0].recommendations
+    assert rec.best is not None and rec.best.base_strategy == "one_device"
+    (s,) = rec.settlements.values()
+    assert s.verdict == NOT_SETTLED  # the comparison itself stays open either way
+    assert rec.kind == kind and rec.settled == (kind == STANDS)
+    if kind == STANDS:
+        assert [c.base_strategy for c in rec.bounded] == ["mirrored"] and not rec.unsettled
+        assert "none can change this answer" in rec.text and rec.verb == "use "
+        assert "stands: mirrored on 2 devices -4% [90%: " in answer_line(rec)
+    else:
+        assert [c.base_strategy for c in rec.unsettled] == ["mirrored"] and not rec.bounded
+        assert rec.text.startswith("NOT SETTLED at this precision")
