@@ -242,5 +242,7 @@ def test_an_open_comparison_that_cannot_change_the_answer_leaves_it_settled(
         assert "none can change this answer" in rec.text and rec.verb == "use "
         assert "stands: mirrored on 2 devices -4% [90%: " in answer_line(rec)
     else:
-        assert [c.base_strategy for c in rec.unsettled] == ["mirrored"] and not rec.bounded
-        assert rec.text.startswith("NOT SETTLED at this precision")
+        # mirrored is the fastest; one_device, simplest, is not shown within the margin
+        # of it, and mirrored may beat it by more: open.
+        assert rec.fastest is not None and rec.fastest.base_strategy == "mirrored"
+        assert not rec.bounded and rec.text.startswith("NOT SETTLED at this precision")
