@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
-from bench.results.pairs import process_log_ratio
+from bench.results.pairs import process_log_ratio, undisturbed_sessions
 from bench.results.schema import RunResult
 from bench.results.stats import NOISE_DIFFERS_ALPHA, LogSpread, noise_differs_p, run_figure
 
@@ -96,8 +96,9 @@ class NoisePool:
         for arms in sessions.values():
             if len(arms) >= 2:
                 answers.setdefault(frozenset(arms), []).append(arms)
-        pair_groups = {keys: pair_spread(rows) for keys, rows in answers.items()
-                       if len(rows) >= 2}
+        kept = {keys: [rows[i] for i in undisturbed_sessions(rows)]
+                for keys, rows in answers.items()}
+        pair_groups = {keys: pair_spread(rows) for keys, rows in kept.items() if len(rows) >= 2}
         pairs, odd = guarded_pool(pair_groups)
         own_pairs = {k for g in odd for k in g}
         run_pools: dict[Hashable, LogSpread] = {}

@@ -69,3 +69,26 @@ def test_one_process_statistic_is_the_median_round_ratio() -> None:
     # Only processes both configurations were arms of count.
     lone = _run(TWO, 2, [1500.0] * 3, None)
     assert session_log_ratios([a], [b, lone]) == [process_log_ratio(a, b)]
+
+
+def _cpu(result: RunResult, share: float) -> RunResult:
+    assert result.figures is not None
+    for w in result.figures.windows:
+        w.cpu_s = share * w.wall_s
+    return result
+
+
+def test_a_process_that_lost_cpu_for_its_whole_length_is_left_out() -> None:
+    # Four processes, mirrored 2% ahead; the first shared the cores with another job
+    # from start to end (both arms at 1.2 of 1.9 cores, the ratio thrown to 1.26).
+    ref = [_cpu(_run(ONE, p, [1000.0 if p > 1 else 500.0] * 3, f"s{p}"), 1.9 if p > 1 else 1.2)
+           for p in range(1, 5)]
+    cand = [_cpu(_run(TWO, p, [1020.0 if p > 1 else 630.0] * 3, f"s{p}"), 1.9 if p > 1 else 1.2)
+            for p in range(1, 5)]
+    ratios = session_log_ratios(ref, cand)
+    assert len(ratios) == 3 and all(math.isclose(r, math.log(1.02)) for r in ratios)
+    # Without CPU figures (older results), or when fewer than 3 processes: all kept.
+    plain = session_log_ratios([_run(ONE, p, [1000.0] * 3, f"s{p}") for p in (1, 2, 3)],
+                               [_run(TWO, p, [1020.0] * 3, f"s{p}") for p in (1, 2, 3)])
+    assert len(plain) == 3
+    assert len(session_log_ratios(ref[:2], cand[:2])) == 2

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from bench.results.schema import RunResult
 
@@ -58,9 +58,38 @@ def process_log_ratio(reference: RunResult, candidate: RunResult) -> float:
 def session_log_ratios(reference: Sequence[RunResult],
                        candidate: Sequence[RunResult]) -> list[float]:
     """One log(candidate / reference) per process in which both were arms (with
-    figures), in the order of ``reference``."""
+    figures), in the order of ``reference``, leaving out the disturbed processes
+    (``undisturbed_sessions``)."""
     by_session = {r.interleaved.session: r for r in candidate
                   if r.interleaved is not None and r.figures is not None}
-    return [process_log_ratio(r, by_session[r.interleaved.session]) for r in reference
-            if r.interleaved is not None and r.figures is not None
-            and r.interleaved.session in by_session]
+    matched = [(r, by_session[r.interleaved.session]) for r in reference
+               if r.interleaved is not None and r.figures is not None
+               and r.interleaved.session in by_session]
+    keep = undisturbed_sessions([{"r": r, "c": c} for r, c in matched])
+    return [process_log_ratio(*matched[i]) for i in keep]
+
+
+def undisturbed_sessions(sessions: Sequence[Mapping[str, RunResult]]) -> list[int]:
+    """Indices of the processes (each: arm -> its result) in which no arm lost CPU to
+    another job for the whole process: an arm's median CPU use over its windows below
+    ``DISTURBED_CPU`` of its median over the processes. The round filter compares a
+    process's rounds with each other and cannot see a neighbour that stayed for all of
+    them (a first session at half speed, both arms alike, kept an answer open for 10
+    sessions). Every process is kept with fewer than 3, without CPU figures, or when
+    over half would go."""
+    every = list(range(len(sessions)))
+    if len(sessions) < 3:
+        return every
+    use: dict[str, list[float | None]] = {}
+    for s in sessions:
+        for arm, r in s.items():
+            windows = r.figures.windows if r.figures is not None else []
+            shares = [w.cpu_s / w.wall_s for w in windows if w.cpu_s is not None and w.wall_s]
+            use.setdefault(arm, []).append(statistics.median(shares) if shares else None)
+    if any(u is None for us in use.values() for u in us) or \
+            any(len(us) != len(sessions) for us in use.values()):
+        return every
+    floors = {arm: DISTURBED_CPU * statistics.median(u for u in us if u is not None)
+              for arm, us in use.items()}
+    keep = [i for i in every if all((us[i] or 0.0) >= floors[arm] for arm, us in use.items())]
+    return keep if 2 * len(keep) >= len(sessions) else every
