@@ -15,7 +15,13 @@ their noise can be pooled (one mean square, every group's degrees of freedom), a
   and of the sessions' luck; answers pool it, and one session's log ratio of two arms
   has variance 2 var(e).
 - **runs**: a configuration's log run figures around their own mean (one-way ANOVA
-  within), pooled over configurations.
+  within), pooled over the configurations measured alike (``run_family``: arms, or
+  their own processes, by process count); a comparison across two families borrows
+  the noisier family's pool.
+
+Sessions disturbed for their whole length are left out first
+(``bench.results.pairs.undisturbed_sessions``). A pooled interval never uses a variance
+below the comparison's own (``stats.settle_pairs``, ``stats.settle_runs``).
 
 Each group is tested against the pool of the others (two-sided F test at
 ``NOISE_DIFFERS_ALPHA``): the group whose noise differs most leaves the pool, until the
