@@ -384,7 +384,7 @@ def _answer(r: Recommendation, candidates: list[ConfigView], sc: Scaling,
                      f"than the margin: vs it, {_listed(shown)}, shown within {m} by "
                      f"{test}; so the simplest was chosen.")
     elif r.kind == STANDS:
-        within = [c for c in _equivalent_to_best(r)]
+        within = _equivalent_to_best(r)
         text += ((f" Equivalent within {m} to {_listed([c.choice for c in within])}, the "
                   f"simplest wins." if within else "")
                  + f" Not every comparison is settled, but none can change this answer: "

@@ -43,10 +43,18 @@ def undisturbed_rounds(reference: RunResult, candidate: RunResult) -> list[int]:
     rounds = list(range(min(len(w) for w in wins)))
     if len(wins) < 2 or any(w.cpu_s is None for ws in wins for w in ws):
         return rounds
-    use = [[(w.cpu_s or 0.0) / w.wall_s for w in ws] for ws in wins]
+    return undisturbed([[(w.cpu_s or 0.0) / w.wall_s for w in ws[:len(rounds)]]
+                        for ws in wins])
+
+
+def undisturbed(use: Sequence[Sequence[float]]) -> list[int]:
+    """Indices i where every arm's CPU use ``use[arm][i]`` is at least ``DISTURBED_CPU``
+    of that arm's median; all of them when over half would go (no undisturbed level
+    to compare against)."""
+    every = list(range(len(use[0]))) if use else []
     floors = [DISTURBED_CPU * statistics.median(u) for u in use]
-    keep = [r for r in rounds if all(u[r] >= f for u, f in zip(use, floors, strict=True))]
-    return keep if 2 * len(keep) >= len(rounds) else rounds
+    keep = [i for i in every if all(u[i] >= f for u, f in zip(use, floors, strict=True))]
+    return keep if 2 * len(keep) >= len(every) else every
 
 
 def process_log_ratio(reference: RunResult, candidate: RunResult) -> float:
@@ -80,16 +88,14 @@ def undisturbed_sessions(sessions: Sequence[Mapping[str, RunResult]]) -> list[in
     every = list(range(len(sessions)))
     if len(sessions) < 3:
         return every
-    use: dict[str, list[float | None]] = {}
+    use: dict[str, list[float]] = {}
     for s in sessions:
         for arm, r in s.items():
             windows = r.figures.windows if r.figures is not None else []
             shares = [w.cpu_s / w.wall_s for w in windows if w.cpu_s is not None and w.wall_s]
-            use.setdefault(arm, []).append(statistics.median(shares) if shares else None)
-    if any(u is None for us in use.values() for u in us) or \
-            any(len(us) != len(sessions) for us in use.values()):
+            if not shares:
+                return every
+            use.setdefault(arm, []).append(statistics.median(shares))
+    if any(len(us) != len(sessions) for us in use.values()):
         return every
-    floors = {arm: DISTURBED_CPU * statistics.median(u for u in us if u is not None)
-              for arm, us in use.items()}
-    keep = [i for i in every if all((us[i] or 0.0) >= floors[arm] for arm, us in use.items())]
-    return keep if 2 * len(keep) >= len(sessions) else every
+    return undisturbed(list(use.values()))

@@ -809,20 +809,19 @@ def _settle(mean: float, se: float | None, df: float, sd_pair: float | None, *,
     nan = math.nan
     if se is None:
         low = high = eq_low = eq_high = half = nan
-        significant = same = False
+        same = False
     else:
         half = float(sps.t.ppf(1.0 - alpha / 2.0, df)) * se
         eq_half = float(sps.t.ppf(1.0 - alpha, df)) * se
         low, high = math.exp(mean - half), math.exp(mean + half)
         eq_low, eq_high = math.exp(mean - eq_half), math.exp(mean + eq_half)
-        significant = low > 1.0 or high < 1.0
         same = (mean - eq_half > -bound and mean + eq_half < bound) if equivalent is None \
             else equivalent
     # Beyond the margin means the whole interval lies beyond it, as "within" means the
     # whole (90%) interval lies inside: a gap near the margin whose estimate happens to
     # fall past it is neither, and is not settled (two sweeps of a 5% gap against a +-5%
     # margin called it "slower" in one and "equivalent" in the other).
-    beyond = significant and (mean - half > bound or mean + half < -bound)
+    beyond = mean - half > bound or mean + half < -bound  # False without noise (NaN)
     if same:
         verdict = EQUIVALENT
     elif beyond:
@@ -883,16 +882,17 @@ def settle_runs(reference: Sequence[float], candidate: Sequence[float], *,
         v, n = measured[0]
         sd, df = math.sqrt(v), float(n - 1)
         se = sd * math.sqrt(1.0 / sizes[0] + 1.0 / sizes[1])
+    pooled_df = None
     if pooled is not None and pooled.var is not None and pooled.df > df:
         # The pool's degrees of freedom, never a variance below this comparison's own:
         # a noisier configuration the F test could not tell apart keeps its width.
         sd = math.sqrt(max(pooled.var, floor, sd * sd if sd is not None else 0.0))
         se, df = sd * math.sqrt(1.0 / sizes[0] + 1.0 / sizes[1]), float(pooled.df)
-        return _settle(mean, se, df, sd * math.sqrt(2.0), margin=margin, alpha=alpha,
-                       power=power, evidence=RUNS, sizes=sizes, sd_log=sd, pooled_df=df)
+        pooled_df = df
     # Planned as pairs of runs (one a side): a pair's log ratio has SD sqrt(2) x a run's.
     return _settle(mean, se, df, None if sd is None else sd * math.sqrt(2.0), margin=margin,
-                   alpha=alpha, power=power, evidence=RUNS, sizes=sizes, sd_log=sd)
+                   alpha=alpha, power=power, evidence=RUNS, sizes=sizes, sd_log=sd,
+                   pooled_df=pooled_df)
 
 
 def settle_pairs(log_ratios: Sequence[float], *, margin: float = DEFAULT_MARGIN,
