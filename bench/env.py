@@ -32,8 +32,16 @@ from typing import Any
 from bench.hardware import Hardware, detect, nccl_version
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# The variables that can change a run's figures, by a prefix that belongs to the software
+# that reads them (NCCL, CUDA, XLA, OpenMP, Intel's OpenMP, MKL, oneDNN, TPU runtimes,
+# Slurm, stratbench itself). TensorFlow shares its TF_ prefix with Terraform
+# (TF_CLI_CONFIG_FILE, TF_LOG, TF_VAR_*, TF_DATA_DIR), so TensorFlow's own are named by
+# its prefixes and names: a machine's Terraform settings are not its software.
 _ENV_PATTERN = re.compile(
-    r"^(TF_|NCCL_|CUDA_|XLA_|OMP_|KMP_|MKL_|ONEDNN_|TPU_|SLURM_JOB|STRATBENCH_)")
+    r"^(NCCL_|CUDA_|XLA_|OMP_|KMP_|MKL_|ONEDNN_|DNNL_|TPU_|SLURM_JOB|STRATBENCH_"
+    r"|TF_(CPP_|GPU_|XLA_|ENABLE_|DISABLE_|CUDNN_|NUM_|FORCE_|USE_|CPU_|ONEDNN_|MKL_|GRPC_"
+    r"|AUTOTUNE_|COLLECTIVE_|DATA_EXPERIMENT_)"
+    r"|(TF_CONFIG|TF_DETERMINISTIC_OPS|TF_DUMP_GRAPH_PREFIX|TF2_BEHAVIOR|KERAS_BACKEND)$)")
 # Testing hook: every timed call in a measured window takes this fraction longer
 # (tests/test_compare.py checks that `compare` flags it). Being a STRATBENCH_ variable
 # it is recorded in the fingerprint, so a slowed result can never pass for a real one.
@@ -101,6 +109,7 @@ def stall_until(deadline: float) -> float:
 
 
 def relevant_env() -> dict[str, str]:
+    """The environment variables that can change a run's figures (``_ENV_PATTERN``)."""
     return {k: v for k, v in sorted(os.environ.items()) if _ENV_PATTERN.match(k)}
 
 
@@ -192,8 +201,10 @@ def software_stack(env: dict[str, Any]) -> dict[str, Any]:
         out["nccl"] = env["nccl"]
     gpus = env.get("machine_gpus") or env.get("gpus") or []
     out["gpu_driver"] = sorted({str(g.get("driver")) for g in gpus if g.get("driver")})
+    # Read through the same rule: results stored under a wider one (Terraform's TF_
+    # variables) keep the software id they would have had.
     out["env_vars"] = {k: v for k, v in sorted((env.get("env_vars") or {}).items())
-                       if not _BOOKKEEPING_VARS.match(k)}
+                       if _ENV_PATTERN.match(k) and not _BOOKKEEPING_VARS.match(k)}
     return out
 
 

@@ -430,8 +430,10 @@ class Independent(StrategyFactory):
     accepts = ("workers_per_device",)
     combiner = "concurrent_copies"
     combination = ("independent copies started together (barrier after every copy's "
-                   "warm-up): each combined window is a window of the first copy cut to the "
-                   "time every copy was measuring, its throughput the sum of the copies' "
+                   "warm-up, then windows on one wall-clock schedule the launcher sets, each "
+                   "max_seconds long in every copy): each combined window is a window of "
+                   "the first copy cut to the time every copy was measuring, its "
+                   "throughput the sum of the copies' "
                    "rates inside it (examples of their windows pro-rated by overlap); the "
                    "global throughput is the median combined window. Step times, loss and "
                    "memory are the first copy's; every copy's own windows are in tasks")

@@ -17,6 +17,7 @@ import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from bench.results.combination import ran_concurrently
 from bench.results.pairs import session_log_ratios
 from bench.results.schema import Communication, Figures, RunResult, TaskFigures
 from bench.results.stats import (
@@ -224,6 +225,13 @@ class ConfigView:
     @property
     def ok(self) -> bool:
         return bool(self.ok_runs) and self.summary is not None
+
+    @property
+    def concurrent(self) -> bool:
+        """Every run's figure is of its processes running together (see
+        ``bench.results.combination.ran_concurrently``)."""
+        return all(r.result.figures is None or ran_concurrently(r.result.figures)
+                   for r in self.ok_runs)
 
     @property
     def status(self) -> str:

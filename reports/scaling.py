@@ -91,6 +91,8 @@ def scaling_of(config: ConfigView, index: Index) -> Scaling:
     one_per_replica = index.one_device(v, config.per_replica_batch)
     independent = (index.get(v, IDEAL_BASELINE, n, config.global_batch)
                    if config.base_strategy != IDEAL_BASELINE else None)
+    if independent is not None and not independent.concurrent:
+        independent = None  # copies that never measured together set no ceiling
     one = one_global or one_per_replica
     return Scaling(
         speedup=_against(config, same_global),

@@ -21,6 +21,7 @@ Like tests/probe_cases.py, one process per case (one MirroredStrategy per proces
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import time
 from collections.abc import Callable
@@ -34,12 +35,18 @@ from tests.tf_cases import run_case
 STEPS = 5  # profiled steps, as a sweep's evidence takes
 WIDTH = 64  # the tiny model's layer width
 BATCH = 32
-CHAIN = 12  # matmuls of SIDE x SIDE per knob: ~10-20 ms on a 2-core machine
+# What a knob adds per step. Its work is sized on the machine the case runs on (the same
+# matmuls take 10-20 ms on one CPU of this kind and 4 ms on another with oneDNN's AMX or
+# AVX-512 kernels), so that it stands well above the test's 5 ms effect everywhere.
+KNOB_S = 0.015
+CHAIN = 12  # matmuls of SIDE x SIDE per knob before sizing
+MAX_CHAIN = 96
 SIDE = 384
-# All-reduced per step: 16 MiB a replica (~14 ms here; only one element of the result is
-# read, since summing it would be compute).
+# All-reduced per step before sizing: 16 MiB a replica (only one element of the result
+# is read, since summing it would be compute).
 ALL_REDUCE_FLOATS = 4 * 2**20
-PYTHON_S = 0.015  # Python busy time per step
+MAX_ALL_REDUCE_FLOATS = 16 * 2**20
+PYTHON_S = KNOB_S  # Python busy time per step
 
 
 def run_attribution_case(case: str, timeout: float = 120, **kwargs: Any) -> Any:
@@ -48,10 +55,30 @@ def run_attribution_case(case: str, timeout: float = 120, **kwargs: Any) -> Any:
                     env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), **kwargs)
 
 
-def _chain(tf: Any, m: Any) -> Any:
-    for _ in range(CHAIN):
+def _chain(tf: Any, m: Any, links: int = CHAIN) -> Any:
+    for _ in range(links):
         m = tf.linalg.matmul(m, m) * (1.0 / SIDE)  # scaled so the values stay finite
     return m
+
+
+def _sized(call: Callable[[], object], size: int, most: int) -> int:
+    """``size`` scaled so that ``call`` (work in proportion to it) takes ``KNOB_S``:
+    the best of 5 timed calls after 2 warm ones, never below ``size`` or above ``most``."""
+    for _ in range(2):
+        call()
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - t)
+    return max(size, min(most, math.ceil(size * KNOB_S / best)))
+
+
+def _chain_links(tf: Any) -> int:
+    """Matmuls a knob's chain needs on this machine to take ``KNOB_S``."""
+    m = tf.random.uniform((SIDE, SIDE))
+    chain = tf.function(lambda: tf.reduce_sum(_chain(tf, m)))
+    return _sized(lambda: float(chain()), CHAIN, MAX_CHAIN)
 
 
 def _busy(seconds: float) -> None:
@@ -108,9 +135,10 @@ def case_input(setup: Any, tmp: str) -> dict[str, Any]:
 
     strategy = tf.distribute.get_strategy()
     x = tf.random.uniform((BATCH, WIDTH))
+    links = _chain_links(tf)
 
     def slow(v: Any) -> Any:  # the element's own matmul chain, on the pipeline's threads
-        return v + 1e-12 * tf.reduce_sum(_chain(tf, tf.random.uniform((SIDE, SIDE))))
+        return v + 1e-12 * tf.reduce_sum(_chain(tf, tf.random.uniform((SIDE, SIDE)), links))
 
     def pipeline(heavy: bool) -> Any:
         ds = tf.data.Dataset.from_tensors(x).repeat()
@@ -128,9 +156,10 @@ def case_compute(setup: Any, tmp: str) -> dict[str, Any]:
     strategy = tf.distribute.get_strategy()
     x = tf.random.uniform((BATCH, WIDTH))
     base = _tiny_step(tf, strategy)
+    links = _chain_links(tf)
     # Made in the step: a captured constant's chain would be folded when the graph is built.
-    knob = _tiny_step(tf, strategy,
-                      lambda _: tf.reduce_sum(_chain(tf, tf.random.uniform((SIDE, SIDE)))))
+    knob = _tiny_step(tf, strategy, lambda _: tf.reduce_sum(
+        _chain(tf, tf.random.uniform((SIDE, SIDE)), links)))
     return _pair(tf, tmp, lambda: float(base(x)), lambda: float(knob(x)))
 
 
@@ -141,12 +170,21 @@ def case_communication(setup: Any, tmp: str) -> dict[str, Any]:
     x = tf.random.uniform((BATCH, WIDTH))
     # Each replica's own copy: a tensor captured from outside the replicas is the same
     # value everywhere, and MirroredStrategy "reduces" it by multiplying, with no traffic.
-    with strategy.scope():
-        big = tf.Variable(tf.random.uniform((ALL_REDUCE_FLOATS,)))
+    def variable(floats: int) -> Any:
+        with strategy.scope():
+            return tf.Variable(tf.random.uniform((floats,)))
 
-    def all_reduce(_: Any) -> Any:
-        ctx = tf.distribute.get_replica_context()
-        return ctx.all_reduce(tf.distribute.ReduceOp.SUM, big.read_value())[0]
+    def reducer(v: Any) -> Callable[[Any], Any]:
+        def all_reduce(_: Any) -> Any:
+            ctx = tf.distribute.get_replica_context()
+            return ctx.all_reduce(tf.distribute.ReduceOp.SUM, v.read_value())[0]
+        return all_reduce
+
+    probe = variable(ALL_REDUCE_FLOATS)
+    alone = tf.function(lambda: strategy.run(reducer(probe), args=(0.0,)))
+    big = variable(_sized(lambda: [float(t) for t in strategy.experimental_local_results(
+        alone())], ALL_REDUCE_FLOATS, MAX_ALL_REDUCE_FLOATS))
+    all_reduce = reducer(big)
 
     base = _tiny_step(tf, strategy)
     knob = _tiny_step(tf, strategy, all_reduce)

@@ -49,6 +49,17 @@ def test_a_software_upgrade_keeps_the_machine_and_changes_the_software() -> None
                    {"env_vars": {"NCCL_ALGO": "Ring"}},
                    {"env_vars": {"STRATBENCH_INJECT_SLOWDOWN": "0.2"}}):
         assert software_id(env(**change)) != software_id(before), change
+    # Another tool's TF_ variables (Terraform's) are not TensorFlow's: no software.
+    for other in ({"TF_CLI_CONFIG_FILE": "/root/.terraformrc"}, {"TF_LOG": "DEBUG"},
+                  {"TF_VAR_region": "eu"}, {"TF_DATA_DIR": "/tmp/tf"}):
+        assert software_id(env(tensorflow="2.21.0", python="3.11.7", env_vars=other)) \
+            == software_id(before), other
+    for tensorflow in ({"TF_ENABLE_ONEDNN_OPTS": "0"}, {"TF_XLA_FLAGS": "--x"},
+                       {"TF_GPU_ALLOCATOR": "cuda_malloc_async"}, {"TF_CONFIG": "{}"},
+                       {"TF_CPU_ALLOCATOR_USE_BFC": "1"}, {"OMP_NUM_THREADS": "2"},
+                       {"KMP_AFFINITY": "compact"}, {"DNNL_VERBOSE": "1"}):
+        assert software_id(env(tensorflow="2.21.0", python="3.11.7", env_vars=tensorflow)) \
+            != software_id(before), tensorflow
     # A job id or a cache path is not software: every run has its own.
     for same in ({"SLURM_JOB_ID": "123"}, {"STRATBENCH_CACHE_DIR": "/tmp/x"}):
         assert software_id(env(tensorflow="2.21.0", python="3.11.7", env_vars=same)) \
@@ -203,3 +214,15 @@ def test_parse_int_reads_what_tools_print(text: str | None, expected: int | None
     ("2596.000", 2596.0), ("250.5 W", None), ("[N/A]", None), (None, None)])
 def test_parse_float_reads_what_tools_print(text: str | None, expected: float | None) -> None:
     assert hardware.parse_float(text) == expected
+
+
+def test_the_recorded_variables_are_those_the_stack_reads(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    from bench.env import relevant_env
+
+    monkeypatch.setenv("TF_CLI_CONFIG_FILE", "/root/.terraformrc")
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "1")
+    monkeypatch.setenv("NCCL_ALGO", "Ring")
+    recorded = relevant_env()
+    assert "TF_CLI_CONFIG_FILE" not in recorded
+    assert recorded["TF_ENABLE_ONEDNN_OPTS"] == "1" and recorded["NCCL_ALGO"] == "Ring"

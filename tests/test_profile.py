@@ -75,6 +75,15 @@ def test_classifier_counts_packing_ops_only_in_the_optimizers_all_reduce() -> No
 
 @pytest.mark.parametrize(("text", "line", "expected"), [
     ("mlp/dense/MatMul:MatMul", "tf_Compute/1", Part("compute", "MatMul")),
+    # oneDNN's kernels and grappler's fusions are read as the op they compute, so a
+    # breakdown names the same ops on any CPU and the scope rules hold for them.
+    ("mlp/dense/MatMul:_MklNativeFusedMatMul", "tf_Compute/1", Part("compute", "MatMul")),
+    ("mlp/dense/MatMul:_FusedMatMul", "tf_Compute/1", Part("compute", "MatMul")),
+    ("gradient_tape/cnn/conv/Conv2DBackpropFilter:_MklNativeConv2DBackpropFilterWithBias",
+     "tf_Compute/1", Part("compute", "Conv2DBackpropFilter")),
+    ("adam/AddN:_MklAddN", "tf_Compute/1", Part("communication", "AddN")),
+    ("cnn/bn/FusedBatchNormV3:_MklNativeFusedBatchNormV3", "tf_Compute/1",
+     Part("compute", "FusedBatchNormV3")),
     ("adam/CollectiveReduceV2:CollectiveReduceV2", "collective_ops/7",
      Part("communication", "CollectiveReduceV2")),
     ("mul/_1:_Recv", "tf_Compute/1", Part("communication", "_Recv")),

@@ -6,6 +6,7 @@ computed from the throughputs the test put in, not copied from a run.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
@@ -90,6 +91,12 @@ def test_scaling_figures_follow_their_definitions() -> None:
     assert sc4.vs_independent is not None
     assert sc4.vs_independent.value == pytest.approx(3000 / 3400)
     assert sc2.vs_independent is None  # no independent run at 2 devices
+    # Copies that never measured at the same time set no ceiling.
+    apart = [dataclasses.replace(r, figures=dataclasses.replace(
+        r.figures, combination="NOT CONCURRENT (no window of the first copy overlapped "
+                               "every copy's windows): ..."))
+             if r.spec.strategy == "independent" and r.figures else r for r in results]
+    assert _only_machine(_report(apart)).scaling[m4.key].vs_independent is None
     assert mr.machine.disclaimer is None  # GPUs: no CPU-only caveat
     (rec,) = [r for r in mr.workloads[0].recommendations if r.ranking.batch == 64]
     assert rec.best is not None and rec.best.key == m4.key  # independent is never chosen

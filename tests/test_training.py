@@ -216,6 +216,21 @@ def test_windows_end_on_steps_or_on_time_after_the_minimum() -> None:
     assert rules.window_done(12, 0.0, 12)
 
 
+def test_windows_on_a_common_schedule_end_on_the_clock_not_on_steps() -> None:
+    """Processes measured side by side (independent copies) close window i at the same
+    wall-clock time, start + (i + 1) x max_seconds, however many steps each took."""
+    from bench.child.windows import Rules
+
+    rules = Rules(repeats=2, warmup_steps=2, min_steps=4, max_steps=10, max_seconds=1.0)
+    assert rules.on_schedule(None) is rules
+    timed = rules.on_schedule(100.0)
+    assert not timed.window_done(30, 0.5, None, index=0, now_ts=100.5)  # past max_steps
+    assert timed.window_done(30, 1.0, None, index=0, now_ts=101.0)
+    assert not timed.window_done(3, 1.0, None, index=0, now_ts=101.2)  # short of min_steps
+    assert not timed.window_done(50, 0.99, None, index=1, now_ts=101.99)
+    assert timed.window_done(50, 1.0, None, index=1, now_ts=102.0)
+
+
 def test_shards_rebuild_every_global_batch() -> None:
     pool, g = 3, 8
     rows = np.arange(pool * g)

@@ -105,7 +105,7 @@ class FitClock:
     launch_ts: float
     phases: Mapping[str, float]
     progress: Callable[[str], None] = lambda _: None
-    before_windows: Callable[[], None] = lambda: None
+    before_windows: Callable[[], float | None] = lambda: None
     warm_target: int | None = None
     agree: Callable[[float], int] | None = None
     clock: Callable[[], float] = time.perf_counter
@@ -170,7 +170,11 @@ class FitClock:
         if not self._steps:
             self._first_loss = loss
         self._steps += steps
-        if not self.rules.window_done(self._steps, tn - self._t0, self._fixed):
+        ends = self.rules.window_done(self._steps, tn - self._t0, self._fixed,
+                                      index=len(self.windows), now_ts=self._epoch + tn)
+        # On a common schedule a window ends on the clock, not a step count; fit's epoch
+        # (step_bound) holds this many steps per window, so a window never outruns it.
+        if not ends and self._steps < _STEP_BOUND_FACTOR * self.rules.max_steps:
             return False
         return self._close_window(loss)
 
@@ -185,7 +189,7 @@ class FitClock:
             self._fixed = self.agree((now - self._t_warm) / timed)
         self.warmup = Warmup(first_call_s=self._first_s, steps=self._warm_steps,
                              total_s=now - self._t_start)
-        self.before_windows()
+        self.rules = self.rules.on_schedule(self.before_windows())
         self._slowdown = injected_slowdown()
         if self._slowdown:
             self.progress(f"testing hook {INJECT_SLOWDOWN_VAR}={self._slowdown:g}: every "
@@ -368,7 +372,7 @@ class FitTrainer:
 
     def measure(self, launch_ts: float, phases: dict[str, float],
                 progress: Callable[[str], None] = lambda _: None,
-                before_windows: Callable[[], None] = lambda: None) -> Figures:
+                before_windows: Callable[[], float | None] = lambda: None) -> Figures:
         """Warm up, then measure ``repeats`` windows inside one ``fit``; the figures.
 
         Arguments as ``Trainer.measure``. Workers of a multi-worker run agree on the

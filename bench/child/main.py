@@ -81,11 +81,13 @@ class Context:
     def mark_ready(self) -> None:
         (self.run_dir / f"ready.{self.task.name}").touch()
 
-    def wait_for_go(self) -> None:
-        """Block until the launcher says every task is ready (it kills us on its deadline)."""
+    def wait_for_go(self) -> float:
+        """Block until the launcher says every task is ready (it kills us on its deadline);
+        returns the wall-clock time the launcher set for every task's windows to start."""
         go = self.run_dir / "go"
         while not go.exists():
             time.sleep(BARRIER_POLL_S)
+        return float(go.read_text())
 
 
 def _fault(task: Task, stage: str) -> None:
@@ -179,15 +181,22 @@ def run_train(ctx: Context) -> TaskReport:
                       weights_checksum=trainer.weights_checksum())
 
 
-def _before_windows(ctx: Context, at_start: Callable[[], None]) -> Callable[[], None]:
-    def hook() -> None:
+def _before_windows(ctx: Context, at_start: Callable[[], None]
+                    ) -> Callable[[], float | None]:
+    def hook() -> float | None:
         _fault(ctx.task, "kill_after_warmup")
-        if ctx.task.barrier:
-            # Ready only now, warmed up: the launcher says "go" once every copy is, so
-            # no copy's windows run beside another's tracing or first steps.
-            ctx.mark_ready()
-            ctx.wait_for_go()
+        if not ctx.task.barrier:
+            at_start()
+            return None
+        # Ready only now, warmed up: the launcher says "go" once every copy is, so no
+        # copy's windows run beside another's tracing or first steps. Every copy then
+        # opens its windows at the time the launcher set, not when it saw the word (a
+        # poll apart), and closes them on that schedule (windows.Rules.common_start_ts).
+        ctx.mark_ready()
+        start_ts = ctx.wait_for_go()
         at_start()  # after the barrier: the state as the windows open
+        time.sleep(max(0.0, start_ts - time.time()))
+        return start_ts
     return hook
 
 

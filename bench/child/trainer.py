@@ -327,7 +327,7 @@ class Trainer:
 
     def measure(self, launch_ts: float, phases: dict[str, float],
                 progress: Callable[[str], None] = lambda _: None,
-                before_windows: Callable[[], None] = lambda: None) -> Figures:
+                before_windows: Callable[[], float | None] = lambda: None) -> Figures:
         """Warm up, then measure ``repeats`` windows; returns the figures.
 
         ``launch_ts`` is the wall-clock time the parent launched this process;

@@ -72,18 +72,34 @@ class Rules:
     min_steps: int
     max_steps: int
     max_seconds: float
+    # Wall-clock time (epoch seconds) the windows of processes measured side by side
+    # start at: window i then ends at start + (i + 1) x max_seconds in every one of them,
+    # whatever its speed. Windows that end on a step count instead last a few ms for a
+    # tiny model on a fast CPU, less than the processes' release from the barrier
+    # differs by, and then never overlapped.
+    common_start_ts: float | None = None
 
     @classmethod
     def of(cls, spec: RunSpec) -> Rules:
         return cls(spec.repeats, spec.warmup_steps, spec.min_steps, spec.max_steps,
                    spec.max_seconds)
 
-    def window_done(self, steps: int, elapsed_s: float, fixed_steps: int | None) -> bool:
-        """Whether a window that took ``steps`` steps in ``elapsed_s`` seconds ends now."""
+    def window_done(self, steps: int, elapsed_s: float, fixed_steps: int | None, *,
+                    index: int = 0, now_ts: float = 0.0) -> bool:
+        """Whether window ``index``, ``steps`` steps and ``elapsed_s`` seconds in, ends
+        now (``now_ts``: the wall-clock time, read on a common schedule only)."""
         if fixed_steps is not None:
             return steps >= fixed_steps
+        if self.common_start_ts is not None:
+            end = self.common_start_ts + (index + 1) * self.max_seconds
+            return now_ts >= end and steps >= self.min_steps
         return steps >= self.max_steps or (elapsed_s >= self.max_seconds
                                            and steps >= self.min_steps)
+
+    def on_schedule(self, start_ts: float | None) -> Rules:
+        """These rules with the windows on a common wall-clock schedule (None: unchanged)."""
+        return self if start_ts is None else dataclasses.replace(self,
+                                                                 common_start_ts=start_ts)
 
 
 class DeviceMemoryProbe(Protocol):
@@ -202,7 +218,7 @@ def run_window(loop: Loop, rules: Rules, index: int, out: Any, *,
         if steps == 0:
             first_loss = loss
         steps += k
-        if rules.window_done(steps, tn - t0, fixed_steps):
+        if rules.window_done(steps, tn - t0, fixed_steps, index=index, now_ts=epoch + tn):
             break
     loop.sync(out)
     t1 = time.perf_counter()
@@ -233,7 +249,7 @@ def measure(loop: Loop, rules: Rules, *, stats: ModelStats, launch_ts: float,
             phases: dict[str, float], memory: DeviceMemoryProbe,
             replica_divergence: Callable[[], float],
             progress: Callable[[str], None] = lambda _: None,
-            before_windows: Callable[[], None] = lambda: None,
+            before_windows: Callable[[], float | None] = lambda: None,
             warm_target: int | None = None,
             agree: Callable[[float], int] | None = None) -> Figures:
     """Warm up, then measure ``rules.repeats`` windows; returns the run's figures.
@@ -241,14 +257,16 @@ def measure(loop: Loop, rules: Rules, *, stats: ModelStats, launch_ts: float,
     ``launch_ts`` is the wall-clock time the parent launched this process; ``phases``
     holds the seconds spent importing TensorFlow, setting up devices and building
     (``import_tf_s``, ``device_setup_s``, ``build_s``). ``before_windows`` runs between
-    warm-up and the first window (e.g. a start barrier shared by independent copies).
+    warm-up and the first window (e.g. a start barrier shared by independent copies); it
+    returns the wall-clock time the windows start at when they follow a schedule common
+    to several processes (``Rules.common_start_ts``), else None.
     ``warm_target`` raises the warm-up step count; ``agree``, given the warm-up's
     seconds per step, returns the step count every window must take (workers of one
     synchronous run must stop on the same step).
     """
     warm = warm_up(loop, rules, launch_ts=launch_ts, phases=phases, progress=progress,
                    warm_target=warm_target, agree=agree)
-    before_windows()
+    rules = rules.on_schedule(before_windows())
     slowdown = announce_slowdown(progress)
     runs: list[WindowRun] = []
     out = warm.out

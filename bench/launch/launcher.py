@@ -37,6 +37,10 @@ from bench.tasks import Task
 
 KILL_GRACE_S = 10.0
 POLL_S = 0.05
+# Barrier tasks start their windows this long after the launcher saw every one ready:
+# more than a task takes to notice the word (bench.child.main.BARRIER_POLL_S) and read
+# its device state, so that every one starts on the same clock.
+GO_LEAD_S = 0.25
 # A task that is not up (strategy built / server started) by then is declared hung.
 STARTUP_TIMEOUT_S = 120.0
 # After the main task finishes, how long its peers get to leave their payloads.
@@ -369,7 +373,7 @@ def _supervise(run: _Run, t0: float, timeout: float) -> tuple[str | None, str, _
                     f"exited with code {p.proc.returncode} without a result"
                 return "failed", f"task {p.task.name} failed: {why}", p
         if not go_written and all(run.ready(p) for p in procs):
-            (run.run_dir / "go").touch()
+            _say_go(run.run_dir / "go", time.time() + GO_LEAD_S)
             go_written = True
         late = [p for p in procs if not run.ready(p)]
         if now > deadline:
@@ -383,6 +387,13 @@ def _supervise(run: _Run, t0: float, timeout: float) -> tuple[str | None, str, _
                    f"{startup_deadline - t0:g} s of launch")
             return "timeout", why, late[0]
         time.sleep(POLL_S)
+
+
+def _say_go(path: Path, start_ts: float) -> None:
+    """Tell barrier tasks when their windows start (written whole: they poll for it)."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(repr(start_ts))
+    os.replace(tmp, path)
 
 
 def _combine(spec: RunSpec, main: Figures, procs: list[_Proc],

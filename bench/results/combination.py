@@ -19,6 +19,9 @@ from bench.results.schema import Figures, TaskFigures
 from bench.spec import RunSpec
 from bench.strategies import STRATEGIES
 
+# How a combination that is not a figure of the copies running together starts.
+NOT_CONCURRENT = "NOT CONCURRENT"
+
 # (spec, main task's figures, every task's figures, the strategy's description) -> run's.
 Combiner = Callable[[RunSpec, Figures, list[TaskFigures], str], Figures]
 
@@ -48,7 +51,7 @@ def concurrent_copies(spec: RunSpec, main: Figures, tasks: list[TaskFigures],
             main, tasks=tasks, global_throughput=total,
             per_replica_throughput=total / replicas,
             achieved_flops_per_s=main.model.train_flops_per_example * total,
-            combination=f"NOT CONCURRENT ({why}): global throughput = sum of the "
+            combination=f"{NOT_CONCURRENT} ({why}): global throughput = sum of the "
                         f"copies' median window throughputs")
     windows = as_windows(combined, tasks[0].windows, spec.examples_per_step, replicas)
     rates = [w.global_throughput for w in windows]
@@ -60,6 +63,12 @@ def concurrent_copies(spec: RunSpec, main: Figures, tasks: list[TaskFigures],
         throughput_cv=coefficient_of_variation(rates),
         combination=f"{described} ({len(windows)} of {len(tasks[0].windows)} "
                     f"windows of the first copy ran while every copy measured)")
+
+
+def ran_concurrently(figures: Figures) -> bool:
+    """Whether a run's global figure is of its processes running together (False for
+    copies that never measured at the same time: their sum is no ceiling)."""
+    return not (figures.combination or "").startswith(NOT_CONCURRENT)
 
 
 COMBINERS: Registry[Combiner] = Registry("combiner")

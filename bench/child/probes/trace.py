@@ -89,6 +89,15 @@ IDLE_LABEL = "nothing recorded"
 # Labels of events that envelop others of their part (see ``attribute``).
 ENVELOPE_LABELS = frozenset({EXECUTOR_LABEL})
 
+# Builds name one op's kernels differently: oneDNN's (on by default on CPUs with
+# AVX-512 VNNI/BF16 or AMX) are `_MklMatMul`, `_MklNativeFusedMatMul`,
+# `_MklNativeConv2DBackpropFilterWithBias`; grappler's remapper fuses a matmul or a
+# convolution with its bias and activation (`_FusedMatMul`, `_FusedConv2D`). Rules and
+# labels read the op's family, so that one model's breakdown names the same ops on any
+# CPU and a rule written for `AddN` holds for `_MklAddN`.
+_BUILD_PREFIX = re.compile(r"^_Mkl(?:Native)?")
+_FUSION_PREFIX = re.compile(r"^_?Fused(?=MatMul|BatchMatMul|Conv|DepthwiseConv)")
+_FUSION_SUFFIX = re.compile(r"WithBias$")
 _OP_EVENT = re.compile(r"^(?P<name>[^:\s][^:]*):(?P<type>[A-Za-z_][A-Za-z0-9_]*)$")
 _REPLICA_PREFIX = re.compile(r"^replica_\d+/")
 _SHARD_NUMBER = re.compile(r"\d+$")
@@ -159,7 +168,7 @@ class Classifier:
                 return Part("input", _SHARD_NUMBER.sub("", event.text.split("Op::", 1)[0]))
             return Part("host", EXECUTOR_LABEL) if (event.text == EXECUTOR_EVENT
                                                     and not pipeline) else None
-        name, op_type = op
+        name, op_type = op[0], op_family(op[1])
         if pipeline:
             return None
         if op_type in PYTHON_OP_TYPES:
@@ -204,6 +213,15 @@ def parse_op_name(text: str) -> tuple[str, str] | None:
         return None
     m = _OP_EVENT.match(text)
     return (m.group("name"), m.group("type")) if m else None
+
+
+def op_family(op_type: str) -> str:
+    """The op an op type computes, whatever kernel a build runs it with:
+    ``_MklMatMul``, ``_MklNativeFusedMatMul``, ``_FusedMatMul`` -> ``MatMul``;
+    ``_MklNativeConv2DBackpropFilterWithBias`` -> ``Conv2DBackpropFilter``; ``_MklAddN``
+    -> ``AddN``. Stock names are their own family (``FusedBatchNormV3`` stays)."""
+    family = _FUSION_PREFIX.sub("", _BUILD_PREFIX.sub("", op_type))
+    return _FUSION_SUFFIX.sub("", family) if family != op_type else op_type
 
 
 def union_length(intervals: Iterable[tuple[int, int]]) -> int:
