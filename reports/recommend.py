@@ -4,22 +4,28 @@ Configurations are compared only within one machine and one variant, at one batc
 setting (the ``--batch`` value, read as global or per-replica by its ``batch_mode``),
 so a ranking never mixes different amounts of work per step.
 
-The answer earns its conclusions from the runs. Every other configuration is settled
-against the fastest measured one (``configs.settle_of``: ``stats.settle_runs`` on their
-runs), and the answer is one of four:
+The answer earns its conclusions from the runs, and never names a configuration the
+data shows slower. First every pair of candidates is compared (``beaten_by``:
+``configs.settle_of`` on the sessions that measured both, else their runs); one that
+another is shown faster than beyond the noise (the 95% interval of their ratio leaves
+out 1) is set aside, stated with that interval, whatever its size against the margin.
+Which is faster is settled by that alone; whether by more than the margin (default
++-5%) is said beside it. The answer is one of five:
 
-- FASTER: every other configuration is slower beyond the noise and by more than the
-  margin (default +-5%), its whole 95% interval beyond it: the fastest is recommended,
-  with the interval to the next best;
-- EQUIVALENT: those not slower are *shown* to lie within the margin of the fastest (an
-  equivalence test, not a failure to find a difference), and the simplest of them wins:
-  fewest devices, then processes, then the plainest strategy (registry ``plainness``);
-- STANDS: some comparison is open, but each open configuration is no simpler than the
-  answer and is shown not to beat it by more than the margin, so no outcome changes it;
-- NOT SETTLED at this precision: some configuration is neither shown slower nor shown
-  within the margin, and could change the answer. The simplest of those not shown apart
-  is shown for now, marked as such, with the runs a configuration that would settle it
-  at the noise measured.
+- FASTER: one candidate is left: it is recommended, with the interval to the next best
+  and what that says about the margin (beyond it, shown within it, or not yet shown
+  beyond it);
+- EQUIVALENT: those left are each *shown* within the margin of the simplest of them (an
+  equivalence test, not a failure to find a difference), which wins: fewest devices,
+  then processes, then the plainest strategy (registry ``plainness``);
+- STANDS: some comparison among those left is open, but each open configuration is no
+  simpler than the answer and is shown not to beat it by more than the margin, so no
+  outcome changes it;
+- NOT SETTLED at this precision: some configuration left is neither shown apart from
+  the simplest nor within the margin of it, and could change the answer. The simplest
+  of those left is shown for now, marked as such, with the runs a configuration that
+  would settle it at the noise measured;
+- ALONE: nothing to compare it with.
 
 Also:
 
@@ -105,9 +111,10 @@ class Recommendation:
     """What to use at one batch setting, and what the runs settled.
 
     ``kind`` is one of ``ANSWER_KINDS`` ("" without a recommendation). ``settlements``
-    holds every other candidate against ``fastest`` (by key); ``equivalent`` those
-    shown within the margin of it, ``unsettled`` those neither shown slower nor within
-    the margin (``best`` excluded from both).
+    holds every other candidate against ``best`` (by key); ``equivalent`` those no
+    candidate is shown faster than and shown within the margin of it, ``unsettled``
+    those of them neither shown apart from it nor within the margin, ``bounded`` those
+    open but unable to change it (``best`` excluded from all three).
     """
 
     ranking: Ranking
@@ -122,8 +129,11 @@ class Recommendation:
     noise: str = ""
     super_ideal: list[ConfigView] = field(default_factory=list)  # flagged, kept
     margin: float = DEFAULT_MARGIN
-    # Open against the fastest, but shown unable to change the answer (kind STANDS).
+    # Open against the answer, but shown unable to change it (kind STANDS).
     bounded: list[ConfigView] = field(default_factory=list)
+    # Candidates another candidate is shown faster than beyond the noise (none of them
+    # can be the answer, settled or for now): key -> (that other, candidate / other).
+    beaten: dict[str, tuple[ConfigView, Settlement]] = field(default_factory=dict)
 
     @property
     def settled(self) -> bool:
@@ -136,16 +146,26 @@ class Recommendation:
 
     @property
     def deciding(self) -> Settlement | None:
-        """The comparison the answer rests on: the recommended configuration against the
-        fastest where they differ, else the next best against the fastest."""
+        """The comparison the answer rests on, against the answer: the fastest measured
+        where it is not the answer, else the next best."""
         if self.best is None or self.fastest is None:
             return None
         if self.best is not self.fastest:
-            return self.settlements.get(self.best.key)
+            return self.settlements.get(self.fastest.key)
+        return self.settlements[self.runner.key] if self.runner is not None else None
+
+    @property
+    def shown_faster_than_it(self) -> list[ConfigView]:
+        """Candidates its own comparisons show faster than the answer beyond the noise
+        (none, by the rule that picks it: a check a reader of two sweeps can run)."""
+        return [c for c in self.ranking.ok_configs() if c.key in self.settlements
+                and self.settlements[c.key].direction == FASTER]
+
+    @property
+    def runner(self) -> ConfigView | None:
+        """The next best after the answer: the highest headline among the others."""
         rivals = [c for c in self.ranking.ok_configs() if c.key in self.settlements]
-        if not rivals:
-            return None
-        return self.settlements[max(rivals, key=lambda c: c.throughput or 0.0).key]
+        return max(rivals, key=lambda c: c.throughput or 0.0) if rivals else None
 
     @property
     def half_width(self) -> float | None:
@@ -159,10 +179,6 @@ class Recommendation:
         comparison at the noise measured; None when some noise is unmeasured or a plan
         is beyond reach."""
         plans = [self.settlements[c.key].needed for c in self.unsettled]
-        if self.best is not None and self.best is not self.fastest \
-                and self.best.key in self.settlements \
-                and not self.settlements[self.best.key].settled:
-            plans.append(self.settlements[self.best.key].needed)
         if not plans or any(n is None for n in plans):
             return None
         return max(n for n in plans if n is not None)
@@ -201,24 +217,44 @@ def answer_line(r: Recommendation) -> str:
     if r.kind == ALONE or d is None:
         return f"{head}; the only configuration measured; {r.noise})"
     if r.kind == FASTER:
-        runner = next(c for c in r.ranking.ok_configs() if r.settlements.get(c.key) is d)
-        return (f"{head}; faster beyond the noise than {runner.choice}, "
-                f"{_change(d.flipped())}; {r.noise})")
+        assert r.runner is not None
+        return (f"{head}; faster beyond the noise than {r.runner.choice}, "
+                f"{_change(d.flipped())}{_against_margin(d)}; {r.noise})")
+    slower = _beaten_phrase(r)
     if r.kind == EQUIVALENT:
-        return (f"{head}; equivalent within {m} to "
-                f"{_listed([c.choice for c in _equivalent_to_best(r)])}, the simplest wins; "
-                f"{r.noise})")
+        return (f"{head}; equivalent within {m} to {_listed([c.choice for c in r.equivalent])}"
+                f", the simplest wins{slower}; {r.noise})")
     if r.kind == STANDS:
         return (f"{head}; stands: {_listed([_bounded_phrase(c, r) for c in r.bounded])} "
                 f"not settled against it, but shown not to beat it by more than {m}, and "
-                f"no simpler; {r.noise})")
+                f"no simpler{slower}; {r.noise})")
     open_ = _listed([f"{c.choice} {_change(s)}" for c, s in _open(r)])
-    fastest = r.fastest.choice if r.fastest is not None else "-"
-    against = ("the fastest measured; not settled against it:" if r.best is r.fastest else
-               f"not settled against the fastest measured, {fastest}:")
     return (f"{r.ranking.label}: NOT SETTLED at this precision, {r.best.choice} for now "
-            f"({fmt_rate(r.best.throughput or 0)} examples/s; {against} {open_} (neither "
-            f"beyond the noise nor within {m}); {_needed(r)}; {r.noise})")
+            f"({fmt_rate(r.best.throughput or 0)} examples/s; no configuration is shown "
+            f"faster; not settled against it: {open_} (neither beyond the noise nor within "
+            f"{m}){slower}; {_needed(r)}; {r.noise})")
+
+
+def _against_margin(s: Settlement) -> str:
+    """What a comparison shown beyond the noise says about the margin."""
+    m = f"+-{s.margin:.0%}"
+    if s.verdict in (FASTER, SLOWER):
+        return f", beyond the {m} margin too"
+    if s.verdict == EQUIVALENT:
+        return f", by less than the margin (shown within {m})"
+    return f"; not yet shown beyond the {m} margin"
+
+
+def _beaten_phrase(r: Recommendation) -> str:
+    """``; shown slower beyond the noise: default on 1 device -7% [-11%, -4%] vs
+    central_storage on 2 devices`` for the candidates set aside by a gap the margin
+    does not yet call (those beyond it are in the report's list)."""
+    near = [(c, by, s) for c in r.ranking.ok_configs() if c.key in r.beaten
+            for by, s in (r.beaten[c.key],) if s.verdict != SLOWER]
+    if not near:
+        return ""
+    return "; shown slower beyond the noise: " + _listed(
+        [f"{c.choice} {_change(s)} vs {by.choice}" for c, by, s in near])
 
 
 def _bounded_phrase(c: ConfigView, r: Recommendation) -> str:
@@ -304,20 +340,9 @@ def _change_shown(s: Settlement) -> str:
     return text.replace(" [", f" [{1 - 2 * s.alpha:.0%}: ", 1) if s.decided else text
 
 
-def _equivalent_to_best(r: Recommendation) -> list[ConfigView]:
-    """The configurations shown within the margin, seen from the answer: the fastest
-    (when it is not the answer) and the others within the margin of it."""
-    head = [r.fastest] if r.fastest is not None and r.fastest is not r.best else []
-    return head + [c for c in r.equivalent if c is not r.best]
-
-
 def _open(r: Recommendation) -> list[tuple[ConfigView, Settlement]]:
-    """The comparisons an unsettled answer leaves open, each against the fastest."""
-    out = [(c, r.settlements[c.key]) for c in r.unsettled]
-    if r.best is not None and r.best is not r.fastest and r.best.key in r.settlements \
-            and not r.settlements[r.best.key].settled:
-        out.insert(0, (r.best, r.settlements[r.best.key]))
-    return out
+    """The comparisons an unsettled answer leaves open, each against the answer."""
+    return [(c, r.settlements[c.key]) for c in r.unsettled]
 
 
 def _needed(r: Recommendation) -> str:
@@ -365,40 +390,42 @@ def _answer(r: Recommendation, candidates: list[ConfigView], sc: Scaling,
     if r.kind == ALONE:
         text += " The only configuration measured at this batch: nothing to compare it with."
     elif r.kind == FASTER:
-        d = r.deciding
-        assert d is not None
-        runner = next(c for c in candidates if r.settlements.get(c.key) is d)
-        text += (f" Faster beyond the noise and by more than the {m} margin than every other "
-                 f"configuration: the next best, {runner.choice}, is {_change(d)} (95% "
-                 f"interval from {evidence_of(d)}).")
+        d, runner = r.deciding, r.runner
+        assert d is not None and runner is not None
+        beyond_margin = all(x.verdict == SLOWER for x in r.settlements.values())
+        text += ((f" Faster beyond the noise and by more than the {m} margin than every "
+                  f"other configuration: " if beyond_margin else
+                  f" Faster beyond the noise than every other configuration, not by more "
+                  f"than the {m} margin everywhere: ")
+                 + f"the next best, {runner.choice}, is {_change(d)}{_against_margin(d)} "
+                 f"(95% interval from {evidence_of(d)}).")
     elif r.kind == EQUIVALENT:
-        within = ([best] if best is not fastest else []) + r.equivalent
-        shown = [f"{c.choice} {_change_shown(r.settlements[c.key])}" for c in within]
+        shown = [f"{c.choice} {_change_shown(r.settlements[c.key])}" for c in r.equivalent]
         test = "an equivalence test: the interval lies inside the margin"
-        if best is fastest:
-            text += (f" Equivalent within {m} to {_listed(shown)} (each vs {fastest.choice}, "
-                     f"shown by {test}); it is both the fastest measured and the simplest.")
-        else:
-            text += (f" The fastest measured, {fastest.choice} "
-                     f"({fmt_rate(fastest.throughput or 0)} examples/s), is not faster by more "
-                     f"than the margin: vs it, {_listed(shown)}, shown within {m} by "
-                     f"{test}; so the simplest was chosen.")
+        text += (f" Equivalent within {m} to {_listed(shown)} (each vs {best.choice}, shown "
+                 f"by {test}), and no configuration is shown faster than it beyond the "
+                 f"noise; the simplest of them is chosen"
+                 + (f" (the fastest measured is {fastest.choice}, "
+                    f"{fmt_rate(fastest.throughput or 0)} examples/s)." if best is not fastest
+                    else ", and it is also the fastest measured."))
     elif r.kind == STANDS:
-        within = _equivalent_to_best(r)
-        text += ((f" Equivalent within {m} to {_listed([c.choice for c in within])}, the "
-                  f"simplest wins." if within else "")
+        text += ((f" Equivalent within {m} to {_listed([c.choice for c in r.equivalent])}, "
+                  f"the simplest wins." if r.equivalent else "")
                  + f" Not every comparison is settled, but none can change this answer: "
                  f"{_listed([_bounded_phrase(c, r) for c in r.bounded])} "
                  f"{'is' if len(r.bounded) == 1 else 'are'} shown not to beat it by more "
                  f"than the {m} margin (the upper end of the 90% interval), and no simpler: "
                  f"slower or within the margin, {best.choice} is the answer either way.")
     else:
-        open_ = [f"{c.choice} ({_change(s)} vs {fastest.choice})" for c, s in _open(r)]
+        open_ = [f"{c.choice} ({_change(s)} vs {best.choice})" for c, s in _open(r)]
         text = (f"NOT SETTLED at this precision; for now {text} "
-                f"{_listed(open_)} {'is' if len(open_) == 1 else 'are'} neither shown slower "
-                f"beyond the noise nor shown within {m}, so this is the simplest of the "
-                f"configurations not shown apart from the fastest measured, not an answer: "
+                f"{_listed(open_)} {'is' if len(open_) == 1 else 'are'} neither shown faster "
+                f"nor slower beyond the noise nor shown within {m}, so this is the simplest of "
+                f"the configurations that no other is shown faster than, not an answer: "
                 f"{_needed(r)}.")
+    near = _beaten_phrase(r)
+    if near and r.kind != FASTER:
+        text += f" Set aside,{near.removeprefix(';')} (not yet shown beyond the {m} margin)."
     slower_multi = [c for c in candidates if c.replicas > 1 and c.key in r.settlements
                     and r.settlements[c.key].verdict == SLOWER]
     if best.replicas == 1 and slower_multi and r.settled:
@@ -432,10 +459,14 @@ def _other_line(c: ConfigView, best: ConfigView, margin: float, inputs: RuleInpu
     m = f"+-{margin:.0%}"
     if s.verdict == EQUIVALENT:
         return f"{head}: {_change_shown(s)} vs {best.choice}, shown within {m} (equivalent)"
-    if s.verdict == NOT_SETTLED:
+    if s.verdict == NOT_SETTLED and s.direction is None:
         return f"{head}: {_change(s)} vs {best.choice}, not settled at this precision ({s.plan})"
-    if s.verdict == FASTER:
-        return f"{head}: {_change(s)} vs {best.choice}, faster beyond the noise"
+    if s.direction == FASTER:
+        return (f"{head}: {_change(s)} vs {best.choice}, faster beyond the noise"
+                f"{_against_margin(s)}")
+    if s.verdict == NOT_SETTLED:
+        return (f"{head}: {_change(s)} vs {best.choice}, slower beyond the noise"
+                f"{_against_margin(s)}")
     slower = (f"{head}: {1 - s.ratio:.0%} slower [{1 - s.high:.0%}-{1 - s.low:.0%}] than "
               f"{best.choice}, beyond the noise")
     # "because" is followed by the two profiles' difference only (reports.explain); a
@@ -508,27 +539,31 @@ def recommend(ranking: Ranking, machine: Machine, scaling: dict[str, Scaling],
             text = "no successful run (see the runs without figures)"
         return Recommendation(ranking, None, text, others, margin=margin)
 
-    fastest = max(candidates, key=lambda c: (c.throughput or 0.0, -c.replicas))
+    # Only a configuration no other is shown faster than beyond the noise may be the
+    # answer, settled or for now: the simplest of the rest would otherwise win while the
+    # data shows it slower by a gap not yet pinned against the margin.
+    beaten = beaten_by(candidates, margin)
+    eligible = [c for c in candidates if c.key not in beaten]
+    fastest = max(eligible or candidates, key=lambda c: (c.throughput or 0.0, -c.replicas))
+    eligible = eligible or [fastest]  # a circle of evidence (runs against pairs): the top
+    best = fastest if len(eligible) == 1 else min(eligible, key=lambda c: c.simplicity)
     settlements = {c.key: s for c in candidates
-                   if c is not fastest and (s := settle_of(c, fastest, margin)) is not None}
-    verdict = {c.key: settlements[c.key].verdict if c.key in settlements else NOT_SETTLED
-               for c in candidates if c is not fastest}
-    equivalent = [c for c in candidates if verdict.get(c.key) == EQUIVALENT]
-    # Neither slower beyond the noise nor within the margin (a "faster" than the fastest
-    # headline means the runs' medians and means disagree: not settled either).
-    unsettled = [c for c in candidates if verdict.get(c.key) in (NOT_SETTLED, FASTER)]
-    best = min([fastest, *equivalent, *unsettled], key=lambda c: c.simplicity)
+                   if c is not best and (s := settle_of(c, best, margin)) is not None}
+    rest = [c for c in eligible if c is not best]
+    equivalent = [c for c in rest if c.key in settlements
+                  and settlements[c.key].verdict == EQUIVALENT]
+    unsettled = [c for c in rest if c not in equivalent]
     # Open comparisons that cannot change the answer: see STANDS.
-    bounded = [c for c in unsettled if c is not best and cannot_displace(c, best, margin)]
+    bounded = [c for c in unsettled if cannot_displace(c, best, margin)]
     open_ = [c for c in unsettled if c not in bounded]
-    kind = (ALONE if len(candidates) == 1 else NOT_SETTLED if open_ else
-            STANDS if bounded else EQUIVALENT if equivalent else FASTER)
+    kind = (ALONE if len(candidates) == 1 else FASTER if not rest else
+            NOT_SETTLED if open_ else STANDS if bounded else EQUIVALENT)
     rec = Recommendation(
         ranking, best, "", others, kind, fastest,
-        sorted((c for c in equivalent if c is not best), key=lambda c: c.simplicity),
-        sorted((c for c in open_ if c is not best), key=lambda c: c.simplicity),
+        sorted(equivalent, key=lambda c: c.simplicity),
+        sorted(open_, key=lambda c: c.simplicity),
         settlements, describe_noise(candidates), [c for c, _ in flagged], margin,
-        sorted(bounded, key=lambda c: c.simplicity))
+        sorted(bounded, key=lambda c: c.simplicity), beaten)
     rec.text = _answer(rec, candidates, scaling.get(best.key, Scaling()), machine)
 
     per_strategy: dict[str, ConfigView] = {}
@@ -541,6 +576,26 @@ def recommend(ranking: Ranking, machine: Machine, scaling: dict[str, Scaling],
         lines.append(f"{strategy}: no successful run (see the failures below)")
     rec.others = lines + others
     return rec
+
+
+def beaten_by(candidates: Sequence[ConfigView], margin: float
+              ) -> dict[str, tuple[ConfigView, Settlement]]:
+    """The candidates some other candidate is shown faster than beyond the noise (the
+    95% interval of their ratio leaves out 1), each with the fastest such other and
+    the comparison (candidate / other). Every pair is compared once, by its own
+    evidence (the sessions that measured both, else their runs)."""
+    out: dict[str, tuple[ConfigView, Settlement]] = {}
+    ordered = sorted(candidates, key=lambda c: -(c.throughput or 0.0))
+    for i, a in enumerate(ordered):
+        for b in ordered[i + 1:]:
+            s = settle_of(b, a, margin)
+            if s is None or s.direction is None:
+                continue
+            slow, fast, seen = (b, a, s) if s.direction == SLOWER else (a, b, s.flipped())
+            if slow.key not in out or (fast.throughput or 0.0) > (
+                    out[slow.key][0].throughput or 0.0):
+                out[slow.key] = (fast, seen)
+    return out
 
 
 def cannot_displace(c: ConfigView, best: ConfigView, margin: float) -> bool:

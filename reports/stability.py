@@ -46,6 +46,8 @@ class Answer:
     summary: str  # the answer line as the report prints it
     settled: bool = True
     half_width: float | None = None  # of the interval the answer rests on (0.05: +-5%)
+    # Candidates the sweep shows faster than its answer beyond the noise (a broken rule).
+    beaten_by: tuple[str, ...] = ()
 
 
 def answers_of(report: SweepReport) -> dict[str, Answer]:
@@ -56,10 +58,9 @@ def answers_of(report: SweepReport) -> dict[str, Answer]:
             for rec, line in zip(w.recommendations, w.lines(), strict=True):
                 where = f"[{mr.machine.machine_id}] {w.variant.label()}, {rec.ranking.label}"
                 within = [c.choice for c in rec.equivalent]
-                if rec.fastest is not None and rec.fastest is not rec.best and rec.settled:
-                    within.append(rec.fastest.choice)
                 out[where] = Answer(where, rec.best.choice if rec.best else None,
-                                    frozenset(within), line, rec.settled, rec.half_width)
+                                    frozenset(within), line, rec.settled, rec.half_width,
+                                    tuple(c.choice for c in rec.shown_faster_than_it))
     return out
 
 
@@ -158,6 +159,11 @@ def stability_text(rows: Sequence[Agreement]) -> str:
              f"{len(rows)} place(s) compared: {tail or 'nothing to compare'}"]
     if (why := shared_places(rows)) is not None:
         lines.append(f"cannot compare: {why}")
+    beaten = [f"{label} {x.where}: {x.choice} (slower than {', '.join(x.beaten_by)})"
+              for r in rows for label, x in (("A", r.a), ("B", r.b))
+              if x is not None and x.beaten_by]
+    lines.append("answers shown slower beyond the noise than another configuration: "
+                 + ("; ".join(beaten) if beaten else "none"))
     lines += [f"half-widths of the answers' intervals: A {_pct(median_half_width(rows, 'a'))}, "
               f"B {_pct(median_half_width(rows, 'b'))} (medians)",
               f"median half-width: {_pct(median_half_width(rows))}"]

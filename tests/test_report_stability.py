@@ -51,14 +51,14 @@ def _report(results: list[RunResult]) -> SweepReport:
 
 
 def test_the_same_choice_agrees_and_a_changed_one_disagrees() -> None:
-    a = _report(_sweep(1500.0, 1020.0))
+    a = _report(_sweep(1500.0, 1005.0))
     b = _report(_sweep(1480.0, 1500.0))
     rows = {r.where: r for r in compare_answers(a, b)}
     assert set(rows) == {B64, B128}  # the machine is part of every place
     same = rows[B64]
     assert same.verdict == AGREE and same.a is not None
     assert same.a.choice == "mirrored on 2 devices" and same.a.settled
-    # A: 2% apart at 1% noise, shown equivalent -> the simpler one_device; B: mirrored
+    # A: 0.5% apart at 1% noise, shown equivalent -> the simpler one_device; B: mirrored
     # faster beyond the noise. Both settled, on different choices.
     changed = rows[B128]
     assert changed.verdict == DISAGREE and changed.a is not None and changed.b is not None
@@ -73,15 +73,15 @@ def test_the_same_choice_agrees_and_a_changed_one_disagrees() -> None:
 def test_an_answer_not_settled_never_agrees() -> None:
     """Two sweeps that recommend the same configuration for now, unsettled, do not agree:
     otherwise a check of answers fixed before anything is measured would pass."""
-    settled = _report(_sweep(1500.0, 1020.0))
-    noisy = _report(_sweep(1500.0, 1020.0, run_cv=0.20))
+    settled = _report(_sweep(1500.0, 1005.0))
+    noisy = _report(_sweep(1500.0, 1005.0, run_cv=0.20))
     rows = {r.where: r for r in compare_answers(settled, noisy)}
     assert rows[B128].verdict == NOT_SETTLED
     assert rows[B128].b is not None and not rows[B128].b.settled
     assert rows[B128].a is not None and rows[B128].a.choice == rows[B128].b.choice
     assert "not settled, one_device on 1 device for now" in rows[B128].line()
     assert exit_code(list(rows.values())) == Exit.CANNOT_TELL
-    both = compare_answers(settled, _report(_sweep(1480.0, 1010.0)))
+    both = compare_answers(settled, _report(_sweep(1480.0, 1003.0)))
     assert [r.verdict for r in both] == [AGREE, AGREE] and exit_code(both) == Exit.OK
 
 
@@ -99,9 +99,9 @@ def test_consistency_needs_each_side_to_have_shown_the_other_choice_equivalent()
 
 
 def test_sweeps_from_two_machines_share_no_place_and_cannot_agree() -> None:
-    here = _sweep(1500.0, 1020.0)
-    there = _sweep(1500.0, 1020.0, env=fake_environment("other-box", gpus=2))
-    same_machine = compare_answers(_report(here), _report(_sweep(1500.0, 1020.0)))
+    here = _sweep(1500.0, 1005.0)
+    there = _sweep(1500.0, 1005.0, env=fake_environment("other-box", gpus=2))
+    same_machine = compare_answers(_report(here), _report(_sweep(1500.0, 1005.0)))
     assert shared_places(same_machine) is None and exit_code(same_machine) == Exit.OK
     rows = compare_answers(_report(here), _report(there))
     assert {r.verdict for r in rows} == {ONLY_A, ONLY_B}  # identical answers, other machine
@@ -112,8 +112,8 @@ def test_sweeps_from_two_machines_share_no_place_and_cannot_agree() -> None:
 
 
 def test_sweeps_must_share_every_place_either_has() -> None:
-    full = _report(_sweep(1500.0, 1020.0))
-    part = _report(_sweep(1500.0, 1020.0, batches=(64,)))
+    full = _report(_sweep(1500.0, 1005.0))
+    part = _report(_sweep(1500.0, 1005.0, batches=(64,)))
     rows = compare_answers(full, part)
     why = shared_places(rows)
     assert why is not None and "share 1 place(s)" in why and "A has 2 and B 1" in why
@@ -124,7 +124,7 @@ def test_sweeps_must_share_every_place_either_has() -> None:
 
 
 def test_median_half_width_is_printed_and_grows_with_the_noise() -> None:
-    precise = _report(_sweep(1500.0, 1020.0))
+    precise = _report(_sweep(1500.0, 1005.0))
     rows = compare_answers(precise, precise)
     recs = [r for mr in precise.machines for w in mr.workloads for r in w.recommendations]
     widths = [r.half_width for r in recs if r.half_width is not None]
@@ -136,7 +136,7 @@ def test_median_half_width_is_printed_and_grows_with_the_noise() -> None:
     # configurations alone: t(0.975, 4), 2.3%)
     assert 0.017 < expected < 0.021
     assert stability_text(rows).splitlines()[-1] == f"median half-width: {expected:.1%}"
-    noisy = _report(_sweep(1500.0, 1020.0, run_cv=0.05))
+    noisy = _report(_sweep(1500.0, 1005.0, run_cv=0.05))
     wider = median_half_width(compare_answers(noisy, noisy))
     assert wider is not None and wider > 4 * expected
     mixed = compare_answers(precise, noisy)
@@ -153,10 +153,10 @@ def _store(results: list[RunResult], root: Path) -> Path:
 
 def test_the_script_exits_by_what_it_found(tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
-    a = _store(_sweep(1500.0, 1020.0), tmp_path / "a")
-    b = _store(_sweep(1490.0, 1010.0), tmp_path / "b")
-    c = _store(_sweep(1000.0, 1020.0), tmp_path / "c")  # batch 64: equivalent -> one_device
-    other = _store(_sweep(1500.0, 1020.0, env=fake_environment("other-box", gpus=2)),
+    a = _store(_sweep(1500.0, 1005.0), tmp_path / "a")
+    b = _store(_sweep(1490.0, 1003.0), tmp_path / "b")
+    c = _store(_sweep(1000.0, 1005.0), tmp_path / "c")  # batch 64: equivalent -> one_device
+    other = _store(_sweep(1500.0, 1005.0, env=fake_environment("other-box", gpus=2)),
                    tmp_path / "other")
     assert main([str(a), str(b)]) == Exit.OK
     out = capsys.readouterr().out

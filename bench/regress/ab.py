@@ -5,9 +5,10 @@ AB/BA order), and its statistic is the log ratio log(candidate / baseline) of a
 figure: whatever the machine's drift adds to both runs of a pair drops out of it.
 The pairs arrive in blocks; after each block the decision looks at all pairs so far:
 
-- REGRESSED / IMPROVED: the paired t interval at 1 - this look's alpha leaves out
-  the ratio 1 (significant) and the estimate is beyond the threshold, in the
-  figure's worse / better direction;
+- REGRESSED / IMPROVED: the whole paired t interval at 1 - this look's alpha lies
+  beyond the threshold, in the figure's worse / better direction (the reports' rule,
+  ``bench.results.stats.interval_decision``: an estimate beyond the threshold whose
+  interval reaches inside it is not a regression yet);
 - SAME: the paired t interval at 1 - 2 x this look's alpha lies inside
   +-threshold (two one-sided tests, TOST, ``bench.results.stats.paired_equivalence``);
 - otherwise another block, until the plan's last look, which says UNKNOWN with the
@@ -48,7 +49,14 @@ from scipy import stats as sps
 
 from bench.exits import Exit
 from bench.registry import Registry
-from bench.results.stats import paired_test, pairs_for_equivalence
+from bench.results.stats import (
+    ABOVE_CODE,
+    BELOW_CODE,
+    WITHIN_CODE,
+    interval_decision,
+    paired_test,
+    pairs_for_equivalence,
+)
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.05
@@ -186,15 +194,16 @@ CODES: tuple[Verdict, ...] = (Verdict.CONTINUE, Verdict.SAME, Verdict.REGRESSED,
 _CONTINUE, _SAME, _REGRESSED, _IMPROVED, _UNKNOWN = range(len(CODES))
 
 
-def _verdict_codes(mean: np.ndarray, significant: np.ndarray, same: np.ndarray,
+def _verdict_codes(low: np.ndarray, high: np.ndarray, same: np.ndarray,
                    threshold: float, higher_is_better: bool) -> np.ndarray:
-    """The rule of one look, from its tests: beyond the threshold and significant, or SAME."""
-    beyond = np.abs(mean) > math.log1p(threshold)
-    worse = mean < 0 if higher_is_better else mean > 0
-    codes = np.full(np.shape(mean), _CONTINUE)
-    codes[same] = _SAME
-    codes[significant & beyond & worse] = _REGRESSED
-    codes[significant & beyond & ~worse] = _IMPROVED
+    """The rule of one look (``interval_decision``) on the log interval [low, high]:
+    SAME, REGRESSED / IMPROVED with the whole interval past the threshold, or CONTINUE."""
+    decided = interval_decision(low, high, same, math.log1p(threshold))
+    worse, better = (BELOW_CODE, ABOVE_CODE) if higher_is_better else (ABOVE_CODE, BELOW_CODE)
+    codes = np.full(decided.shape, _CONTINUE)
+    codes[decided == WITHIN_CODE] = _SAME
+    codes[decided == worse] = _REGRESSED
+    codes[decided == better] = _IMPROVED
     return codes
 
 
@@ -210,9 +219,9 @@ def _look_codes(mean: np.ndarray, sd: np.ndarray, n: int, look_alpha: float, thr
     bound = math.log1p(threshold)
     t_sig = float(sps.t.ppf(1.0 - look_alpha / 2.0, n - 1))
     t_eq = float(sps.t.ppf(1.0 - look_alpha, n - 1))
-    significant = np.abs(mean) > t_sig * se  # zero spread: any nonzero mean is significant
     same = (mean - t_eq * se > -bound) & (mean + t_eq * se < bound)
-    return _verdict_codes(mean, significant, same, threshold, higher_is_better)
+    return _verdict_codes(mean - t_sig * se, mean + t_sig * se, same, threshold,
+                          higher_is_better)
 
 
 def sequential_verdicts(log_ratios: np.ndarray, plan: Plan, *,
@@ -276,17 +285,19 @@ def further_pairs(sd_log: float, mean_log: float, pairs: int, plan: Plan) -> int
     """Further pairs the measured noise says a decision needs, beyond ``pairs``.
 
     Planned as one look at the plan's full ``alpha`` with 90% power, at the noise
-    ``sd_log``: when the estimate is beyond the threshold, the pairs that find that
-    change significant; otherwise the pairs that show an unchanged candidate SAME
-    within the threshold (``pairs_for_equivalence`` at ratio 1; an estimate close
-    to the threshold would need more, without bound, and says nothing about the
-    truth). A fresh sequential plan needs somewhat more: its looks share alpha.
+    ``sd_log``: when the estimate is beyond the threshold, the pairs whose interval
+    clears the threshold (its excess over the threshold found with that power);
+    otherwise the pairs that show an unchanged candidate SAME within the threshold
+    (``pairs_for_equivalence`` at ratio 1; an estimate close to the threshold would
+    need more, without bound, and says nothing about the truth). A fresh sequential
+    plan needs somewhat more: its looks share alpha.
     """
     if sd_log <= 0:
         return 0
-    if abs(mean_log) > math.log1p(plan.threshold):
+    excess = abs(mean_log) - math.log1p(plan.threshold)
+    if excess > 0:  # the interval must clear the threshold, not 1: its excess is the effect
         z = float(sps.norm.ppf(1.0 - plan.alpha / 2.0) + sps.norm.ppf(PLANNING_POWER))
-        total = math.ceil((z * sd_log / abs(mean_log)) ** 2)
+        total = math.ceil((z * sd_log / excess) ** 2)
     else:
         total = pairs_for_equivalence(sd_log, plan.threshold, alpha=plan.alpha,
                                       power=PLANNING_POWER)
@@ -316,14 +327,14 @@ def decide(log_ratios: Sequence[float], plan: Plan, *, higher_is_better: bool = 
         # An early look of a long plan (O'Brien-Fleming's shares vanish as t -> 0): no
         # data could pass a test at this level, and no interval can be computed at it.
         mean, sd = float(d.mean()), float(d.std(ddof=1))
-        low, high, significant, same = 0.0, math.inf, False, False
+        low, high, same = 0.0, math.inf, False
     else:
         ratio, same = paired_test([float(x) for x in d], plan.threshold, a,
                                   resamples=DECIDE_RESAMPLES)
-        significant = ratio.t_high < 1.0 or ratio.t_low > 1.0
         mean, sd, low, high = ratio.mean_log, ratio.sd_log, ratio.t_low, ratio.t_high
-    code = int(_verdict_codes(np.array(mean), np.array(significant), np.array(same),
-                              plan.threshold, higher_is_better))
+    with np.errstate(divide="ignore"):
+        code = int(_verdict_codes(np.log(low), np.log(high), np.array(same),
+                                  plan.threshold, higher_is_better))
     verdict = CODES[code]
     if n < MIN_VERDICT_PAIRS:
         # Two pairs can agree by luck that is not the noise a t test allows for: a burst
@@ -337,8 +348,10 @@ def decide(log_ratios: Sequence[float], plan: Plan, *, higher_is_better: bool = 
               if verdict is Verdict.UNKNOWN else None)
     thr = f"{plan.threshold:.0%}"
     reasons = {
-        Verdict.REGRESSED: f"{change:+.1%} is significant and worse than the {thr} threshold",
-        Verdict.IMPROVED: f"{change:+.1%} is significant and better than the {thr} threshold",
+        Verdict.REGRESSED: (f"{change:+.1%} is worse than the {thr} threshold: its whole "
+                            f"interval lies past it"),
+        Verdict.IMPROVED: (f"{change:+.1%} is better than the {thr} threshold: its whole "
+                           f"interval lies past it"),
         Verdict.SAME: f"the change ({change:+.1%}) is shown to lie within +-{thr}",
         Verdict.CONTINUE: f"{change:+.1%} is neither shown beyond nor within {thr} yet",
         Verdict.UNKNOWN: (f"{change:+.1%} is neither shown beyond nor within {thr} after "

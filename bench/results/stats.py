@@ -33,6 +33,7 @@ import contextlib
 import math
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from scipy import stats as sps
@@ -754,6 +755,21 @@ class Settlement:
         return self.verdict != NOT_SETTLED
 
     @property
+    def direction(self) -> str | None:
+        """FASTER or SLOWER when the ``1 - alpha`` interval leaves out 1 (the candidate is
+        shown faster or slower beyond the noise, whatever its size against the margin);
+        None when it does not, or no noise was measured. Which is faster is settled by
+        this, apart from whether it is faster by more than the margin (``verdict``)."""
+        if not self.decided:
+            return None
+        return FASTER if self.low > 1.0 else SLOWER if self.high < 1.0 else None
+
+    @property
+    def beyond_noise_only(self) -> bool:
+        """Shown apart beyond the noise, while its size against the margin is open."""
+        return self.direction is not None and self.verdict == NOT_SETTLED
+
+    @property
     def unit(self) -> str:
         """What ``needed`` counts."""
         return "runs a configuration" if self.evidence == RUNS else "pairs"
@@ -789,6 +805,26 @@ class Settlement:
                        eq_high=1 / self.eq_low, sizes=self.sizes[::-1])
 
 
+# The one decision rule of every comparison, the reports' answers and the gate's verdicts
+# alike, as codes over a log-ratio interval: WITHIN when the equivalence test passed (it
+# takes precedence: a change shown smaller than the margin is no reason to act), ABOVE /
+# BELOW when the whole 1 - alpha interval lies past +-bound, OPEN otherwise. An estimate
+# past the margin whose interval reaches inside it is open: "significant and beyond the
+# threshold" called a true 3% change against a 5% threshold "regressed" 18% of the time.
+OPEN_CODE, WITHIN_CODE, ABOVE_CODE, BELOW_CODE = range(4)
+
+
+def interval_decision(low: Any, high: Any, same: Any, bound: float) -> np.ndarray:
+    """Codes of the rule above for log intervals [``low``, ``high``] (arrays or scalars;
+    NaN: no interval, never past the bound) and TOST outcomes ``same``."""
+    low, high = np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
+    codes = np.full(np.broadcast(low, high).shape, OPEN_CODE)
+    codes[low > bound] = ABOVE_CODE
+    codes[high < -bound] = BELOW_CODE
+    codes[np.broadcast_to(np.asarray(same, dtype=bool), codes.shape)] = WITHIN_CODE
+    return codes
+
+
 def _check_settle_args(margin: float, alpha: float, power: float) -> float:
     if not 0 < alpha < 0.5 or not 0 < power < 1:
         raise ValueError(f"alpha must be in (0, 0.5) and power in (0, 1). Received: "
@@ -821,13 +857,9 @@ def _settle(mean: float, se: float | None, df: float, sd_pair: float | None, *,
     # whole (90%) interval lies inside: a gap near the margin whose estimate happens to
     # fall past it is neither, and is not settled (two sweeps of a 5% gap against a +-5%
     # margin called it "slower" in one and "equivalent" in the other).
-    beyond = mean - half > bound or mean + half < -bound  # False without noise (NaN)
-    if same:
-        verdict = EQUIVALENT
-    elif beyond:
-        verdict = FASTER if mean > 0 else SLOWER
-    else:
-        verdict = NOT_SETTLED
+    code = int(interval_decision(mean - half, mean + half, same, bound))
+    verdict = {OPEN_CODE: NOT_SETTLED, WITHIN_CODE: EQUIVALENT, ABOVE_CODE: FASTER,
+               BELOW_CODE: SLOWER}[code]
     needed = None
     if verdict == NOT_SETTLED and sd_pair is not None:
         with contextlib.suppress(ValueError):  # beyond MAX_PLANNED: "more than"
