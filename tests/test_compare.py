@@ -319,3 +319,26 @@ def test_a_4x_slowdown_is_flagged_and_an_unchanged_rerun_is_not(
                for d in doc["fingerprint"])
     assert load_sweep(slow_dir).results  # the sweep directories are ordinary sweeps
 
+
+
+@pytest.mark.parametrize(("ratio", "low", "high", "expected"), [
+    (0.93, 0.91, 0.945, "regressed"),  # the whole interval past -5%
+    (0.93, 0.88, 0.98, "cannot tell"),  # beyond the noise, estimate past -5%: not yet
+    (1.08, 1.06, 1.10, "improved"),
+    (1.08, 1.01, 1.15, "cannot tell"),
+])
+def test_regressed_needs_the_whole_interval_past_the_threshold(
+        ratio: float, low: float, high: float, expected: str) -> None:
+    """The reports' and bench ab's rule: an estimate past the threshold whose interval
+    reaches inside it is not a regression (throughput: lower is worse)."""
+    from dataclasses import replace
+
+    from bench.regress.compare import _verdict
+    from bench.results.stats import compare_runs
+
+    base = compare_runs([[1000.0, 1010.0, 990.0]] * 3, [[930.0, 935.0, 925.0]] * 3)
+    stats = replace(base, ratio=ratio, low=low, high=high, significant=True, mde=0.03)
+    verdict, why = _verdict(stats, 0.05, "higher")
+    assert verdict == expected, why
+    if expected == "cannot tell":
+        assert "its interval reaches inside the 5% threshold" in why

@@ -59,7 +59,15 @@ from bench.registry import Registry
 from bench.regress.pooling import Grouped, PooledNoise, Pooling, pool_noise
 from bench.results.figures import FIGURES, Figure
 from bench.results.schema import RunResult
-from bench.results.stats import DEFAULT_POWER, STUDENT, RunComparison, compare_runs
+from bench.results.stats import (
+    ABOVE_CODE,
+    BELOW_CODE,
+    DEFAULT_POWER,
+    STUDENT,
+    RunComparison,
+    compare_runs,
+    interval_decision,
+)
 from bench.spec import RunSpec, cli_args
 
 DEFAULT_THRESHOLD = 0.05
@@ -78,9 +86,11 @@ COMPARISON_DEFINITION = (
     "Welch-Satterthwaite df) where the sides' run counts or noise differ; the "
     "nightly-to-nightly noise instead when the baseline pools several nightlies and it "
     "is larger. detectable = the change found with 90% power at alpha on that noise. "
-    "regressed/improved: significant and beyond the threshold (the figure moved by more "
-    "than a factor 1 + threshold, either way up); cannot tell: otherwise, "
-    "when detectable > threshold (bench ab, both sides interleaved, would decide); "
+    "regressed/improved: the whole interval beyond the threshold (the figure moved by more "
+    "than a factor 1 + threshold, either way up, as the reports and bench ab decide); "
+    "cannot tell: otherwise, when the change is beyond the noise and its estimate beyond "
+    "the threshold, or when detectable > threshold (bench ab, both sides interleaved, "
+    "would decide); "
     "ok: otherwise.")
 
 
@@ -322,12 +332,22 @@ def group(results: Iterable[RunResult], labels: Sequence[Hashable] | None = None
 def _verdict(stats: RunComparison, threshold: float, better: str) -> tuple[str, str]:
     # The log change turned so that + is worse: for a figure where higher is better a
     # fall is the regression, and the same threshold applies both ways up.
-    log_change = math.log(stats.ratio) * (-1.0 if better == "higher" else 1.0)
+    sign = -1.0 if better == "higher" else 1.0
+    log_change = math.log(stats.ratio) * sign
     bound = math.log1p(threshold)
-    if stats.significant and log_change > bound:
+    # The reports' and the gate's rule: regressed only with the whole interval past the
+    # threshold; an estimate past it whose interval reaches inside is not one yet.
+    ends = sorted(sign * math.log(x) if x > 0 else math.nan for x in (stats.low, stats.high))
+    code = int(interval_decision(ends[0], ends[1], False, bound))
+    if code == ABOVE_CODE:
         return REGRESSED, ""
-    if stats.significant and -log_change > bound:
+    if code == BELOW_CODE:
         return IMPROVED, ""
+    if stats.significant and abs(log_change) > bound:
+        word = "worse" if log_change > 0 else "better"
+        return CANNOT_TELL, (f"{word} beyond the noise, but its interval reaches inside the "
+                             f"{threshold:.0%} threshold; bench ab would decide it "
+                             f"(command below)")
     if stats.mde > threshold:
         why = stats.note or (f"only changes of {stats.mde:.1%} or more would be caught, "
                              f"threshold {threshold:.0%}")
