@@ -21,6 +21,7 @@ from bench.results.combination import ran_concurrently
 from bench.results.pairs import session_log_ratios
 from bench.results.schema import Communication, Figures, RunResult, TaskFigures
 from bench.results.stats import (
+    DEFAULT_ALPHA,
     DEFAULT_MARGIN,
     LogSpread,
     RunComparison,
@@ -373,7 +374,8 @@ def ratio_of(current: ConfigView, baseline: ConfigView, per: float = 1.0) -> Rat
 
 
 def settle_of(candidate: ConfigView, reference: ConfigView,
-              margin: float = DEFAULT_MARGIN) -> Settlement | None:
+              margin: float = DEFAULT_MARGIN, alpha: float = DEFAULT_ALPHA
+              ) -> Settlement | None:
     """candidate / reference settled from their runs (``stats.settle_runs``): faster,
     slower, equivalent within +-``margin`` or not settled; None without figures.
 
@@ -391,19 +393,19 @@ def settle_of(candidate: ConfigView, reference: ConfigView,
     pairs = session_log_ratios([r.result for r in reference.ok_runs],
                                [r.result for r in candidate.ok_runs])
     if len(pairs) >= 2:
-        return settle_pairs(pairs, margin=margin, pooled=pool.for_pairs(
+        return settle_pairs(pairs, margin=margin, alpha=alpha, pooled=pool.for_pairs(
             candidate.key, reference.key) if pool else None)
-    return _settle(reference.stats_runs, candidate.stats_runs, margin,
+    return _settle(reference.stats_runs, candidate.stats_runs, margin, alpha,
                    pool.for_runs(candidate.key, reference.key) if pool else None)
 
 
 @functools.lru_cache(maxsize=4096)  # one answer asks for the same pairs in several places
-def _settle(reference: StatsRuns, candidate: StatsRuns, margin: float,
+def _settle(reference: StatsRuns, candidate: StatsRuns, margin: float, alpha: float,
             pooled: LogSpread | None) -> Settlement:
     floor_cv = _compare(reference, candidate).window_floor_cv
     return settle_runs([run_figure(w) for w in reference], [run_figure(w) for w in candidate],
-                       margin=margin, floor_sd_log=math.sqrt(math.log1p(floor_cv * floor_cv)),
-                       pooled=pooled)
+                       margin=margin, alpha=alpha,
+                       floor_sd_log=math.sqrt(math.log1p(floor_cv * floor_cv)), pooled=pooled)
 
 
 def describe_noise(configs: Sequence[ConfigView]) -> str:

@@ -41,7 +41,14 @@ import numpy as np
 
 from bench.results.pairs import process_log_ratio, undisturbed_sessions
 from bench.results.schema import RunResult
-from bench.results.stats import NOISE_DIFFERS_ALPHA, LogSpread, noise_differs_p, run_figure
+from bench.results.stats import (
+    GUARD_POWER,
+    NOISE_DIFFERS_ALPHA,
+    LogSpread,
+    noise_differs_p,
+    noise_guard_power,
+    run_figure,
+)
 
 if TYPE_CHECKING:
     from reports.configs import ConfigView
@@ -138,11 +145,15 @@ def pair_spread(sessions: Sequence[Mapping[str, RunResult]]) -> LogSpread:
 
 
 def guarded_pool(groups: Mapping[H, LogSpread]) -> tuple[LogSpread, set[H]]:
-    """The pool of ``groups``' spreads and the groups left out of it: while some group's
-    noise differs from the pool of the others still in (F test, two-sided), the one
-    that differs most leaves, so that one very noisy group cannot push every quiet
-    one out (nor the reverse)."""
-    inside = dict(groups)
+    """The pool of ``groups``' spreads and the groups left out of it. A group the F test
+    could not guard (``stats.noise_guard_power`` below ``GUARD_POWER`` against the rest:
+    too few degrees of freedom to show a 3x noisier group apart) keeps its own noise.
+    Then, while some group's noise differs from the pool of the others still in (F test,
+    two-sided), the one that differs most leaves, so that one very noisy group cannot
+    push every quiet one out (nor the reverse)."""
+    total = sum(groups.values(), LogSpread())
+    inside = {g: s for g, s in groups.items()
+              if noise_guard_power(s.df, total.df - s.df) >= GUARD_POWER}
     while len(inside) > 1:
         tests = []
         for g, spread in inside.items():

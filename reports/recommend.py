@@ -49,6 +49,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from bench.results.stats import (
+    DEFAULT_ALPHA,
     DEFAULT_MARGIN,
     EQUIVALENT,
     FASTER,
@@ -64,6 +65,7 @@ from reports.explain import because, compared, why_not
 from reports.machines import Machine
 from reports.runs import Variant
 from reports.scaling import Scaling
+from reports.sequential import Looks
 from reports.verdicts import RuleInputs, measured_cause
 
 
@@ -134,6 +136,7 @@ class Recommendation:
     # Candidates another candidate is shown faster than beyond the noise (none of them
     # can be the answer, settled or for now): key -> (that other, candidate / other).
     beaten: dict[str, tuple[ConfigView, Settlement]] = field(default_factory=dict)
+    alpha: float = DEFAULT_ALPHA  # the level its comparisons were read at
 
     @property
     def settled(self) -> bool:
@@ -260,7 +263,7 @@ def _beaten_phrase(r: Recommendation) -> str:
 def _bounded_phrase(c: ConfigView, r: Recommendation) -> str:
     """``central_storage on 2 devices -5% [90%: -7%, -3%] vs default on 1 device``."""
     assert r.best is not None
-    s = settle_of(c, r.best, r.margin)
+    s = settle_of(c, r.best, r.margin, r.alpha)
     return f"{c.choice} {_change_shown(s) if s else '-'} vs {r.best.choice}"
 
 
@@ -451,8 +454,9 @@ def _answer(r: Recommendation, candidates: list[ConfigView], sc: Scaling,
     return f"{text} Noise: {r.noise}."
 
 
-def _other_line(c: ConfigView, best: ConfigView, margin: float, inputs: RuleInputs) -> str:
-    s = settle_of(c, best, margin)
+def _other_line(c: ConfigView, best: ConfigView, margin: float, inputs: RuleInputs,
+                alpha: float) -> str:
+    s = settle_of(c, best, margin, alpha)
     head = f"{c.strategy} (best {fmt_rate(c.throughput or 0)} examples/s on {devices(c.replicas)})"
     if s is None:
         return head
@@ -478,7 +482,8 @@ def _other_line(c: ConfigView, best: ConfigView, margin: float, inputs: RuleInpu
     return f"{slower}{f'; {seen}' if seen else ''}; {why_not(c, best)}"
 
 
-def _per_worker_line(c: ConfigView, pool: Sequence[ConfigView], margin: float) -> str:
+def _per_worker_line(c: ConfigView, pool: Sequence[ConfigView], margin: float,
+                     alpha: float) -> str:
     """A per-worker-batch configuration, labelled, against equal per-device work."""
     text = (f"{c.choice}: {fmt_rate(c.throughput or 0)} examples/s with a batch of "
             f"{c.per_replica_batch} per worker ({c.replicas} workers step asynchronously: "
@@ -490,7 +495,7 @@ def _per_worker_line(c: ConfigView, pool: Sequence[ConfigView], margin: float) -
         return (f"{text}; no synchronous configuration with {c.per_replica_batch} examples "
                 f"per device on {devices(c.replicas)} in this sweep to compare it with")
     ref = max(same_work, key=lambda s: s.throughput or 0.0)
-    s = settle_of(c, ref, margin)
+    s = settle_of(c, ref, margin, alpha)
     verdict = ("not compared" if s is None else
                f"{s.verdict} beyond the noise" if s.verdict in (FASTER, SLOWER) else
                f"shown within +-{margin:.0%}" if s.verdict == EQUIVALENT else
@@ -510,13 +515,15 @@ def _unprofiled(configs: list[ConfigView]) -> list[ConfigView]:
 
 def recommend(ranking: Ranking, machine: Machine, scaling: dict[str, Scaling],
               inputs: RuleInputs, pool: Sequence[ConfigView] = (),
-              margin: float = DEFAULT_MARGIN) -> Recommendation:
+              margin: float = DEFAULT_MARGIN, alpha: float = DEFAULT_ALPHA) -> Recommendation:
     """The configuration to use at one batch setting, what settled it, and every other's
     place.
 
     ``pool``: every configuration of the workload variant (other batch settings too),
     where per-worker-batch configurations find synchronous ones of equal work.
     ``margin``: the relative change within which two configurations count as equivalent.
+    ``alpha``: the level the comparisons are read at (a budget's look:
+    ``reports.sequential``).
     """
     everything = ranking.ok_configs()
     ceilings = [c for c in everything if not is_choice(c)]
@@ -526,7 +533,7 @@ def recommend(ranking: Ranking, machine: Machine, scaling: dict[str, Scaling],
     candidates = _unprofiled([c for c in choices if c not in apart])
     flagged = [(c, r) for c in candidates if (r := super_ideal(c, scaling)) is not None]
     others = [_super_ideal_line(c, r, scaling[c.key], machine) for c, r in flagged]
-    others += [_per_worker_line(c, pool or everything, margin) for c in apart]
+    others += [_per_worker_line(c, pool or everything, margin, alpha) for c in apart]
     others += [f"{c.choice}: {fmt_rate(c.throughput or 0)} examples/s, the no-communication "
                f"ceiling (a baseline, not a way to train one model)"
                for c in sorted(ceilings, key=lambda c: c.replicas)]
@@ -542,19 +549,19 @@ def recommend(ranking: Ranking, machine: Machine, scaling: dict[str, Scaling],
     # Only a configuration no other is shown faster than beyond the noise may be the
     # answer, settled or for now: the simplest of the rest would otherwise win while the
     # data shows it slower by a gap not yet pinned against the margin.
-    beaten = beaten_by(candidates, margin)
+    beaten = beaten_by(candidates, margin, alpha)
     eligible = [c for c in candidates if c.key not in beaten]
     fastest = max(eligible or candidates, key=lambda c: (c.throughput or 0.0, -c.replicas))
     eligible = eligible or [fastest]  # a circle of evidence (runs against pairs): the top
     best = fastest if len(eligible) == 1 else min(eligible, key=lambda c: c.simplicity)
     settlements = {c.key: s for c in candidates
-                   if c is not best and (s := settle_of(c, best, margin)) is not None}
+                   if c is not best and (s := settle_of(c, best, margin, alpha)) is not None}
     rest = [c for c in eligible if c is not best]
     equivalent = [c for c in rest if c.key in settlements
                   and settlements[c.key].verdict == EQUIVALENT]
     unsettled = [c for c in rest if c not in equivalent]
     # Open comparisons that cannot change the answer: see STANDS.
-    bounded = [c for c in unsettled if cannot_displace(c, best, margin)]
+    bounded = [c for c in unsettled if cannot_displace(c, best, margin, alpha)]
     open_ = [c for c in unsettled if c not in bounded]
     kind = (ALONE if len(candidates) == 1 else FASTER if not rest else
             NOT_SETTLED if open_ else STANDS if bounded else EQUIVALENT)
@@ -563,13 +570,13 @@ def recommend(ranking: Ranking, machine: Machine, scaling: dict[str, Scaling],
         sorted(equivalent, key=lambda c: c.simplicity),
         sorted(open_, key=lambda c: c.simplicity),
         settlements, describe_noise(candidates), [c for c, _ in flagged], margin,
-        sorted(bounded, key=lambda c: c.simplicity), beaten)
+        sorted(bounded, key=lambda c: c.simplicity), beaten, alpha)
     rec.text = _answer(rec, candidates, scaling.get(best.key, Scaling()), machine)
 
     per_strategy: dict[str, ConfigView] = {}
     for c in sorted(candidates, key=lambda c: -(c.throughput or 0.0)):
         per_strategy.setdefault(c.strategy, c)
-    lines = [_other_line(c, best, margin, inputs) for st, c in per_strategy.items()
+    lines = [_other_line(c, best, margin, inputs, alpha) for st, c in per_strategy.items()
              if st != best.strategy]
     for strategy in sorted({c.strategy for c in ranking.configs() if is_choice(c)}
                            - {c.strategy for c in choices}):
@@ -578,8 +585,8 @@ def recommend(ranking: Ranking, machine: Machine, scaling: dict[str, Scaling],
     return rec
 
 
-def beaten_by(candidates: Sequence[ConfigView], margin: float
-              ) -> dict[str, tuple[ConfigView, Settlement]]:
+def beaten_by(candidates: Sequence[ConfigView], margin: float,
+              alpha: float = DEFAULT_ALPHA) -> dict[str, tuple[ConfigView, Settlement]]:
     """The candidates some other candidate is shown faster than beyond the noise (the
     95% interval of their ratio leaves out 1), each with the fastest such other and
     the comparison (candidate / other). Every pair is compared once, by its own
@@ -588,7 +595,7 @@ def beaten_by(candidates: Sequence[ConfigView], margin: float
     ordered = sorted(candidates, key=lambda c: -(c.throughput or 0.0))
     for i, a in enumerate(ordered):
         for b in ordered[i + 1:]:
-            s = settle_of(b, a, margin)
+            s = settle_of(b, a, margin, alpha)
             if s is None or s.direction is None:
                 continue
             slow, fast, seen = (b, a, s) if s.direction == SLOWER else (a, b, s.flipped())
@@ -598,20 +605,31 @@ def beaten_by(candidates: Sequence[ConfigView], margin: float
     return out
 
 
-def cannot_displace(c: ConfigView, best: ConfigView, margin: float) -> bool:
+def cannot_displace(c: ConfigView, best: ConfigView, margin: float,
+                    alpha: float = DEFAULT_ALPHA) -> bool:
     """``c`` cannot change an answer of ``best``: it is no simpler, and the evidence
     shows it does not beat ``best`` by more than ``margin`` (the upper end of its 90%
     interval against ``best`` below 1 + margin: a one-sided test at 5%). Slower, or
     within the margin where the simplest wins: ``best`` either way."""
     if c.simplicity <= best.simplicity:
         return False
-    s = settle_of(c, best, margin)
+    s = settle_of(c, best, margin, alpha)
     return s is not None and s.decided and s.eq_high < 1.0 + margin
 
 
+def place_of(machine_id: str, variant: Variant, ranking: Ranking) -> str:
+    """Where an answer applies, machine first: ``[b6cb04ca4bdc] mlp, global batch 256``."""
+    return f"[{machine_id}] {variant.label()}, {ranking.label}"
+
+
 def answer_workload(variant: Variant, configs: list[ConfigView], machine: Machine,
-                    scaling: dict[str, Scaling], inputs: RuleInputs) -> WorkloadAnswer:
-    """Rank ``configs`` of one variant per batch setting and recommend at each."""
+                    scaling: dict[str, Scaling], inputs: RuleInputs,
+                    looks: Looks | None = None) -> WorkloadAnswer:
+    """Rank ``configs`` of one variant per batch setting and recommend at each, each
+    read at the alpha of its place's last look (``looks``; the full alpha without)."""
+    looks = looks or Looks()
     rankings = rankings_for(configs)
-    return WorkloadAnswer(variant, configs, rankings,
-                          [recommend(rk, machine, scaling, inputs, configs) for rk in rankings])
+    return WorkloadAnswer(variant, configs, rankings, [
+        recommend(rk, machine, scaling, inputs, configs,
+                  alpha=looks.alpha(place_of(machine.machine_id, variant, rk)))
+        for rk in rankings])

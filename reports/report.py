@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.results.schema import RunResult
-from bench.results.store import load_sweep
+from bench.results.store import SweepStore, load_sweep
 from reports.columns import SCALING_FIGURES
 from reports.configs import ConfigView, Ratio, group_configs
 from reports.loops import LoopCost, loop_costs
@@ -25,6 +25,7 @@ from reports.recommend import WorkloadAnswer, answer_workload
 from reports.results_table import to_frame
 from reports.runs import RunView, Variant, views
 from reports.scaling import Index, Scaling, scaling_of
+from reports.sequential import Looks
 from reports.verdicts import RuleInputs, Verdict, overhead_share, verdicts_for
 
 
@@ -64,8 +65,9 @@ class SweepReport:
         return [r.result for m in self.machines for r in m.machine.runs]
 
 
-def build_machine(machine: Machine) -> MachineReport:
-    """Group the machine's runs into configurations and answer per workload."""
+def build_machine(machine: Machine, looks: Looks | None = None) -> MachineReport:
+    """Group the machine's runs into configurations and answer per workload (each
+    answer read at its place's last look, ``reports.sequential``)."""
     configs = group_configs(machine.runs)
     pool = NoisePool.of(configs)
     for config in configs:
@@ -81,16 +83,18 @@ def build_machine(machine: Machine) -> MachineReport:
         # the all-reduce section, not as a workload to rank.
         if config.variant.mode == "train":
             groups.setdefault(config.variant, []).append(config)
-    workloads = [answer_workload(v, cs, machine, scaling, inputs)
+    workloads = [answer_workload(v, cs, machine, scaling, inputs, looks)
                  for v, cs in sorted(groups.items(), key=lambda kv: kv[0].label())]
     costs = loop_costs(r.result for r in machine.runs)
     return MachineReport(machine, configs, workloads, scaling, verdicts, overhead, costs)
 
 
 def build_from_results(results: Sequence[RunResult], source: Path,
-                       warnings: Sequence[str] = ()) -> SweepReport:
-    """A report of ``results``; runs are grouped per machine, never mixed."""
-    machines = [build_machine(m) for m in by_machine(views(results))]
+                       warnings: Sequence[str] = (), looks: Looks | None = None
+                       ) -> SweepReport:
+    """A report of ``results``; runs are grouped per machine, never mixed. ``looks``:
+    the alpha each answer is read at (a budgeted sweep's journal; full alpha without)."""
+    machines = [build_machine(m, looks) for m in by_machine(views(results))]
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     return SweepReport(source, machines, list(warnings), now)
 
@@ -98,7 +102,8 @@ def build_from_results(results: Sequence[RunResult], source: Path,
 def build(sweep_dir: Path) -> SweepReport:
     """Load ``sweep_dir`` (bad files become warnings) and build its report."""
     loaded = load_sweep(sweep_dir)
-    return build_from_results(loaded.results, sweep_dir, loaded.warnings)
+    looks = Looks.of_journal(SweepStore(sweep_dir).journal_events())
+    return build_from_results(loaded.results, sweep_dir, loaded.warnings, looks)
 
 
 def _ratio_columns(name: str, r: Ratio | None) -> dict[str, float | None]:

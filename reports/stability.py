@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.exits import Exit
+from reports.recommend import place_of
 from reports.report import SweepReport
 
 AGREE, CONSISTENT, NOT_SETTLED, DISAGREE = (
@@ -56,7 +57,7 @@ def answers_of(report: SweepReport) -> dict[str, Answer]:
     for mr in report.machines:
         for w in mr.workloads:
             for rec, line in zip(w.recommendations, w.lines(), strict=True):
-                where = f"[{mr.machine.machine_id}] {w.variant.label()}, {rec.ranking.label}"
+                where = place_of(mr.machine.machine_id, w.variant, rec.ranking)
                 within = [c.choice for c in rec.equivalent]
                 out[where] = Answer(where, rec.best.choice if rec.best else None,
                                     frozenset(within), line, rec.settled, rec.half_width,

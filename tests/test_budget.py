@@ -68,16 +68,22 @@ def test_open_answers_get_sessions_until_settled(monkeypatch: pytest.MonkeyPatch
     lines: list[str] = []
     outcomes = budget_mod.spend([ONE, TWO], tmp_path, budget_s=600, started=0.0,
                                 interleave=True, echo=lines.append, clock=lambda: clock[0])
-    assert lines[0].startswith("budget: 0 of 1 answers settled")
+    assert lines[0].startswith("budget: look 1 (alpha 0.001): 0 of 1 answers settled")
     assert "open: [test] mlp[tiny]" in lines[0]
-    assert lines[-1].startswith("budget: 1 of 1 answers settled")
+    assert " 1 of 1 answers settled" in lines[-1]
     assert 2 <= fake.calls == len(outcomes) <= 4  # two shared processes are the least
     from bench.results.store import load_sweep
+    from reports.sequential import LookPlan, Looks
 
-    still, total = budget_mod.open_answers(load_sweep(tmp_path).results, tmp_path)
-    assert (still, total) == ([], 1)
-    (_, rec), = budget_mod.answers(load_sweep(tmp_path).results, tmp_path)
+    # Every look was journaled at the interim alpha, and the report reads the answer there.
+    looks = Looks.of_journal(SweepStore(tmp_path).journal_events())
+    (where,) = looks.by_place
+    assert looks.alpha(where) == LookPlan().interim
+    still, places = budget_mod.open_answers(load_sweep(tmp_path).results, tmp_path, looks)
+    assert (still, places) == ([], [where])
+    (_, rec), = budget_mod.answers(load_sweep(tmp_path).results, tmp_path, looks)
     assert rec.deciding is not None and rec.deciding.evidence == "pairs"
+    assert rec.alpha == LookPlan().interim
 
 
 def test_a_session_that_would_overrun_the_budget_is_not_started(
@@ -90,7 +96,13 @@ def test_a_session_that_would_overrun_the_budget_is_not_started(
     outcomes = budget_mod.spend([ONE, TWO], tmp_path, budget_s=600, started=0.0,
                                 interleave=True, echo=lines.append, clock=lambda: clock[0])
     assert outcomes == [] and fake.calls == 0
-    assert "would overrun the budget; 1 answer(s) stay not settled" in lines[-1]
+    assert "would overrun the budget; the last look (alpha 0.04) settles 0 of the 1 open " \
+        "answer(s)" in lines[-1]
+    from reports.sequential import Looks
+
+    events = SweepStore(tmp_path).journal_events()
+    assert [e["final"] for e in events] == [False, True]  # a first look, then the last
+    assert Looks.of_journal(events).by_place == {events[0]["where"]: pytest.approx(0.04)}
 
 
 @pytest.mark.parametrize("open_one", ["mirrored", "multi_worker_mirrored"])

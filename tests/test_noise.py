@@ -15,9 +15,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy import stats as sps
 
 from bench.results.schema import Interleaving, RunResult
-from bench.results.stats import EQUIVALENT, NOT_SETTLED, LogSpread, settle_pairs
+from bench.results.stats import (
+    EQUIVALENT,
+    GUARD_POWER,
+    NOT_SETTLED,
+    LogSpread,
+    noise_guard_power,
+    settle_pairs,
+    settle_runs,
+)
 from reports.noise import guarded_pool, pair_spread
 from reports.recommend import Recommendation
 from reports.report import build_from_results
@@ -67,22 +76,48 @@ def test_a_group_whose_noise_differs_keeps_its_own_in_both_directions() -> None:
     assert odd == {"loud"} and pool.df == 18 and pool.var == pytest.approx(1e-4)
     pool, odd = guarded_pool({"a": noisy, "b": noisy, "c": noisy, "hush": quiet})
     assert odd == {"hush"} and pool.var == pytest.approx(4e-2)
-    pool, odd = guarded_pool({"a": quiet, "b": LogSpread(6 * 1.3e-4, 6)})
-    assert odd == set() and pool.df == 12  # alike: pooled
+    pool, odd = guarded_pool({"a": LogSpread(12 * 1e-4, 12), "b": LogSpread(12 * 1.3e-4, 12)})
+    assert odd == set() and pool.df == 24  # alike: pooled
+
+
+def test_a_group_the_guard_cannot_judge_keeps_its_own() -> None:
+    """With 1 degree of freedom the F test would miss a group 3x noisier than the pool
+    more often than not (power 0.43): such a group neither borrows nor joins, even when
+    its estimate looks like the pool's; with 6 it is judged (power 0.90)."""
+    quiet = LogSpread(6 * 1e-4, 6)
+    pool, odd = guarded_pool({"a": quiet, "b": quiet, "c": quiet,
+                              "thin": LogSpread(1e-4, 1)})
+    assert odd == {"thin"} and pool.df == 18
+    assert noise_guard_power(1, 18) < GUARD_POWER <= noise_guard_power(6, 18)
+    assert noise_guard_power(4, 16) < GUARD_POWER <= noise_guard_power(5, 16)
 
 
 def test_pooled_noise_is_used_only_where_it_has_more_degrees_of_freedom() -> None:
-    pairs = [math.log(1.02) + d for d in (0.01, -0.01)]
+    pairs = [math.log(1.02) + d for d in (0.01, -0.01)]  # own SD 0.0141
     alone = settle_pairs(pairs)
-    pooled = settle_pairs(pairs, pooled=LogSpread(20 * 0.01 ** 2 * 2, 20))
+    # A quieter pool lends its degrees of freedom, never its smaller variance.
+    pooled = settle_pairs(pairs, pooled=LogSpread(20 * 0.5e-4, 20))
     assert alone.verdict == NOT_SETTLED and alone.pooled_df is None  # t at 1 df
     assert pooled.verdict == EQUIVALENT and pooled.pooled_df == 20
+    assert pooled.sd_log == pytest.approx(0.01 * math.sqrt(2))
     fewer = settle_pairs(pairs * 3, pooled=LogSpread(1.0, 1))
     assert fewer.pooled_df is None  # its own 5 df beat the pool's 1
 
 
+def test_pooled_runs_never_get_an_interval_below_either_sides_own() -> None:
+    """3 runs at 1% against 2 at 5%, with a much quieter pool: each side keeps its own
+    variance (their average let the quiet side hide the noisy one)."""
+    quiet = [1000 * math.exp(0.01 * z) for z in (-1.0, 0.0, 1.0)]
+    loud = [1000 * math.exp(0.05 * z / math.sqrt(2)) for z in (-1.0, 1.0)]
+    s = settle_runs(quiet, loud, pooled=LogSpread(40 * 1e-6, 40))
+    welch_se = math.sqrt(0.01 ** 2 / 3 + 0.05 ** 2 / 2)
+    half = (math.log(s.high) - math.log(s.low)) / 2
+    assert s.pooled_df == 40
+    assert half / float(sps.t.ppf(0.975, 40)) == pytest.approx(welch_se, rel=1e-6)
+
+
 def _answers(noisy_gap: float) -> dict[int, Recommendation]:
-    """Five answers (batches 8..128) of three arms, two sessions each; mirrored 0.5%
+    """Five answers (batches 8..128) of three arms, four sessions each; mirrored 0.5%
     ahead of one_device everywhere (not shown beyond the noise: the simplest wins); the
     arms' noise 1% in every answer but batch 128's, which is 20% (a gap of
     ``noisy_gap`` there)."""
@@ -90,11 +125,11 @@ def _answers(noisy_gap: float) -> dict[int, Recommendation]:
     results: list[RunResult] = []
     for b, batch in enumerate((8, 16, 32, 64, 128)):
         noise, gap = (0.2, noisy_gap) if batch == 128 else (0.01, 1.005)
-        for s in range(2):
+        for s, c in enumerate((1.0, -1.0, 0.5, -0.5)):
             luck = rng.uniform(0.7, 1.3)  # the session's own luck: cancels in its pairs
-            # The arms' noise, opposite in the two sessions: the arms' means over them
+            # The arms' noise sums to nought over the sessions: the arms' means over them
             # are exactly their levels, and every pair of arms varies.
-            levels = [1000.0 * luck * math.exp(noise * (-1) ** s * w) for w in (1, -1, 0.5)]
+            levels = [1000.0 * luck * math.exp(noise * c * w) for w in (1, -1, 0.5)]
             levels[1] *= gap
             results += _session(levels, batch, f"b{b}s{s}", s + 1)
     report = build_from_results(results, Path("/nonexistent/sweep"))
@@ -110,10 +145,11 @@ def test_an_answer_borrows_its_machines_noise_and_a_noisy_one_keeps_its_own(
         rec = answers[batch]
         s = rec.settlements[next(c.key for c in rec.ranking.ok_configs()
                                  if c.base_strategy == "mirrored")]
-        # Two sessions alone: t at 1 degree of freedom, nothing settled; pooled over the
-        # machine's answers (4 x (2-1) x (3-1) = 8 df) the 0.5% gap is shown within +-5%
-        # (mirrored against the answer, one_device: no arm is shown faster than it).
-        assert s.evidence == "pairs" and s.pooled_df == 8, (batch, s)
+        # Four sessions alone: t at 3 degrees of freedom; pooled over the machine's
+        # answers (4 x (4-1) x (3-1) = 24 df, each answer's 6 enough for the guard) the
+        # 0.5% gap is shown within +-5% (mirrored against the answer, one_device: no arm
+        # is shown faster than it).
+        assert s.evidence == "pairs" and s.pooled_df == 24, (batch, s)
         assert s.verdict == EQUIVALENT and rec.settled, (batch, rec.text)
         assert rec.best is not None and rec.best.base_strategy == "one_device"
     noisy = answers[128]

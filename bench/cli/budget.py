@@ -10,12 +10,17 @@ answer's open comparisons need: the configurations in them, and with any in-proc
 one every in-process configuration of that answer (a session of all its arms, whose
 noise the report pools: ``reports.noise``). It stops when every answer is settled or
 the next session would overrun the budget, and says which.
+
+Each read is a look, with its own share of alpha (``reports.sequential.LookPlan``):
+the looks before the last read at a small interim alpha, and the last one, when the
+budget is spent, reads what is still open at what they left. Every look is journaled,
+so that the report reads each answer at its last look's alpha.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,10 +29,12 @@ from bench.launch.sweep import Replication, SweepOutcome, run_sweep
 from bench.results.schema import RunResult
 from bench.results.store import SweepStore, load_sweep
 from bench.spec import RunSpec
-from reports.recommend import Recommendation, answer_line
+from reports.recommend import Recommendation, answer_line, place_of
 from reports.report import build_from_results
+from reports.sequential import LookPlan, Looks, look_event
 
 DEFAULT_BUDGET_S = 600.0  # the default sweep on a 2-core machine
+BUDGET_LOOKS = LookPlan()
 
 
 @dataclass(frozen=True)
@@ -39,20 +46,22 @@ class OpenAnswer:
     keys: tuple[str, ...]
 
 
-def answers(results: Sequence[RunResult], source: Path) -> list[tuple[str, Recommendation]]:
-    """Every answer of ``results``: (where, recommendation)."""
-    report = build_from_results(results, source)
-    return [(f"[{m.machine.machine_id}] {w.variant.label()}, {rec.ranking.label}", rec)
+def answers(results: Sequence[RunResult], source: Path, looks: Looks | None = None
+            ) -> list[tuple[str, Recommendation]]:
+    """Every answer of ``results``: (where, recommendation), read at ``looks``."""
+    report = build_from_results(results, source, looks=looks)
+    return [(place_of(m.machine.machine_id, w.variant, rec.ranking), rec)
             for m in report.machines for w in m.workloads for rec in w.recommendations]
 
 
-def open_answers(results: Sequence[RunResult], source: Path) -> tuple[list[OpenAnswer], int]:
+def open_answers(results: Sequence[RunResult], source: Path, looks: Looks | None = None
+                 ) -> tuple[list[OpenAnswer], list[str]]:
     """The answers not settled yet (with the keys of the configurations to measure
-    again: ``to_measure``), and how many answers there are."""
-    found = answers(results, source)
+    again: ``to_measure``), and where every answer is."""
+    found = answers(results, source, looks)
     out = [OpenAnswer(where, answer_line(rec), to_measure(rec))
            for where, rec in found if rec.best is not None and not rec.settled]
-    return out, len(found)
+    return out, [where for where, _ in found]
 
 
 def to_measure(rec: Recommendation) -> tuple[str, ...]:
@@ -69,43 +78,56 @@ def to_measure(rec: Recommendation) -> tuple[str, ...]:
 
 
 def print_answers(results: Sequence[RunResult], source: Path, heading: str,
-                  echo: Callable[[str], None] = print) -> None:
-    """Each answer on one line under ``heading``, settled or not."""
+                  echo: Callable[[str], None] = print, looks: Looks | None = None) -> None:
+    """Each answer on one line under ``heading``, settled or not (read at ``looks``)."""
     echo(heading)
-    for where, rec in answers(results, source):
+    for where, rec in answers(results, source, looks):
         mark = "settled" if rec.settled else "open"
         echo(f"  [{mark}] {where}: {answer_line(rec)}")
 
 
 def spend(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: float,
           interleave: bool, echo: Callable[[str], None] = print,
-          clock: Callable[[], float] = time.monotonic) -> list[SweepOutcome]:
+          clock: Callable[[], float] = time.monotonic,
+          plan: LookPlan = BUDGET_LOOKS) -> list[SweepOutcome]:
     """Measure open answers' configurations again until every answer is settled or the
-    next session would end after ``started + budget_s``; returns each session's outcome."""
-    by_key = {s.key(): s for s in specs}
+    next session would end after ``started + budget_s``; returns each session's outcome.
+
+    Reads the answers after each session at ``plan.interim`` (at most
+    ``plan.max_interim`` times; later sessions go to the answers then open), and what
+    is open when the budget is spent at ``plan.final``: every look is journaled.
+    """
+    by_key = {s.key() for s in specs}
+    spec_of = {s.key(): s for s in specs}
     store = SweepStore(out)
     outcomes: list[SweepOutcome] = []
     last_cost: dict[str, float] = {}
+    looks = 0
+    still: list[OpenAnswer] = []
     while True:
         results = [r for r in load_sweep(out).results if r.key in by_key]
-        still, total = open_answers(results, out)
         elapsed = clock() - started
-        echo(f"budget: {total - len(still)} of {total} answers settled after {elapsed:.0f} s "
-             f"of {budget_s:.0f} s" + ("; open: " + "; ".join(a.where for a in still)
-                                       if still else ""))
-        if not still:
-            return outcomes
-        keys, cheapest = _affordable(still, by_key, results, last_cost, budget_s - elapsed)
+        if looks < plan.max_interim:
+            still, places = open_answers(results, out, Looks(default=plan.interim))
+            looks += 1
+            for where in places:
+                store.journal(look_event(where, plan.interim, final=False))
+            echo(f"budget: look {looks} (alpha {plan.interim:g}): {len(places) - len(still)} "
+                 f"of {len(places)} answers settled after {elapsed:.0f} s of {budget_s:.0f} s"
+                 + ("; open: " + "; ".join(a.where for a in still) if still else ""))
+            if not still:
+                return outcomes
+        keys, cheapest = _affordable(still, spec_of, results, last_cost, budget_s - elapsed)
         if not keys:
-            echo(f"budget: the next session (~{cheapest:.0f} s) would overrun the budget; "
-                 f"{len(still)} answer(s) stay not settled")
+            _last_look(still, store, plan, results, out, echo,
+                       f"the next session (~{cheapest:.0f} s) would overrun the budget")
             return outcomes
         # One more run each: the configurations of one answer's session have run
         # together so far, so they share their next run's number, and run together again.
         nexts: dict[int, list[RunSpec]] = {}
         for k in keys:
-            done = store.replicates_done(by_key[k], 1000)
-            nexts.setdefault(1 + max(done, default=0), []).append(by_key[k])
+            done = store.replicates_done(spec_of[k], 1000)
+            nexts.setdefault(1 + max(done, default=0), []).append(spec_of[k])
         ran: list[RunResult] = []
         for runs, todo in sorted(nexts.items()):
             outcome = run_sweep(todo, out, echo=echo, replication=Replication(runs=runs),
@@ -121,7 +143,18 @@ def spend(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: floa
                                               if r.interleaved else 1)
 
 
-def _affordable(still: Sequence[OpenAnswer], by_key: dict[str, RunSpec],
+def _last_look(still: Sequence[OpenAnswer], store: SweepStore, plan: LookPlan,
+               results: Sequence[RunResult], out: Path, echo: Callable[[str], None],
+               why: str) -> None:
+    """The budget is spent: what is still open is read once more, at ``plan.final``."""
+    for a in still:
+        store.journal(look_event(a.where, plan.final, final=True))
+    left, _ = open_answers(results, out, Looks.of_journal(store.journal_events()))
+    echo(f"budget: {why}; the last look (alpha {plan.final:g}) settles "
+         f"{len(still) - len(left)} of the {len(still)} open answer(s)")
+
+
+def _affordable(still: Sequence[OpenAnswer], by_key: Mapping[str, RunSpec],
                 results: Sequence[RunResult], last_cost: dict[str, float],
                 left_s: float) -> tuple[set[str], float]:
     """The configurations of as many open answers as ``left_s`` leaves time for,

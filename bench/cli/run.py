@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.cli.ab import duration
-from bench.cli.budget import DEFAULT_BUDGET_S, print_answers, spend
+from bench.cli.budget import BUDGET_LOOKS, DEFAULT_BUDGET_S, print_answers, spend
 from bench.cli.common import add_matrix_args, specs_from_args, writable_dir
 from bench.cli.report import report_after_sweep
 from bench.cli.tensorboard_export import export_after_sweep
@@ -22,6 +22,7 @@ from bench.launch.sweep import Replication, SweepOutcome, run_sweep
 from bench.results.store import SweepStore, load_sweep, new_sweep_dir
 from bench.spec import RunSpec
 from reports.results_table import LEGEND, format_table
+from reports.sequential import Looks
 
 # Two processes is the least that shows run-to-run noise, which on a shared machine is
 # larger than the noise between windows of one process.
@@ -98,10 +99,12 @@ def _budgeted(specs: list[RunSpec], out: Path, budget: float, t0: float,
             return outcome
         if i == 0:
             mine = [r for r in load_sweep(out).results if r.key in keys]
+            # Read as the budget's looks are: at the interim alpha (reports.sequential).
             print_answers(mine, out, f"\nprovisional answers ({time.monotonic() - t0:.0f} s; "
                                      f"one session each"
                                      + (", the multi-process configurations still to come"
-                                        if phases[0] and phases[1] else "") + "):")
+                                        if phases[0] and phases[1] else "") + "):",
+                          looks=Looks(default=BUDGET_LOOKS.interim))
     if args.runs is not None:
         outcome = merge(outcome, run_sweep(specs, out, replication=replication_from_args(args),
                                            interleave=args.interleave, evidence=evidence,

@@ -321,6 +321,26 @@ def noise_differs_p(a: LogSpread, b: LogSpread) -> float | None:
     return min(1.0, 2.0 * float(min(sps.f.cdf(f, a.df, b.df), sps.f.sf(f, a.df, b.df))))
 
 
+# A group borrows a pool's noise only where the F test that guards the pool would catch a
+# group this much noisier (SD ratio) with this power: with 1 degree of freedom a group
+# whose SD is 3x the pool's passed the test 56% of the time and borrowed a noise it does
+# not have. Below it (fewer than 4 degrees of freedom against a large pool) it keeps its own.
+GUARD_SD_RATIO = 3.0
+GUARD_POWER = 0.8
+
+
+def noise_guard_power(df: int, pool_df: int, sd_ratio: float = GUARD_SD_RATIO,
+                      alpha: float = NOISE_DIFFERS_ALPHA) -> float:
+    """Power of ``noise_differs_p``'s two-sided F test at ``alpha`` to find a group of
+    ``df`` degrees of freedom different from a pool of ``pool_df`` when its true SD is
+    ``sd_ratio`` times the pool's (0 without degrees of freedom)."""
+    if df < 1 or pool_df < 1:
+        return 0.0
+    r = sd_ratio * sd_ratio
+    hi, lo = sps.f.ppf(1.0 - alpha / 2.0, df, pool_df), sps.f.ppf(alpha / 2.0, df, pool_df)
+    return float(sps.f.sf(hi / r, df, pool_df) + sps.f.cdf(lo / r, df, pool_df))
+
+
 def welch_satterthwaite(parts: Sequence[tuple[float, float]]) -> float:
     """Degrees of freedom of a sum of independent variance estimates, each part given as
     (its term of the sum, its own df): ``(sum v)^2 / sum(v^2 / df)``."""
@@ -916,10 +936,16 @@ def settle_runs(reference: Sequence[float], candidate: Sequence[float], *,
         se = sd * math.sqrt(1.0 / sizes[0] + 1.0 / sizes[1])
     pooled_df = None
     if pooled is not None and pooled.var is not None and pooled.df > df:
-        # The pool's degrees of freedom, never a variance below this comparison's own:
-        # a noisier configuration the F test could not tell apart keeps its width.
-        sd = math.sqrt(max(pooled.var, floor, sd * sd if sd is not None else 0.0))
-        se, df = sd * math.sqrt(1.0 / sizes[0] + 1.0 / sizes[1]), float(pooled.df)
+        # The pool's degrees of freedom, never a variance below either side's own: a
+        # noisier configuration the F test could not tell apart keeps its width, side
+        # by side (their average would let a quiet side hide a noisy one: 3 runs at 1%
+        # against 2 at 5% gave an SE of 0.046 below their own Welch SE of 0.050).
+        own = [v if v is not None else 0.0 for v in var]
+        if len(measured) == 1:
+            own = [measured[0][0]] * 2  # one side measured: its noise stands for both
+        sides = [max(pooled.var, floor, v) for v in own]
+        se = math.sqrt(sides[0] / sizes[0] + sides[1] / sizes[1])
+        sd, df = math.sqrt(sum(sides) / 2.0), float(pooled.df)
         pooled_df = df
     # Planned as pairs of runs (one a side): a pair's log ratio has SD sqrt(2) x a run's.
     return _settle(mean, se, df, None if sd is None else sd * math.sqrt(2.0), margin=margin,
