@@ -57,6 +57,7 @@ from bench.results.stats import (
     PAIRS,
     SLOWER,
     Settlement,
+    level,
 )
 from bench.strategies import STRATEGIES
 from reports.columns import change_ci, fmt_rate, pct_ci, times_ci
@@ -333,14 +334,18 @@ def evidence_of(s: Settlement) -> str:
 
 
 def _change(s: Settlement) -> str:
-    """``-3% [-9%, +4%]`` (the 95% interval)."""
-    return change_ci(_as_ratio(s))
+    """``-3% [-9%, +4%]`` (the 95% interval); another level is named: ``[96%: ...]``
+    (a budget's look reads at its own alpha, ``reports.sequential``)."""
+    text = change_ci(_as_ratio(s))
+    if not s.decided or s.alpha == DEFAULT_ALPHA:
+        return text
+    return text.replace(" [", f" [{level(1 - s.alpha)}: ", 1)
 
 
 def _change_shown(s: Settlement) -> str:
     """``-2% [90%: -4%, +0%]``: the interval an equivalence test puts inside the margin."""
     text = change_ci(_as_ratio(s, shown=True))
-    return text.replace(" [", f" [{1 - 2 * s.alpha:.0%}: ", 1) if s.decided else text
+    return text.replace(" [", f" [{level(1 - 2 * s.alpha)}: ", 1) if s.decided else text
 
 
 def _open(r: Recommendation) -> list[tuple[ConfigView, Settlement]]:
@@ -401,7 +406,7 @@ def _answer(r: Recommendation, candidates: list[ConfigView], sc: Scaling,
                   f" Faster beyond the noise than every other configuration, not by more "
                   f"than the {m} margin everywhere: ")
                  + f"the next best, {runner.choice}, is {_change(d)}{_against_margin(d)} "
-                 f"(95% interval from {evidence_of(d)}).")
+                 f"({level(1 - d.alpha)} interval from {evidence_of(d)}).")
     elif r.kind == EQUIVALENT:
         shown = [f"{c.choice} {_change_shown(r.settlements[c.key])}" for c in r.equivalent]
         test = "an equivalence test: the interval lies inside the margin"
@@ -417,7 +422,8 @@ def _answer(r: Recommendation, candidates: list[ConfigView], sc: Scaling,
                  + f" Not every comparison is settled, but none can change this answer: "
                  f"{_listed([_bounded_phrase(c, r) for c in r.bounded])} "
                  f"{'is' if len(r.bounded) == 1 else 'are'} shown not to beat it by more "
-                 f"than the {m} margin (the upper end of the 90% interval), and no simpler: "
+                 f"than the {m} margin (the upper end of the {level(1 - 2 * r.alpha)} "
+                 f"interval), and no simpler: "
                  f"slower or within the margin, {best.choice} is the answer either way.")
     else:
         open_ = [f"{c.choice} ({_change(s)} vs {best.choice})" for c, s in _open(r)]

@@ -6,9 +6,9 @@ sweeps from two machines share no place and can never agree. At each place:
 
 - ``agree``: both answers are settled (faster, equivalent within the margin, or the only
   configuration) and recommend the same configuration;
-- ``equivalent-consistent``: both settled on different choices, each shown equivalent
-  within the margin to the other's choice (the margin allows either, and both reports
-  showed it);
+- ``equivalent-consistent``: both settled on different choices that each sweep showed
+  within the margin of each other: equivalent, or its own choice faster beyond the noise
+  by a gap the margin does not call (one truth, a gap under the margin, fits both);
 - ``not settled``: either answer is not settled at its precision: nothing can agree yet;
 - ``disagree``: both settled, on choices neither showed equivalent: the answer would
   have changed on a re-run;
@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.exits import Exit
+from bench.results.stats import SLOWER
 from reports.recommend import place_of
 from reports.report import SweepReport
 
@@ -41,14 +42,16 @@ class Answer:
 
     where: str  # "[cpu-box] mlp, global batch 64": the machine first, always
     choice: str | None  # "one_device on 1 device"; None: nothing to recommend
-    # The choices shown within the margin of the fastest, which the answer was picked
-    # among (itself excluded).
+    # The choices shown within the margin of the answer (itself excluded).
     within: frozenset[str]
     summary: str  # the answer line as the report prints it
     settled: bool = True
     half_width: float | None = None  # of the interval the answer rests on (0.05: +-5%)
     # Candidates the sweep shows faster than its answer beyond the noise (a broken rule).
     beaten_by: tuple[str, ...] = ()
+    # Choices the answer is shown faster than beyond the noise, by a gap not shown beyond
+    # the margin: what it says of them fits a sweep that shows them within the margin.
+    faster_near: frozenset[str] = frozenset()
 
 
 def answers_of(report: SweepReport) -> dict[str, Answer]:
@@ -59,9 +62,13 @@ def answers_of(report: SweepReport) -> dict[str, Answer]:
             for rec, line in zip(w.recommendations, w.lines(), strict=True):
                 where = place_of(mr.machine.machine_id, w.variant, rec.ranking)
                 within = [c.choice for c in rec.equivalent]
+                near = [c.choice for c in rec.ranking.ok_configs() if c.key in rec.settlements
+                        and rec.settlements[c.key].beyond_noise_only
+                        and rec.settlements[c.key].direction == SLOWER]
                 out[where] = Answer(where, rec.best.choice if rec.best else None,
                                     frozenset(within), line, rec.settled, rec.half_width,
-                                    tuple(c.choice for c in rec.shown_faster_than_it))
+                                    tuple(c.choice for c in rec.shown_faster_than_it),
+                                    frozenset(near))
     return out
 
 
@@ -81,7 +88,9 @@ class Agreement:
             if x.choice is None:
                 return "no recommendation"
             return ((x.choice if x.settled else f"not settled, {x.choice} for now")
-                    + (f" (equivalent to {', '.join(sorted(x.within))})" if x.within else ""))
+                    + (f" (equivalent to {', '.join(sorted(x.within))})" if x.within else "")
+                    + (f" (faster than {', '.join(sorted(x.faster_near))}, the margin open)"
+                       if x.faster_near else ""))
         return f"{self.verdict:21s} {self.where}: A {side(self.a)} | B {side(self.b)}"
 
 
@@ -97,7 +106,11 @@ def agreement(a: Answer | None, b: Answer | None) -> str:
         return NOT_SETTLED
     if a.choice == b.choice:
         return AGREE
-    if b.choice in a.within and a.choice in b.within:
+    # Each within the margin of the other as its own sweep showed it, one of them at
+    # least by an equivalence test (two sweeps each showing its choice faster than the
+    # other's contradict each other).
+    if (b.choice in a.within and a.choice in b.within | b.faster_near) or \
+            (a.choice in b.within and b.choice in a.within | a.faster_near):
         return CONSISTENT
     return DISAGREE
 

@@ -94,6 +94,13 @@ def test_consistency_needs_each_side_to_have_shown_the_other_choice_equivalent()
     assert agreement(eq_x, plain_y) == DISAGREE  # only one side showed the margin
     assert agreement(eq_x, eq_x) == AGREE
     assert agreement(eq_x, Answer("w", x, frozenset({y}), "", settled=False)) == NOT_SETTLED
+    # One sweep shows y faster than x by a gap the margin does not call, the other shows
+    # them within the margin: one truth (a gap under the margin) fits both.
+    near_y = Answer("w", y, frozenset(), "", faster_near=frozenset({x}))
+    assert agreement(eq_x, near_y) == agreement(near_y, eq_x) == CONSISTENT
+    assert agreement(plain_y, eq_x) == DISAGREE  # y's sweep said nothing of x
+    assert agreement(near_y, Answer("w", x, frozenset(), "", faster_near=frozenset({y}))) \
+        == DISAGREE  # each faster than the other: contradicted
     assert agreement(eq_x, None) == ONLY_A and agreement(None, eq_x) == ONLY_B
     assert agreement(eq_x, Answer("w", None, frozenset(), "")) == NO_ANSWER
 

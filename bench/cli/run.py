@@ -18,7 +18,7 @@ from bench.exits import Exit
 from bench.hardware import detect
 from bench.launch.evidence import OFF, Evidence, cost_line
 from bench.launch.groups import sweep_units
-from bench.launch.sweep import Replication, SweepOutcome, run_sweep
+from bench.launch.sweep import Replication, SweepOutcome, measured_line, run_sweep
 from bench.results.store import SweepStore, load_sweep, new_sweep_dir
 from bench.spec import RunSpec
 from reports.results_table import LEGEND, format_table
@@ -61,9 +61,10 @@ def cmd_run(args: argparse.Namespace) -> int:
           f"{len(specs)} configurations; sweep wall time {outcome.wall_s:.0f} s)")
     print(format_table(mine))
     print("\n" + LEGEND)
-    cost = cost_line(outcome.ran, outcome.wall_s)
-    if cost:
-        print(f"\n{cost}")
+    for line in (cost_line(outcome.ran, outcome.wall_s),
+                 measured_line(outcome.ran, outcome.wall_s)):
+        if line:
+            print(f"\n{line}")
     for w in loaded.warnings:
         print(f"warning: {w}", file=sys.stderr)
     if outcome.interrupted:
@@ -170,4 +171,4 @@ def add_parser(sub: Any) -> None:
                         "answers are not settled while the budget allows; provisional "
                         "answers after the first pass (default 10m for --preset default, "
                         "else none; 0 turns it off)")
-    p.set_defaults(func=cmd_run)
+    p.set_defaults(func=cmd_run, needs_tensorflow=True)

@@ -39,6 +39,18 @@ class SweepOutcome:
         return [r for r in self.ran if r.status in ("failed", "oom", "timeout")]
 
 
+def measured_line(results: Sequence[RunResult], wall_s: float) -> str | None:
+    """How much of the sweep measured: ``measured: 148 s of the sweep's 555 s in
+    windows (27%), the rest start-ups, builds, warm-ups and profiles``; None when no
+    run has windows or no wall time is known."""
+    measured = sum(w.wall_s for r in results if r.figures is not None
+                   for w in r.figures.windows)
+    if not measured or wall_s <= 0:
+        return None
+    return (f"measured: {measured:.0f} s of the sweep's {wall_s:.0f} s in windows "
+            f"({measured / wall_s:.0%}), the rest start-ups, builds, warm-ups and profiles")
+
+
 def _fmt_duration(seconds: float) -> str:
     seconds = max(0, round(seconds))
     m, s = divmod(seconds, 60)

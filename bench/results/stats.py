@@ -801,7 +801,7 @@ class Settlement:
         if self.verdict in (FASTER, SLOWER):
             return f"{change} is beyond the noise and beyond {m} (its interval lies past it)"
         if self.verdict == EQUIVALENT:
-            return (f"{change} is shown to lie within {m} (its {1 - 2 * self.alpha:.0%} "
+            return (f"{change} is shown to lie within {m} (its {level(1 - 2 * self.alpha)} "
                     f"interval lies inside it)")
         return f"{change} is neither shown beyond the noise and {m} nor within {m}; {self.plan}"
 
@@ -843,6 +843,11 @@ def interval_decision(low: Any, high: Any, same: Any, bound: float) -> np.ndarra
     codes[high < -bound] = BELOW_CODE
     codes[np.broadcast_to(np.asarray(same, dtype=bool), codes.shape)] = WITHIN_CODE
     return codes
+
+
+def level(confidence: float) -> str:
+    """A confidence level as people write it: ``90%``, ``99.8%`` (never a rounded 100%)."""
+    return f"{confidence * 100:.3g}%"
 
 
 def _check_settle_args(margin: float, alpha: float, power: float) -> float:
