@@ -17,7 +17,7 @@ ARGS   ?=
 TF_MINOR = $(PY) -c "import importlib.metadata as m; print('.'.join(m.version(m.packages_distributions()['tensorflow'][0]).split('.')[:2]))"
 
 .DEFAULT_GOAL := help
-.PHONY: help venv bench smoke test lint overhead gate-power probes clean
+.PHONY: help venv bench smoke test test-onednn lint overhead gate-power probes clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -50,6 +50,12 @@ smoke: $(STAMP) ## a tiny sweep end to end (about a minute)
 
 test: $(STAMP) ## run the test suite
 	$(PY) -m pytest
+
+# Machines of this kind differ: oneDNN is on by default on CPUs with AVX-512 VNNI/BF16 or
+# AMX (kernels named _MklMatMul, other noise) and off elsewhere. Both ways on any machine.
+test-onednn: $(STAMP) ## the suite with oneDNN forced on, then forced off (CI runs this)
+	TF_ENABLE_ONEDNN_OPTS=1 $(PY) -m pytest
+	TF_ENABLE_ONEDNN_OPTS=0 $(PY) -m pytest
 
 lint: $(STAMP) ## ruff, mypy and the import contracts (pyproject.toml)
 	$(VENV)/bin/ruff check bench workloads reports tests scripts benchmarks conftest.py
