@@ -236,4 +236,4 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--out", type=Path,
                    help="directory of the runs, baseline/ and candidate/ sweeps (default "
                         "results/ab-<time>)")
-    p.set_defaults(func=cmd_ab)
+    p.set_defaults(func=cmd_ab, needs_tensorflow=True)

@@ -69,7 +69,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--timeout", type=float, default=900.0, dest="timeout_s",
                    help="hard limit per configuration, seconds")
     p.add_argument("--out", type=Path, help="sweep directory (re-use it to resume)")
-    p.set_defaults(func=cmd_allreduce)
+    p.set_defaults(func=cmd_allreduce, needs_tensorflow=True)
 
 
 def probe_specs(args: argparse.Namespace) -> list[RunSpec]:

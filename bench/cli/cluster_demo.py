@@ -49,7 +49,7 @@ def add_parser(sub: Any) -> None:
                                    "worker1:kill_after_warmup")
     p.add_argument("--absent", type=split_list, default=[],
                    help="tasks whose host never starts, e.g. worker1")
-    p.set_defaults(func=cmd_cluster_demo)
+    p.set_defaults(func=cmd_cluster_demo, needs_tensorflow=True)
 
 
 def _rate(text: str) -> float:

@@ -60,7 +60,7 @@ def add_parser(sub: Any) -> None:
                    help="print the report of what --out holds; run nothing")
     p.add_argument("--out", type=Path, help="lab directory (re-use it to add pieces and "
                                             "resume; default results/lab-<time>)")
-    p.set_defaults(func=cmd_lab)
+    p.set_defaults(func=cmd_lab, needs_tensorflow=True)
 
 
 def cmd_lab(args: argparse.Namespace) -> int:

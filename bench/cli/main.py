@@ -35,6 +35,8 @@ from bench.cli import (
 )
 from bench.errors import BenchError, SpecError, UsageError
 from bench.exits import EPILOG, Exit
+from bench.hardware import detect
+from bench.launch.interpreter import require_tensorflow
 
 COMMANDS = (run, listing, env, show, report, tensorboard_export, history, compare, nightly,
             ab, allreduce, worker, cluster_demo, lab, k8s_manifest, project)
@@ -87,6 +89,10 @@ def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # argparse exits with 2 on usage errors
     try:
+        if getattr(args, "needs_tensorflow", False):
+            # Commands that start TensorFlow children refuse before anything runs where
+            # this interpreter cannot import it, or is the CPU build on a GPU machine.
+            require_tensorflow(len(detect().gpus))
         return int(args.func(args))
     except (SpecError, UsageError) as exc:
         print(f"stratbench: error: {exc}", file=sys.stderr)

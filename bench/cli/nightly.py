@@ -161,4 +161,4 @@ def add_parser(sub: Any) -> None:
                     help="benchmark matrix of the sessions (default %(default)s); each "
                          "configuration takes up to --budget")
     add_side_args(p)
-    p.set_defaults(func=cmd_nightly)
+    p.set_defaults(func=cmd_nightly, needs_tensorflow=True)

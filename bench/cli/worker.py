@@ -63,4 +63,4 @@ def add_parser(sub: Any) -> None:
                         "instead of the matrix options: every host runs the same file")
     p.add_argument("--cluster", choices=["auto", "tf_config", "slurm"], default="auto",
                    help="where the cluster comes from (auto: TF_CONFIG if set, else Slurm)")
-    p.set_defaults(func=cmd_worker)
+    p.set_defaults(func=cmd_worker, needs_tensorflow=True)

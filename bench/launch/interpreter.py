@@ -10,10 +10,12 @@ flag and the value, found before a budget is spent on runs that could never star
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,3 +91,89 @@ def probe(text: str, flag: str, timeout_s: float = PROBE_TIMEOUT_S) -> Interpret
     except (ValueError, KeyError, TypeError):
         raise UsageError(f"{flag} printed no probe answer ({lines[-1][:200]!r}). "
                          f"Received: {flag}={text}") from None
+
+
+# -- this interpreter: TensorFlow present, and the build that sees the GPUs ----------------
+# Where TensorFlow lives under an interpreter, found without importing it (a fraction of
+# a second): the package's __init__ file, or "" where there is none.
+_LOCATE_TF = ("import importlib.util as u\n"
+              "try:\n    s = u.find_spec('tensorflow')\nexcept Exception:\n    s = None\n"
+              "print(s.origin if s is not None and s.origin else '')\n")
+# The full check: TensorFlow imports, and how many GPUs it sees.
+_IMPORT_TF = ("import json\nimport tensorflow as tf\n"
+              "print(json.dumps({'tensorflow': tf.__version__, "
+              "'gpus': len(tf.config.list_physical_devices('GPU'))}))\n")
+INSTALL_HINT = ("`make venv` installs it (`make venv TF_EXTRA=gpu` for the GPU build), "
+                "then run `.venv/bin/python -m bench ...`")
+
+
+def require_tensorflow(gpus: int, python: str | None = None,
+                       timeout_s: float = PROBE_TIMEOUT_S,
+                       cache: Path | None = None) -> str:
+    """Refuse (UsageError, exit 2) before anything runs when ``python`` (this
+    interpreter by default), which will run the TensorFlow children, cannot import
+    TensorFlow, or sees no GPU where nvidia-smi shows ``gpus`` (TensorFlow's CPU build on
+    a GPU machine). Returns TensorFlow's version. A positive answer is cached per
+    interpreter, TensorFlow install (its file's path and time) and GPU count, so that
+    only the first command after an install pays the import."""
+    python = python or sys.executable
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+
+    def run(code: str) -> subprocess.CompletedProcess[str]:
+        try:
+            return subprocess.run([python, "-c", code], capture_output=True, text=True,
+                                  timeout=timeout_s, env=env, stdin=subprocess.DEVNULL,
+                                  check=False)
+        except subprocess.TimeoutExpired:
+            raise UsageError(f"importing TensorFlow under {python} took over {timeout_s:g} "
+                             f"s; nothing was run") from None
+        except OSError as exc:
+            raise UsageError(f"{python} could not be started: {exc.strerror or exc}; "
+                             f"nothing was run") from None
+
+    origin = run(_LOCATE_TF).stdout.strip()
+    if not origin:
+        raise UsageError(f"TensorFlow is not installed for {python}, which runs the "
+                         f"measurements; nothing was run. {INSTALL_HINT}")
+    try:
+        key = f"{python}|{origin}|{os.stat(origin).st_mtime_ns}|{gpus}"
+    except OSError:
+        key = ""
+    path = cache or tensorflow_check_cache()
+    known = _read_json(path)
+    if key and key in known:
+        return str(known[key])
+    out = run(_IMPORT_TF)
+    lines = out.stdout.strip().splitlines()
+    try:
+        found = json.loads(lines[-1]) if out.returncode == 0 and lines else None
+    except ValueError:
+        found = None
+    if not isinstance(found, dict) or "tensorflow" not in found:
+        tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        raise UsageError(f"TensorFlow does not import under {python} ({tail}); nothing was "
+                         f"run. {INSTALL_HINT}")
+    if gpus and not found.get("gpus"):
+        raise UsageError(f"nvidia-smi shows {gpus} GPU(s) but TensorFlow "
+                         f"{found['tensorflow']} under {python} sees none (the CPU build, or "
+                         f"no CUDA libraries); nothing was run. `make venv TF_EXTRA=gpu` "
+                         f"installs the GPU build")
+    if key:
+        with contextlib.suppress(OSError):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({**known, key: found["tensorflow"]}))
+    return str(found["tensorflow"])
+
+
+def tensorflow_check_cache() -> Path:
+    """Where ``require_tensorflow`` keeps its answers ($STRATBENCH_CACHE_DIR)."""
+    root = os.environ.get("STRATBENCH_CACHE_DIR") or Path.home() / ".cache" / "stratbench"
+    return Path(root) / "tensorflow-check.json"
+
+
+def _read_json(path: Path) -> dict[str, object]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

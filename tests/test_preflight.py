@@ -1,0 +1,71 @@
+"""Commands that start TensorFlow children refuse before anything runs without it.
+
+A user who skipped `make` used to learn of the missing install from every
+configuration's child traceback and a report of zero runs (exit 3). Now the command
+checks, in one short child process, that the interpreter imports TensorFlow (and, where
+nvidia-smi shows GPUs, that TensorFlow sees them), and exits 2 naming the interpreter
+and the install command, with no result written.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.errors import UsageError
+from bench.launch import interpreter
+from bench.launch.interpreter import require_tensorflow
+
+REPO = Path(__file__).resolve().parent.parent
+# An interpreter without TensorFlow, made from this one: a sitecustomize that makes the
+# import fail as a missing package does, in the parent and in every child it starts.
+_BLOCK = '''import importlib.abc, sys
+class _NoTensorFlow(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "tensorflow" or name.startswith("tensorflow."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+sys.meta_path.insert(0, _NoTensorFlow())
+'''
+
+
+def _without_tensorflow(tmp_path: Path) -> dict[str, str]:
+    site = tmp_path / "no-tf"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(_BLOCK)
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)]),
+            "STRATBENCH_CACHE_DIR": str(tmp_path / "cache")}
+
+
+@pytest.mark.parametrize("command", [["run", "--preset", "smoke"], ["allreduce"]])
+def test_a_command_without_tensorflow_exits_2_before_any_run(tmp_path: Path,
+                                                            command: list[str]) -> None:
+    out = tmp_path / "sweep"
+    proc = subprocess.run([sys.executable, "-m", "bench", *command, "--out", str(out)],
+                          capture_output=True, text=True, timeout=60, cwd=REPO,
+                          env=_without_tensorflow(tmp_path), stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"TensorFlow is not installed for {sys.executable}" in proc.stderr
+    assert "make venv" in proc.stderr and "Traceback" not in proc.stderr
+    assert not out.exists()  # no run, no report
+
+
+def test_the_cpu_build_on_a_gpu_machine_is_refused_and_a_good_answer_is_cached(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = tmp_path / "check.json"
+    # This machine's TensorFlow sees no GPU: with one GPU shown it is the wrong build.
+    with pytest.raises(UsageError, match=r"nvidia-smi shows 1 GPU\(s\) but TensorFlow "
+                                         r".* sees none .*TF_EXTRA=gpu"):
+        require_tensorflow(1, cache=cache)
+    assert not cache.exists()  # a refusal is never cached
+    version = require_tensorflow(0, cache=cache)
+    assert version and version in cache.read_text()
+    # Cached: the import is not run again (here it would fail).
+    monkeypatch.setattr(interpreter, "_IMPORT_TF", "raise SystemExit(1)")
+    assert require_tensorflow(0, cache=cache) == version
+    with pytest.raises(UsageError, match="TensorFlow does not import"):
+        require_tensorflow(0, cache=tmp_path / "other.json")
