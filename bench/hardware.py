@@ -416,9 +416,14 @@ THROTTLE_BITS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_p
                  0x8: "hw_slowdown", 0x10: "sync_boost", 0x20: "sw_thermal_slowdown",
                  0x40: "hw_thermal_slowdown", 0x80: "hw_power_brake_slowdown",
                  0x100: "display_clocks_setting"}
-# The reasons that slow a busy GPU down (idle and application clocks are settings).
-SLOWDOWNS = ("sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
+# The reasons that mean a fault: heat, a hardware slowdown or power brake. The power cap
+# (sw_power_cap) is not one: an H100 under a sustained load sits at its 700 W cap with
+# that bit set and its SM clock at 1335-1380 of 1980 MHz, which is how it runs, not a
+# fault. What moves a comparison there is the clock itself: a run whose SM clock moved
+# by more than CLOCK_DRIFT between the two ends of its windows is reported.
+SLOWDOWNS = ("hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
              "hw_power_brake_slowdown")
+CLOCK_DRIFT = 0.10
 _STATE_FIELDS = ["index", "uuid", "clocks.sm", "clocks.mem", "clocks.max.sm", "clocks.max.mem",
                  "power.draw", "power.limit", "temperature.gpu", "persistence_mode"]
 # Renamed in driver R535; older drivers know only the first name.
@@ -467,10 +472,11 @@ def gpu_state(timeout_s: float = _SMI_TIMEOUT_S) -> list[dict[str, Any]]:
 
 
 def throttle_findings(start: list[dict[str, Any]], end: list[dict[str, Any]]) -> list[str]:
-    """One line per GPU that was slowed down in either sample (empty: none was).
+    """One line per GPU slowed down by a fault (``SLOWDOWNS``) in either sample, or whose
+    SM clock moved by more than ``CLOCK_DRIFT`` between them (empty: none).
 
-    For a verdict: a run that throttled measured a slower GPU than the one named in
-    its fingerprint.
+    For a verdict: such a run measured another GPU than the one named in its
+    fingerprint. A GPU at its power cap with a steady clock is not one.
     """
     findings = []
     for when, states in (("start", start), ("end", end)):
@@ -481,15 +487,25 @@ def throttle_findings(start: list[dict[str, Any]], end: list[dict[str, Any]]) ->
                          f"{st.get('sm_clock_max_mhz')} MHz" if st.get("sm_clock_mhz") else "")
                 findings.append(f"GPU {st.get('index')} at the {when} of the windows: "
                                 f"{', '.join(slow)}{clock}")
+    before = {st.get("index"): st for st in start}
+    for st in end:
+        first = before.get(st.get("index"))
+        a, b = (first or {}).get("sm_clock_mhz"), st.get("sm_clock_mhz")
+        if a and b and abs(b / a - 1.0) > CLOCK_DRIFT:
+            why = ", ".join(st.get("throttle_reasons") or []) or "no reason given"
+            findings.append(f"GPU {st.get('index')}: SM clock moved from {a} to {b} MHz "
+                            f"during the windows ({why})")
     return findings
 
 
 def topology(timeout_s: float = _SMI_TIMEOUT_S) -> str | None:
     """``nvidia-smi topo -m``: how the GPUs are linked (NVLink, PCIe switch, CPU)."""
     out = _smi(["topo", "-m"], timeout_s)
-    return out.rstrip() if out else None
+    # nvidia-smi underlines the header with terminal escapes even into a pipe.
+    return _ANSI.sub("", out).rstrip() if out else None
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _NCCL_DISTS = ("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu11")
 _NCCL_LIB = re.compile(r"^libnccl\.so\.(\d+\.\d+\.\d+)$")
 _NCCL_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",

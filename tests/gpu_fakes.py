@@ -103,3 +103,29 @@ def mig_machine() -> FakeSmi:
     """GPU 0 in MIG mode with two 3g.40gb slices, GPU 1 whole."""
     return FakeSmi([gpu_row(0, **{"mig.mode.current": "Enabled"}), gpu_row(1)],
                    mig={0: [("3g.40gb", mig_uuid(0, 0)), ("3g.40gb", mig_uuid(0, 1))]})
+
+
+H100_ANSWERS = Path(__file__).resolve().parent / "fixtures" / "nvidia-h100"
+
+
+def _answer_blocks(name: str) -> dict[str, str]:
+    """A recorded answers file as {heading: text} (``### heading`` lines split it)."""
+    blocks: dict[str, list[str]] = {}
+    current = ""
+    for line in (H100_ANSWERS / name).read_text().splitlines():
+        if line.startswith("### "):
+            current = line[4:]
+            blocks[current] = []
+        elif not line.startswith("rc="):
+            blocks.setdefault(current, []).append(line)
+    return {k: "\n".join(v).strip("\n") for k, v in blocks.items()}
+
+
+def h100(state: str = "idle", sample: int = 1) -> FakeSmi:
+    """The recorded H100 (one GPU): its idle answers, or busy sample 1-3 at the power
+    cap, and its real ``topo -m`` with the escapes nvidia-smi prints into a pipe."""
+    idle = _answer_blocks("idle-answers.txt")
+    row = (idle["--query-gpu=ALL"] if state == "idle" else
+           _answer_blocks("busy-answers.txt")[f"busy sample {sample}: --query-gpu=ALL"])
+    values: list[Any] = [v.strip() for v in row.split(",")]
+    return FakeSmi([dict(zip(KNOWN_FIELDS, values, strict=True))], topo=idle["topo -m"])

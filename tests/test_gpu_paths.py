@@ -20,7 +20,7 @@ from bench.hardware import Hardware
 from bench.launch.launcher import child_env, unsupported_result
 from bench.spec import RunSpec
 from bench.strategies import STRATEGIES
-from tests.gpu_fakes import FakeSmi, cards, gpu_row, mig_machine, mig_uuid, uuid_of
+from tests.gpu_fakes import FakeSmi, cards, gpu_row, h100, mig_machine, mig_uuid, uuid_of
 from tests.helpers import TINY, bench, tiny_spec
 
 
@@ -117,9 +117,13 @@ def test_gpu_state_records_clocks_power_temperature_and_throttling(smi: Any) -> 
     assert busy["power_draw_w"] == pytest.approx(399.1) and busy["power_limit_w"] == 400.0
     assert busy["persistence_mode"] == "Enabled"
     assert busy["throttle_reasons"] == ["sw_power_cap"] and state[0]["throttle_reasons"] == []
-    findings = hardware.throttle_findings(state, state)
-    assert len(findings) == 2 and "GPU 1" in findings[0] and "sw_power_cap" in findings[0]
-    assert "1005 of 1410 MHz" in findings[0]
+    assert hardware.throttle_findings(state, state) == []  # the power cap is no fault
+    fake.gpus[1]["clocks_event_reasons.active"] = "0x0000000000000024"  # + thermal
+    smi(fake)
+    hot = hardware.gpu_state()
+    findings = hardware.throttle_findings(hot, hot)
+    assert len(findings) == 2 and "GPU 1" in findings[0]
+    assert "sw_thermal_slowdown" in findings[0] and "1005 of 1410 MHz" in findings[0]
 
 
 def test_gpu_state_on_a_driver_before_r535_and_with_missing_fields(smi: Any) -> None:
@@ -135,6 +139,44 @@ def test_gpu_state_on_a_driver_before_r535_and_with_missing_fields(smi: Any) -> 
 def test_idle_and_application_clocks_are_not_throttling() -> None:
     idle = [{"index": 0, "throttle_reasons": ["gpu_idle", "applications_clocks_setting"]}]
     assert hardware.throttle_findings(idle, idle) == []
+
+
+# -- a real H100's answers, replayed (tests/fixtures/nvidia-h100) ------------------------
+def test_the_recorded_h100_is_detected_with_its_uuid_and_memory(smi: Any) -> None:
+    hw = smi(h100())
+    (gpu,) = hw.gpus
+    assert gpu.name == "NVIDIA H100 80GB HBM3" and (gpu.uuid or "").startswith("GPU-b182029c")
+    assert gpu.memory_mib == 81559
+
+
+def test_the_h100_at_its_power_cap_is_no_fault_but_heat_and_a_falling_clock_are(
+        smi: Any) -> None:
+    smi(h100("busy", 1))
+    start = hardware.gpu_state()
+    smi(h100("busy", 2))
+    end = hardware.gpu_state()
+    assert end[0]["throttle_reasons"] == ["sw_power_cap"]
+    assert (start[0]["sm_clock_mhz"], end[0]["sm_clock_mhz"]) == (1350, 1335)
+    assert hardware.throttle_findings(start, end) == []
+    hot = h100("busy", 2)
+    hot.gpus[0]["clocks_event_reasons.active"] = "0x0000000000000024"
+    smi(hot)
+    (finding,) = hardware.throttle_findings(start, hardware.gpu_state())
+    assert finding.startswith("GPU 0 at the end of the windows: sw_thermal_slowdown")
+    slow = h100("busy", 2)
+    slow.gpus[0]["clocks.sm"] = "1100"
+    smi(slow)
+    (finding,) = hardware.throttle_findings(start, hardware.gpu_state())
+    assert finding == ("GPU 0: SM clock moved from 1350 to 1100 MHz during the windows "
+                       "(sw_power_cap)")
+
+
+def test_the_h100_topology_is_stored_without_its_terminal_escapes(smi: Any) -> None:
+    fake = h100()
+    assert "\x1b[4m" in fake.topo  # as nvidia-smi prints it into a pipe
+    smi(fake)
+    topo = hardware.gpu_fingerprint()["topology"]
+    assert "\x1b" not in topo and topo.lstrip().startswith("GPU0\tCPU Affinity")
 
 
 def test_nccl_version_from_the_library_on_the_path(tmp_path: Path) -> None:

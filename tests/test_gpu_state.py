@@ -55,8 +55,10 @@ def test_a_run_records_the_fingerprint_and_the_state_at_both_ends(
     assert end[1]["sm_clock_mhz"] == 1005 and end[1]["temperature_c"] == 83
     assert end[1]["throttle_reasons"] == ["sw_power_cap"]
     assert end[0]["power_limit_w"] == 400.0 and end[0]["persistence_mode"] == "Enabled"
+    # The power cap alone is no fault; the clock that fell by 29% during the windows is.
     (finding,) = hardware.throttle_findings(start, end)
-    assert finding.startswith("GPU 1 at the end of the windows: sw_power_cap")
+    assert finding == ("GPU 1: SM clock moved from 1410 to 1005 MHz during the windows "
+                       "(sw_power_cap)")
     assert "problem" not in env["gpu_state"]
 
 
@@ -143,9 +145,14 @@ def test_a_run_that_throttled_gets_a_verdict() -> None:
     steady = measured("one_device", 1, 64, 1000.0, env=ok)
     v = _verdicts([*runs, steady], runs[0].key)["GPU throttled"]
     assert v.severity == "high"
-    assert "1 of 3 runs (run 2: GPU 1 at the end of the windows: sw_power_cap; SM clock " \
-           "1005 of 1410 MHz)" in v.text
+    assert "1 of 3 runs (run 2: GPU 1: SM clock moved from 1410 to 1005 MHz during the " \
+           "windows (sw_power_cap))" in v.text
     assert "GPU throttled" not in _verdicts([*runs, steady], steady.key)
+
+
+def test_a_steady_clock_at_the_power_cap_is_no_verdict() -> None:
+    capped = measured("mirrored", 2, 64, 1800.0, env=_env(POWER_CAP, POWER_CAP, sm_end=1380))
+    assert "GPU throttled" not in _verdicts([capped], capped.key)
 
 
 def test_idle_application_clocks_and_old_results_are_no_verdict() -> None:

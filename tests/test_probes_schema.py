@@ -79,16 +79,28 @@ def test_a_result_written_before_the_probe_fields_still_loads() -> None:
     assert back.allreduce is None and back.spec.mode == "train"
 
 
+class _Experimental:
+    """tf.config.experimental's TF32 switch, reading ``enabled``."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    def tensor_float_32_execution_enabled(self) -> bool:
+        return self.enabled
+
+
 class FakeTF:
     """Just what the cache key needs; it has no matmul, so measuring would fail."""
 
     __version__ = "0.0-test"
 
-    class config:  # mirrors tf.config.threading
+    class config:  # mirrors tf.config.threading and the TF32 switch (on by default)
         class threading:
             @staticmethod
             def get_intra_op_parallelism_threads() -> int:
                 return 0
+
+        experimental = _Experimental(True)
 
 
 def _fake_peak(flops: float) -> peak.DtypePeak:
@@ -198,9 +210,54 @@ def test_theoretical_cpu_peak_without_vector_units_or_clock_is_unknown() -> None
 def test_theoretical_gpu_peak_comes_from_the_datasheet_table() -> None:
     a100 = peak.gpu_theoretical("NVIDIA A100-SXM4-40GB")
     assert a100.flops_per_s["bfloat16"] == 312e12 and "A100" in a100.source
-    assert peak.gpu_theoretical("NVIDIA H100 PCIe").flops_per_s["float32"] == 51.2e12
-    assert peak.gpu_theoretical("NVIDIA H100 80GB HBM3").flops_per_s["float32"] == 66.9e12
+    assert peak.gpu_theoretical("NVIDIA A100 80GB PCIe").flops_per_s == a100.flops_per_s
     assert peak.gpu_theoretical("Some Future GPU").flops_per_s == {}
+    assert peak.gpu_theoretical("Some Future GPU").source.startswith("unknown")
+
+
+@pytest.mark.parametrize(("name", "model"), [
+    ("NVIDIA H100 80GB HBM3", "H100 SXM"), ("NVIDIA H100 PCIe", "H100 PCIe"),
+    ("NVIDIA H100 NVL", "H100 NVL"), ("NVIDIA H200", "H200"), ("NVIDIA H200 NVL", "H200 NVL"),
+    ("NVIDIA GH200 480GB", "GH200"), ("NVIDIA B200", "B200"),
+    ("NVIDIA A100-SXM4-80GB", "A100"), ("NVIDIA A10G", "A10G"), ("NVIDIA A10", "A10"),
+    ("NVIDIA L40S", "L40S"), ("NVIDIA L40", "L40"), ("NVIDIA L4", "L4"),
+    ("Tesla T4", "T4"), ("Tesla V100-SXM2-16GB", "V100"),
+])
+def test_every_gpu_gets_its_own_model_never_a_neighbours(name: str, model: str) -> None:
+    found = peak.gpu_model(name)
+    assert found is not None and found.name == model, (name, found)
+
+
+def test_l40_l4_and_l40s_each_get_their_own_peaks() -> None:
+    rates = {n: peak.gpu_theoretical(f"NVIDIA {n}").flops_per_s["float32"]
+             for n in ("L40", "L4", "L40S")}
+    assert len(set(rates.values())) == 3 and rates["L4"] < rates["L40"] < rates["L40S"]
+
+
+def test_float32_on_an_h100_follows_its_math_mode() -> None:
+    """TensorFlow runs float32 matmuls as TF32 on Ampere and newer by default: the float32
+    peak is then the TF32 tensor-core rate, and the CUDA-core one with TF32 off; a
+    measured 390 TFLOP/s (TF32, PyTorch on the real card) is no probe error then, and
+    is one against the CUDA-core rate."""
+    on = peak.gpu_theoretical("NVIDIA H100 80GB HBM3", tf32=True)
+    off = peak.gpu_theoretical("NVIDIA H100 80GB HBM3", tf32=False)
+    assert on.flops_per_s["float32"] == 494.5e12 and "TF32" in on.source
+    assert off.flops_per_s["float32"] == 67e12 and "CUDA-core" in off.source
+    assert on.flops_per_s["bfloat16"] == off.flops_per_s["bfloat16"] == 989e12
+    assert peak.probe_errors({"float32": 390e12}, on) == {}
+    assert "float32" in peak.probe_errors({"float32": 390e12}, off)
+    assert peak.probe_errors({"float32": 51.6e12}, off) == {}
+    # A card without tensor-core float32 keeps its one rate either way.
+    assert peak.gpu_theoretical("Tesla V100", tf32=True).flops_per_s["float32"] == 15.7e12
+    assert peak.theoretical_for("/gpu:0", "NVIDIA H100 80GB HBM3", tf32=False) == off
+
+
+def test_each_float32_math_mode_has_its_own_cached_peak() -> None:
+    off = type("Off", (FakeTF,), {})
+    off.config = type("config", (), {"threading": FakeTF.config.threading,
+                                     "experimental": _Experimental(False)})
+    assert peak.cache_key(FakeTF, "/gpu:0") != peak.cache_key(off, "/gpu:0")
+    assert peak.cache_key(FakeTF, "/cpu:0") == peak.cache_key(off, "/cpu:0")
 
 
 class FakePeak:

@@ -26,7 +26,12 @@ def _register(name: str) -> Callable[[Builder], Builder]:
 
 
 def build(spec: RunSpec, devices: list[str]) -> Any:
-    """The ``tf.distribute`` strategy of ``spec`` over ``devices`` (TensorFlow names)."""
+    """The ``tf.distribute`` strategy of ``spec`` over ``devices`` (TensorFlow names),
+    with the run's float32 math mode set first (``RunSpec.tf32``: TensorFloat-32 on
+    Ampere and newer GPUs; no effect on a CPU)."""
+    import tensorflow as tf
+
+    tf.config.experimental.enable_tensor_float_32_execution(spec.tf32)
     return BUILDERS.get(spec.strategy)(spec, devices)
 
 

@@ -324,29 +324,72 @@ def probe_errors(achievable: dict[str, float], theo: Theoretical) -> dict[str, s
     return out
 
 
-# Dense (no sparsity) datasheet peaks, FLOP/s per GPU, by a substring of the model name
-# (first match wins: more specific names first). float32 is the plain CUDA-core rate
-# (TF32 tensor cores are not used by TensorFlow's float32 unless allowed).
-GPU_DATASHEET: dict[str, dict[str, float]] = {
-    "H100 PCIe": {"float32": 51.2e12, "bfloat16": 756e12, "float16": 756e12},
-    "H100": {"float32": 66.9e12, "bfloat16": 989e12, "float16": 989e12},
-    "A100": {"float32": 19.5e12, "bfloat16": 312e12, "float16": 312e12},
-    "A10G": {"float32": 31.2e12, "bfloat16": 70e12, "float16": 70e12},
-    "A10": {"float32": 31.2e12, "bfloat16": 125e12, "float16": 125e12},
-    "L40S": {"float32": 91.6e12, "bfloat16": 362e12, "float16": 362e12},
-    "L4": {"float32": 30.3e12, "bfloat16": 121e12, "float16": 121e12},
-    "V100": {"float32": 15.7e12, "float16": 125e12},
-    "T4": {"float32": 8.1e12, "float16": 65e12},
-}
+@dataclass(frozen=True)
+class GpuModel:
+    """One GPU model's dense (no sparsity) datasheet peaks, FLOP/s per GPU.
+
+    ``pattern`` matches nvidia-smi's name with word boundaries (so "L4" never matches
+    an "L40"); ``float32`` is the CUDA-core rate, ``tf32`` the TensorFloat-32 tensor-core
+    rate at which TensorFlow runs float32 matmuls and convolutions on Ampere and newer
+    GPUs by default (None before Ampere).
+    """
+
+    name: str
+    pattern: str
+    float32: float
+    tf32: float | None
+    bfloat16: float | None
+    float16: float
+
+    def peaks(self, tf32: bool) -> dict[str, float]:
+        """Per dtype; float32 at the math mode the run used."""
+        out = {"float32": self.tf32 if tf32 and self.tf32 else self.float32,
+               "float16": self.float16}
+        if self.bfloat16:
+            out["bfloat16"] = self.bfloat16
+        return out
 
 
-def gpu_theoretical(name: str) -> Theoretical:
-    """The datasheet peaks of a GPU model (empty for a model not in the table)."""
-    for model, table in GPU_DATASHEET.items():
-        if model.lower() in name.lower():
-            return Theoretical(dict(table), f"datasheet of {model} (dense)", {"gpu": name},
-                               bound=True)
-    return Theoretical({}, f"unknown: {name!r} is not in the datasheet table", {"gpu": name})
+# Most specific first: the first model whose pattern matches wins. The datasheets quote
+# tensor-core rates with 2:4 sparsity; these are half of them (dense). "H100 80GB HBM3"
+# is the SXM part (its PCIe sibling says PCIe, NVL says NVL); an A100's memory size does
+# not change its compute.
+GPU_MODELS: tuple[GpuModel, ...] = (
+    GpuModel("H100 NVL", r"\bH100 NVL\b", 60e12, 417.5e12, 835e12, 835e12),
+    GpuModel("H100 PCIe", r"\bH100\b.*\bPCIe\b", 51.2e12, 378e12, 756e12, 756e12),
+    GpuModel("GH200", r"\bGH200\b", 67e12, 494.5e12, 989e12, 989e12),
+    GpuModel("H200 NVL", r"\bH200 NVL\b", 60e12, 417.5e12, 835e12, 835e12),
+    GpuModel("H200", r"\bH200\b", 67e12, 494.5e12, 989e12, 989e12),
+    GpuModel("H100 SXM", r"\bH100\b", 67e12, 494.5e12, 989e12, 989e12),
+    GpuModel("B200", r"\bB200\b", 80e12, 1.1e15, 2.25e15, 2.25e15),
+    GpuModel("A100", r"\bA100\b", 19.5e12, 156e12, 312e12, 312e12),
+    GpuModel("A10G", r"\bA10G\b", 31.2e12, 35e12, 70e12, 70e12),
+    GpuModel("A10", r"\bA10\b", 31.2e12, 62.5e12, 125e12, 125e12),
+    GpuModel("L40S", r"\bL40S\b", 91.6e12, 183e12, 362e12, 362e12),
+    GpuModel("L40", r"\bL40\b", 90.5e12, 90.5e12, 181e12, 181e12),
+    GpuModel("L4", r"\bL4\b", 30.3e12, 60e12, 121e12, 121e12),
+    GpuModel("V100", r"\bV100\b", 15.7e12, None, None, 125e12),
+    GpuModel("T4", r"\bT4\b", 8.1e12, None, None, 65e12),
+)
+
+
+def gpu_model(name: str) -> GpuModel | None:
+    """The datasheet entry of nvidia-smi's ``name`` (None: not a listed model; an
+    unknown card is never matched to a neighbour)."""
+    return next((m for m in GPU_MODELS if re.search(m.pattern, name, re.IGNORECASE)), None)
+
+
+def gpu_theoretical(name: str, tf32: bool = True) -> Theoretical:
+    """The datasheet peaks of a GPU model at the run's float32 math mode (``tf32``:
+    TensorFloat-32 enabled, TensorFlow's default); empty for a model not in the table."""
+    model = gpu_model(name)
+    if model is None:
+        return Theoretical({}, f"unknown: {name!r} is not in the datasheet table",
+                           {"gpu": name})
+    mode = ("float32 at the TF32 tensor-core rate" if tf32 and model.tf32 else
+            "float32 at the CUDA-core rate")
+    return Theoretical(model.peaks(tf32), f"datasheet of {model.name} (dense; {mode})",
+                       {"gpu": name, "model": model.name, "tf32": tf32}, bound=True)
 
 
 def _sysfs_max_khz(cpus: Iterable[int]) -> float | None:
@@ -365,10 +408,12 @@ def _usable_cpus() -> list[int]:
         return list(range(os.cpu_count() or 1))
 
 
-def theoretical_for(device: str, gpu_name: str | None = None) -> Theoretical:
-    """The theoretical peak of this process's first device (CPU: its usable cores)."""
+def theoretical_for(device: str, gpu_name: str | None = None, tf32: bool = True
+                    ) -> Theoretical:
+    """The theoretical peak of this process's first device (CPU: its usable cores; a
+    GPU at the float32 math mode ``tf32``, see ``tf32_enabled``)."""
     if "gpu" in device.lower():
-        return gpu_theoretical(gpu_name or "")
+        return gpu_theoretical(gpu_name or "", tf32)
     try:
         text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
@@ -399,6 +444,13 @@ def device_kind(device: str) -> str:
     return "GPU" if "gpu" in device.lower() else "CPU"
 
 
+def tf32_enabled(tf: Any, device: str) -> bool:
+    """Whether float32 matmuls run as TensorFloat-32 here (GPUs only: a CPU has none)."""
+    if device_kind(device) != "GPU":
+        return False
+    return bool(tf.config.experimental.tensor_float_32_execution_enabled())
+
+
 def cache_key(tf: Any, device: str) -> str:
     from bench.env import fingerprint
 
@@ -407,8 +459,11 @@ def cache_key(tf: Any, device: str) -> str:
     # of the cores' peak: it keeps its own entry.
     budget = cpu_budget()
     quota = f"|cpu{budget:g}" if budget is not None else ""
+    # A GPU's float32 peak with TF32 on is another figure (390 against 52 TFLOP/s on
+    # an H100): each math mode keeps its own entry.
+    math_mode = "|tf32" if tf32_enabled(tf, device) else ""
     return (f"{fingerprint()['machine_id']}|tf{tf.__version__}|{device_kind(device)}"
-            f"|intra{threads}|cores{len(_usable_cpus())}{quota}|{METHOD_VERSION}")
+            f"|intra{threads}|cores{len(_usable_cpus())}{quota}{math_mode}|{METHOD_VERSION}")
 
 
 def chain_length(rate_estimate: float, n: int, min_call_s: float = MIN_CALL_S,
@@ -634,7 +689,8 @@ def fingerprint_entry(tf: Any, device: str | None = None,
     try:
         achievable = {d: asdict(found) for d in dtypes
                       if (found := cached_peak(tf, device, d)) is not None}
-        theo = theoretical_for(device, gpu_name() if device_kind(device) == "GPU" else None)
+        theo = theoretical_for(device, gpu_name() if device_kind(device) == "GPU" else None,
+                               tf32_enabled(tf, device))
     except Exception as exc:  # the fingerprint must never fail a run
         return {"device": device, "error": f"{type(exc).__name__}: {exc}"}
     figures = {d: e["flops_per_s"] for d, e in achievable.items()}
@@ -751,7 +807,8 @@ def main(argv: list[str] | None = None) -> int:
 
     device = first_device(tf)
     dtypes = args.dtype or ["float32", "bfloat16"]
-    theo = theoretical_for(device, gpu_name() if device_kind(device) == "GPU" else None)
+    theo = theoretical_for(device, gpu_name() if device_kind(device) == "GPU" else None,
+                           tf32_enabled(tf, device))
     for d in dtypes:
         achievable_peak(tf, device, d, refresh=args.refresh, ceiling=bound_of(theo, d))
     print(json.dumps(fingerprint_entry(tf, device, dtypes), indent=1))
