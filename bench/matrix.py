@@ -174,10 +174,11 @@ def preset_default(hw: Hardware) -> list[RunSpec]:
         return expand({"workload": ["resnet50"],
                        "strategy": [*IN_PROCESS, "multi_worker_mirrored", "independent"],
                        "devices": list(range(1, n + 1)), "batch": [64, 128]}, fixed)
-    # Six windows a run, six rounds a session of arms: the sessions' pair noise on the
+    # Ten windows a run, ten rounds a session of arms: the sessions' pair noise on the
     # Intel machine was mostly its windows' (round log ratios 0.07-0.18 SD, 3 rounds), and
-    # a session's start-up and builds cost twice its three rounds (31% of a sweep measured).
-    fixed = {"repeats": 6, "max_seconds": 0.5, "min_steps": 3, "max_steps": 400,
+    # a session's start-up and builds cost twice its three rounds (31% of a sweep measured;
+    # 43% with six).
+    fixed = {"repeats": 10, "max_seconds": 0.5, "min_steps": 3, "max_steps": 400,
              "warmup_steps": 3, "timeout_s": 300.0}
     specs: list[RunSpec] = []
     for w in CPU_WORKLOADS:

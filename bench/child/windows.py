@@ -171,46 +171,12 @@ def warm_up(loop: Loop, rules: Rules, *, launch_ts: float, phases: dict[str, flo
     while warm_steps < target:
         out = loop.call()
         warm_steps += k
-    if agree is None:
-        out, more = _until_steady(loop, out, rules.max_seconds)
-        warm_steps += more
     loop.sync(out)
     timed = warm_steps - first_steps
     fixed_steps = agree((time.perf_counter() - tw) / timed) if agree and timed else None
     warmup = Warmup(first_call_s=first_call_s, steps=warm_steps,
                     total_s=time.perf_counter() - t)
     return Warm(out, warmup, startup, loss_start, fixed_steps)
-
-
-# A process keeps speeding up for a while after its first steps: on the MLP here the
-# first 0.5 s window after 3 warm-up steps ran 20% below the ones after it, and once 30%
-# below for three windows. So warm-up goes on in chunks of half a window until two
-# chunks in a row agree within STEADY_TOLERANCE, for at most STEADY_CAP windows' length.
-# Workers that must agree on their step counts warm up by steps only (their collectives
-# pair up by count).
-STEADY_TOLERANCE = 0.05
-STEADY_CAP = 4
-
-
-def _until_steady(loop: Loop, out: Any, window_s: float) -> tuple[Any, int]:
-    """Calls until the step rate is steady (see above); (last handle, steps taken)."""
-    chunk, steps, rate = window_s / 2.0, 0, None
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < STEADY_CAP * window_s:
-        loop.sync(out)
-        tc, n = time.perf_counter(), 0
-        while True:
-            out = loop.call()
-            n += loop.steps_per_call
-            if time.perf_counter() - tc >= chunk:
-                break
-        loop.sync(out)
-        now = n / (time.perf_counter() - tc)
-        steps += n
-        if rate is not None and abs(math.log(now / rate)) < STEADY_TOLERANCE:
-            break
-        rate = now
-    return out, steps
 
 
 @dataclass
