@@ -64,22 +64,29 @@ def locate(text: str, flag: str) -> str:
     return os.path.abspath(path)
 
 
+def _run_python(python: str, code: str, env: dict[str, str], timeout_s: float, who: str,
+                after: str) -> subprocess.CompletedProcess[str]:
+    """``code`` run under ``python``; a UsageError naming ``who`` (then ``after``) when
+    it cannot be started or takes over ``timeout_s``."""
+    try:
+        return subprocess.run([python, "-c", code], capture_output=True, text=True,
+                              timeout=timeout_s, env=env, stdin=subprocess.DEVNULL,
+                              check=False)
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"{who}: importing TensorFlow under it took over {timeout_s:g} s. "
+                         f"{after}") from None
+    except OSError as exc:
+        raise UsageError(f"{who} could not be started: {exc.strerror or exc}. "
+                         f"{after}") from None
+
+
 def probe(text: str, flag: str, timeout_s: float = PROBE_TIMEOUT_S) -> Interpreter:
     """Check that ``text`` runs this project's child code with TensorFlow; UsageError
     (exit 2) naming ``flag`` otherwise."""
     path = locate(text, flag)
     env = {**os.environ, "PYTHONPATH": checkout_pythonpath(os.environ),
            "TF_CPP_MIN_LOG_LEVEL": "2"}
-    try:
-        out = subprocess.run([path, "-c", _PROBE], capture_output=True, text=True,
-                             timeout=timeout_s, env=env, stdin=subprocess.DEVNULL,
-                             check=False)
-    except subprocess.TimeoutExpired:
-        raise UsageError(f"{flag}: importing TensorFlow under it took over {timeout_s:g} s. "
-                         f"Received: {flag}={text}") from None
-    except OSError as exc:
-        raise UsageError(f"{flag} could not be started: {exc.strerror or exc}. "
-                         f"Received: {flag}={text}") from None
+    out = _run_python(path, _PROBE, env, timeout_s, flag, f"Received: {flag}={text}")
     lines = out.stdout.strip().splitlines()
     if out.returncode != 0 or not lines:
         tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
@@ -120,16 +127,7 @@ def require_tensorflow(gpus: int, python: str | None = None,
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
 
     def run(code: str) -> subprocess.CompletedProcess[str]:
-        try:
-            return subprocess.run([python, "-c", code], capture_output=True, text=True,
-                                  timeout=timeout_s, env=env, stdin=subprocess.DEVNULL,
-                                  check=False)
-        except subprocess.TimeoutExpired:
-            raise UsageError(f"importing TensorFlow under {python} took over {timeout_s:g} "
-                             f"s; nothing was run") from None
-        except OSError as exc:
-            raise UsageError(f"{python} could not be started: {exc.strerror or exc}; "
-                             f"nothing was run") from None
+        return _run_python(python, code, env, timeout_s, python, "Nothing was run.")
 
     origin = run(_LOCATE_TF).stdout.strip()
     if not origin:
