@@ -99,6 +99,7 @@ def test_every_cpu_cross_device_path_all_reduces_correctly() -> None:
         _check_points(figures, 2)
 
 
+@pytest.mark.logical_cpu
 def test_cli_runs_each_configuration_isolated_and_stores_the_common_schema(
         tmp_path: Any) -> None:
     """`python -m bench allreduce` end to end: one child per configuration, results in

@@ -84,6 +84,7 @@ def test_the_versions_are_found_from_the_mounts(tmp_path: Path,
     assert found is not None and (found[0].name, found[1]) == ("v2", v2)
 
 
+@pytest.mark.logical_cpu
 def test_a_host_reads_its_budget_and_trains_with_threads_that_fit(
         monkeypatch: pytest.MonkeyPatch) -> None:
     train = Task("worker", 0, "train", cluster_job="worker")

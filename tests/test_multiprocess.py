@@ -27,6 +27,7 @@ def run(tmp_path: Path, timeout: float = 180, **over: object) -> RunResult:
     return result
 
 
+@pytest.mark.logical_cpu
 def test_multi_worker_mirrored_two_workers_train_in_sync(tmp_path: Path) -> None:
     r = run(tmp_path, strategy="multi_worker_mirrored", devices=2)
     assert r.status == "ok", r.reason
@@ -47,6 +48,7 @@ def test_multi_worker_mirrored_two_workers_train_in_sync(tmp_path: Path) -> None
     assert all(t.device_peak_bytes or t.device_peak_reason for t in (a, b))
 
 
+@pytest.mark.logical_cpu
 def test_parameter_server_one_ps_two_workers(tmp_path: Path) -> None:
     r = run(tmp_path, strategy="parameter_server", devices=2)
     assert r.status == "ok", r.reason
@@ -60,6 +62,7 @@ def test_parameter_server_one_ps_two_workers(tmp_path: Path) -> None:
     assert f.startup.launch_to_first_step_s > 0
 
 
+@pytest.mark.logical_cpu
 def test_independent_copies_and_several_workers_per_device(tmp_path: Path) -> None:
     r = run(tmp_path / "a", strategy="independent", devices=2)
     assert r.status == "ok", r.reason
@@ -86,6 +89,7 @@ def test_independent_copies_and_several_workers_per_device(tmp_path: Path) -> No
     assert t0.cores == t1.cores and shared.replicas == 2
 
 
+@pytest.mark.logical_cpu
 def test_multi_worker_mirrored_two_workers_on_one_device(tmp_path: Path) -> None:
     r = run(tmp_path, strategy="multi_worker_mirrored", devices=1, workers_per_device=2)
     assert r.status == "ok", r.reason
@@ -93,6 +97,7 @@ def test_multi_worker_mirrored_two_workers_on_one_device(tmp_path: Path) -> None
     assert {t.task for t in r.figures.tasks} == {"worker0", "worker1"}
 
 
+@pytest.mark.logical_cpu
 def test_worker_killed_mid_run_fails_the_run(tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STRATBENCH_FAULT", "worker1:kill_after_warmup")
@@ -104,6 +109,7 @@ def test_worker_killed_mid_run_fails_the_run(tmp_path: Path,
     assert time.monotonic() - t0 < 90
 
 
+@pytest.mark.logical_cpu
 def test_worker_that_never_starts_is_a_startup_timeout(tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     # The leader would wait forever in the MWMS constructor: the start-up deadline ends it.
@@ -119,6 +125,7 @@ def test_worker_that_never_starts_is_a_startup_timeout(tmp_path: Path,
     assert "most recent call first" in logs
 
 
+@pytest.mark.logical_cpu
 def test_run_beyond_its_deadline_is_a_timeout(tmp_path: Path) -> None:
     t0 = time.monotonic()
     r = run(tmp_path, timeout=12, strategy="multi_worker_mirrored", devices=2,
@@ -133,6 +140,7 @@ def test_tpu_is_unsupported_without_a_tpu(tmp_path: Path) -> None:
     assert r.status == "unsupported" and "no TPU" in (r.reason or "")
 
 
+@pytest.mark.logical_cpu
 def test_time_bounded_windows_end_together_across_workers(tmp_path: Path) -> None:
     """Windows bounded by seconds, not steps: workers must still stop on the same step
     (each stopping on its own clock left a peer's all-reduce without a partner)."""

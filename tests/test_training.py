@@ -43,6 +43,7 @@ def test_tiny_resnet50_learns() -> None:
     assert r["divergence"] <= 1e-6
 
 
+@pytest.mark.logical_cpu
 def test_resnet50_under_central_storage_is_reported_unsupported(tmp_path: Any) -> None:
     """Keras 3 BatchNormalization cannot train under CentralStorage with 2 replicas;
     the harness must say so as `unsupported`, not crash or report `failed`."""
