@@ -97,7 +97,6 @@ def spend(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: floa
     ``plan.max_interim`` times; later sessions go to the answers then open), and what
     is open when the budget is spent at ``plan.final``: every look is journaled.
     """
-    by_key = {s.key() for s in specs}
     spec_of = {s.key(): s for s in specs}
     store = SweepStore(out)
     outcomes: list[SweepOutcome] = []
@@ -105,7 +104,7 @@ def spend(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: floa
     looks = 0
     still: list[OpenAnswer] = []
     while True:
-        results = [r for r in load_sweep(out).results if r.key in by_key]
+        results = [r for r in load_sweep(out).results if r.key in spec_of]
         elapsed = clock() - started
         if looks < plan.max_interim:
             still, places = open_answers(results, out, Looks(default=plan.interim))
