@@ -62,8 +62,7 @@ def settle_run_mfu(tf: Any, figures: Figures, precision: str, device: str,
     out = AfterWindows({})
     own = figures.achieved_flops_per_s * share
     kind = peak.device_kind(device)
-    theo = peak.theoretical_for(device, peak.gpu_name() if kind == "GPU" else None,
-                                peak.tf32_enabled(tf, device))
+    theo = peak.device_theoretical(tf, device)
 
     def achievable(refresh: bool) -> float | None:
         if refresh:

@@ -5,7 +5,7 @@ MFU needs "the hardware limit". Two are recorded, and results say which MFU uses
 - **theoretical**: what the hardware could do at best. CPU: physical cores this
   process may use x clock x FLOPs per cycle of the core's vector units for the dtype
   (``cpu_flops_per_cycle``: from the /proc/cpuinfo flags and vendor); GPU: the
-  datasheet figure of the model and dtype (``GPU_DATASHEET``). Unknown where the
+  datasheet figure of the model and dtype (``GPU_MODELS``). Unknown where the
   inputs are (an unlisted GPU, a CPU without a recognised vector unit). With the
   maximum clock (cpufreq's ``cpuinfo_max_freq``, lscpu's "CPU max MHz", or the
   highest boost clock of the CPU's line, ``LINE_BOOST``) it is an upper bound
@@ -422,6 +422,13 @@ def theoretical_for(device: str, gpu_name: str | None = None, tf32: bool = True
     return cpu_theoretical(parse_cpuinfo(text, cpus), _sysfs_max_khz(cpus), _lscpu_max_mhz())
 
 
+def device_theoretical(tf: Any, device: str) -> Theoretical:
+    """``theoretical_for`` this process's ``device`` as it runs now: a GPU's model from
+    nvidia-smi and its float32 math mode from TensorFlow."""
+    gpu = device_kind(device) == "GPU"
+    return theoretical_for(device, gpu_name() if gpu else None, tf32_enabled(tf, device))
+
+
 def _lscpu_max_mhz() -> float | None:
     exe = shutil.which("lscpu")
     if exe is None:
@@ -689,8 +696,7 @@ def fingerprint_entry(tf: Any, device: str | None = None,
     try:
         achievable = {d: asdict(found) for d in dtypes
                       if (found := cached_peak(tf, device, d)) is not None}
-        theo = theoretical_for(device, gpu_name() if device_kind(device) == "GPU" else None,
-                               tf32_enabled(tf, device))
+        theo = device_theoretical(tf, device)
     except Exception as exc:  # the fingerprint must never fail a run
         return {"device": device, "error": f"{type(exc).__name__}: {exc}"}
     figures = {d: e["flops_per_s"] for d, e in achievable.items()}
@@ -807,8 +813,7 @@ def main(argv: list[str] | None = None) -> int:
 
     device = first_device(tf)
     dtypes = args.dtype or ["float32", "bfloat16"]
-    theo = theoretical_for(device, gpu_name() if device_kind(device) == "GPU" else None,
-                           tf32_enabled(tf, device))
+    theo = device_theoretical(tf, device)
     for d in dtypes:
         achievable_peak(tf, device, d, refresh=args.refresh, ceiling=bound_of(theo, d))
     print(json.dumps(fingerprint_entry(tf, device, dtypes), indent=1))
