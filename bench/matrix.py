@@ -4,6 +4,7 @@ the benchmark matrices (pytest-benchmark, `bench nightly`)."""
 from __future__ import annotations
 
 import itertools
+import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -279,3 +280,18 @@ def in_rounds(specs: Sequence[RunSpec], runs: int) -> list[tuple[RunSpec, int]]:
     """(spec, run number) pairs: every configuration once, then again, ``runs`` times, so
     that a slow drift of the machine touches every configuration alike."""
     return [(spec, r) for r in range(1, runs + 1) for spec in specs]
+
+
+def round_orders(arms: int, rounds: int, rng: random.Random) -> list[list[int]]:
+    """The arms' order in each round: a random order, then its reverse, and again.
+
+    Within each pair of rounds every arm holds mirrored positions, so a steady trend
+    (the machine warming, a neighbour starting) adds the same to every arm's mean.
+    """
+    orders: list[list[int]] = []
+    while len(orders) < rounds:
+        order = rng.sample(range(arms), arms)
+        orders.append(order)
+        if len(orders) < rounds:
+            orders.append(order[::-1])
+    return orders

@@ -5,6 +5,14 @@ REGRESSED when the candidate does 10% more work per example?
     python -m scripts.gate_power [--aa 10] [--ab 10] [--budget 10m] [--threshold 5%]
         [--workload mlp --strategy one_device --batch 256]
         [--candidate-param widths=550,550] [--pairs auto] [--lock FILE] [--out DIR]
+        [--baseline-env K=V] [--candidate-env K=V] [--baseline-python P]
+        [--candidate-python P]
+
+Environment sides (the nightly's case: another environment or interpreter): give
+each side its own variable or interpreter, in both kinds of comparison, e.g.
+``--baseline-env STRATBENCH_SIDE=a --candidate-env STRATBENCH_SIDE=b``: the A/A
+sides then run in processes of their own (as duets under ``--pairs auto``) with
+nothing else changed, and the A/B candidate adds ``--candidate-param`` to its own.
 
 Runs ``--aa`` A/A comparisons (both sides this environment) and ``--ab`` A/B
 comparisons whose candidate sets ``--candidate-param``, a real change of the work: by
@@ -49,9 +57,10 @@ import numpy as np
 from scipy import stats as sps
 
 from bench.cli.ab import duration, fraction, run_ab
-from bench.cli.common import param, writable_dir
+from bench.cli.common import env_var, param, writable_dir
 from bench.errors import UsageError
 from bench.exits import Exit
+from bench.launch.interpreter import probe
 from bench.regress.ab import DEFAULT_ALPHA, DEFAULT_BUDGET_S, DEFAULT_THRESHOLD, Verdict
 from bench.regress.interleave import BASELINE, CANDIDATE, Session, Side
 from bench.regress.window_pairs import DEFAULT_ROUNDS
@@ -172,6 +181,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--candidate-param", type=param, action="append", default=[],
                    metavar="KEY=VALUE",
                    help="the A/B candidate's workload parameter (default widths=600,600)")
+    for name in (BASELINE, CANDIDATE):
+        p.add_argument(f"--{name}-env", type=env_var, action="append", default=[],
+                       metavar="KEY=VALUE",
+                       help=f"environment variable of the {name}'s runs in both kinds of "
+                            f"comparison: sides with their own environment need processes "
+                            f"of their own (an A/A of environment sides: "
+                            f"STRATBENCH_SIDE=a and =b)")
+        p.add_argument(f"--{name}-python", metavar="PATH", default=None,
+                       help=f"interpreter of the {name}'s runs in both kinds of comparison")
     p.add_argument("--pairs", choices=PAIR_MODES, default="auto")
     p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS)
     p.add_argument("--seed", type=int, default=0, help="order seed of the first comparison")
@@ -186,15 +204,21 @@ def main(argv: list[str] | None = None) -> int:
         spec = RunSpec(workload=args.workload, strategy=args.strategy,
                        devices=args.devices, batch=args.batch)
         params = dict(args.candidate_param) or dict(DEFAULT_CANDIDATE)
-        sides = {AA: (Side(BASELINE), Side(CANDIDATE)),
-                 AB: (Side(BASELINE), Side(CANDIDATE, params=params))}
+        pythons = {n: probe(p, f"--{n}-python") if (p := getattr(args, f"{n}_python"))
+                   else None for n in (BASELINE, CANDIDATE)}
+        envs = {n: dict(getattr(args, f"{n}_env")) for n in (BASELINE, CANDIDATE)}
+        base = Side(BASELINE, envs[BASELINE], python=pythons[BASELINE])
+        sides = {AA: (base, Side(CANDIDATE, envs[CANDIDATE], python=pythons[CANDIDATE])),
+                 AB: (base, Side(CANDIDATE, envs[CANDIDATE], params,
+                                 python=pythons[CANDIDATE]))}
         for side in sides[AB]:
             side.spec(spec)  # a bad parameter is a usage error before anything runs
         out = writable_dir(args.out or new_sweep_dir("gate-power"))
     except (UsageError, SpecError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return int(Exit.USAGE)
-    print(f"gate_power: {spec.label()}; A/B candidate {params}; {args.aa} A/A and "
+    print(f"gate_power: {spec.label()}; baseline {sides[AB][0].describe()}; A/A candidate "
+          f"{sides[AA][1].describe()}; A/B candidate {sides[AB][1].describe()}; {args.aa} A/A and "
           f"{args.ab} A/B comparisons, budget {args.budget:.0f} s each, threshold "
           f"{args.threshold:.0%}, alpha {DEFAULT_ALPHA:g}; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; results in {out}", flush=True)

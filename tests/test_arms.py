@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.child.arms import round_orders
 from bench.launch.arms import ArmsError, check_arms, run_interleaved
+from bench.matrix import round_orders
 from bench.spec import RunSpec
 
 TINY = {"size": "tiny", "max_seconds": 0.2, "min_steps": 3, "max_steps": 10,

@@ -139,3 +139,81 @@ def test_when_most_rounds_look_disturbed_every_round_is_kept() -> None:
     assert pairs.undisturbed_rounds(base, cand) == [0, 1, 2, 3]
     no_cpu = _arm(SPEC, [1000.0] * 4)  # results stored before cpu_s existed
     assert pairs.undisturbed_rounds(no_cpu, cand) == [0, 1, 2, 3]
+
+
+def test_each_pair_mode_is_taken_where_the_sides_allow_it() -> None:
+    base = Side(BASELINE)
+    by_param = Side(CANDIDATE, params={"widths": (550, 550)})
+    by_env = Side(CANDIDATE, env={"TF_ENABLE_ONEDNN_OPTS": "0"})
+    assert wp.pair_mode("auto", SPEC, base, by_param)[0] == "windows"
+    mode, why = wp.pair_mode("auto", SPEC, base, by_env)
+    assert mode == "duet" and "environment variables" in why
+    mwm = SPEC.replace(strategy="multi_worker_mirrored", devices=2)
+    assert wp.pair_mode("auto", mwm, base, by_env)[0] == "processes"
+    assert wp.pair_mode("duet", SPEC, base, by_param)[0] == "duet"  # asked for: allowed
+    assert wp.pair_mode("processes", SPEC, base, by_param)[0] == "processes"
+    with pytest.raises(ValueError, match="runs 2 processes"):
+        wp.pair_mode("duet", mwm, base, by_env)
+    with pytest.raises(ValueError, match="environment variables"):
+        wp.pair_mode("windows", SPEC, base, by_env)
+
+
+class FakeDuets:
+    """Stands in for run_duet: each side its own process (its own luck), the machine's
+    state over the duet shared by both; the candidate's environment sets the ratio."""
+
+    def __init__(self, ratio: float, noise: float = 0.03) -> None:
+        self.ratio, self.noise = ratio, noise
+        self.rng = random.Random(1)
+        self.calls: list[tuple[list[str], int]] = []
+
+    def __call__(self, specs: Sequence[RunSpec], logs: Sequence[Path], *, rounds: int,
+                 seed: int, envs: Sequence[Any], pythons: Sequence[Any]) -> list[RunResult]:
+        names = [(e or {}).get("STRATBENCH_SIDE", "") for e in envs]
+        self.calls.append((names, rounds))
+        machine = self.rng.lognormvariate(0, 0.2)  # drift: shared by both processes
+        out = []
+        for k, name in enumerate(names):
+            own = self.rng.lognormvariate(0, 0.01)  # each process's own luck
+            true = 1000.0 * machine * own * (self.ratio if name == "b" else 1.0)
+            out.append(_arm(specs[k], [true * self.rng.lognormvariate(0, self.noise)
+                                       for _ in range(rounds)]))
+            out[-1].interleaved = Interleaving("s", ["a", "b"], k, rounds, seed, processes=2)
+        return out
+
+
+@pytest.mark.parametrize("ratio,code,verdict", [(1 / 1.105, Exit.REGRESSION, "REGRESSED"),
+                                                (1.0, Exit.OK, "SAME")])
+def test_bench_ab_measures_environment_sides_as_duets_and_decides(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        ratio: float, code: Exit, verdict: str) -> None:
+    from bench.cli.main import main
+
+    fake = FakeDuets(ratio)
+    monkeypatch.setattr(wp, "run_duet", fake)
+    rc = main(["ab", "--workload", "mlp", "--strategy", "one_device", "--size", "tiny",
+               "--baseline-env", "STRATBENCH_SIDE=a", "--candidate-env",
+               "STRATBENCH_SIDE=b", "--budget", "10m", "--rounds", "6",
+               "--order-seed", "1", "--out", str(tmp_path / "ab")])
+    out = capsys.readouterr().out
+    assert rc == code, out
+    assert "two live processes taking turns window by window" in out
+    assert f": {verdict} after" in out
+    # Both orders occur, each duet holding one process of each side with its own env.
+    assert {tuple(names) for names, _ in fake.calls} == {("a", "b"), ("b", "a")}
+    assert all(rounds == 6 for _, rounds in fake.calls)
+    stored = {p.parent.parent.name for p in (tmp_path / "ab").rglob("*.json")
+              if p.parent.name == "results"}
+    assert stored == {BASELINE, CANDIDATE}
+
+
+def test_duet_mode_refuses_a_strategy_of_several_processes(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from bench.cli.main import main
+
+    rc = main(["ab", "--workload", "mlp", "--strategy", "multi_worker_mirrored",
+               "--devices", "2", "--size", "tiny", "--candidate-env", "X=1",
+               "--pairs", "duet", "--out", str(tmp_path / "ab")])
+    assert rc == Exit.USAGE
+    err = capsys.readouterr().err
+    assert "--pairs duet" in err and "runs 2 processes" in err

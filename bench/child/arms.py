@@ -26,6 +26,13 @@ whatever happened to the others, then its own ``payload.<task>.json``; an arm
 that fails is reported failed and leaves the rounds, the other arms go on.
 ``C`` untimed calls of an arm run before each of its windows: the arm measured
 before it left its own weights in the caches.
+
+``--pace R,W`` (two inherited pipe ends): the launcher paces the windows, so that
+two live processes (one per side of an A/B comparison, each its own environment or
+interpreter) take turns window by window (``bench.launch.duet``). The process writes
+``R`` on W once built and warm; before each window it blocks reading R (no CPU spent
+while the other process measures) and writes ``d`` on W when the window ends; an
+arm that failed answers ``x``. End of file on R (the launcher gone) ends the rounds.
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ from bench.child.main import (
     configure_threads,
     failure_report,
     finish_process,
+    inject_fault,
     start_process,
     task_environment,
 )
@@ -61,24 +69,10 @@ from bench.child.windows import (
     warm_up,
 )
 from bench.errors import Unsupported
+from bench.matrix import round_orders
 from bench.results.payload import TaskReport, arm_name
 from bench.spec import RunSpec
 from bench.tasks import Task
-
-
-def round_orders(arms: int, rounds: int, rng: random.Random) -> list[list[int]]:
-    """The arms' order in each round: a random order, then its reverse, and again.
-
-    Within each pair of rounds every arm holds mirrored positions, so a steady trend
-    (the machine warming, a neighbour starting) adds the same to every arm's mean.
-    """
-    orders: list[list[int]] = []
-    while len(orders) < rounds:
-        order = rng.sample(range(arms), arms)
-        orders.append(order)
-        if len(orders) < rounds:
-            orders.append(order[::-1])
-    return orders
 
 
 @dataclass
@@ -98,6 +92,28 @@ class Arm:
         return self.report is None
 
 
+class Pacer:
+    """Turns given by the launcher over two pipe ends (``--pace``); a process without
+    one runs its rounds at once."""
+
+    def __init__(self, read_fd: int, write_fd: int) -> None:
+        self.read_fd, self.write_fd = read_fd, write_fd
+
+    @classmethod
+    def parse(cls, text: str) -> Pacer:
+        """``"R,W"`` -> Pacer(R, W)."""
+        read_fd, write_fd = (int(x) for x in text.split(","))
+        return cls(read_fd, write_fd)
+
+    def say(self, word: bytes) -> None:
+        """One byte to the launcher: ``R`` ready, ``d`` window done, ``x`` arm failed."""
+        os.write(self.write_fd, word)
+
+    def wait_turn(self) -> bool:
+        """Block until the launcher gives the turn; False when it has gone (EOF)."""
+        return os.read(self.read_fd, 1) == b"g"
+
+
 def _fail(arm: Arm, exc: BaseException) -> None:
     traceback.print_exc()
     arm.report = (TaskReport("unsupported", str(exc) or type(exc).__name__)
@@ -107,9 +123,11 @@ def _fail(arm: Arm, exc: BaseException) -> None:
 
 def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, seed: int,
              rewarm_calls: int, launch_ts: float, profile_dirs: list[Path | None] | None = None,
-             profile_steps: int = 0) -> tuple[list[TaskReport], dict[str, Any]]:
+             profile_steps: int = 0, pacer: Pacer | None = None
+             ) -> tuple[list[TaskReport], dict[str, Any]]:
     """Build, warm up and measure every arm in interleaved rounds, then profile the
     arms given a directory in ``profile_dirs`` for up to ``profile_steps`` steps.
+    ``pacer``: each window waits for the launcher's turn (one arm a process then).
 
     Returns one report per arm (in ``specs``' order) and the process's environment.
     """
@@ -152,11 +170,21 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
         except BaseException as exc:
             _fail(arm, exc)
     (run_dir / f"ready.{task.name}").touch()
+    if pacer is not None:
+        pacer.say(b"R")
+    inject_fault(task, "kill_after_warmup")
     slowdown = announce_slowdown(child_log)
+    stopped = False
     for r, order in enumerate(round_orders(len(arms), rounds, rng)):
         for i in order:
             arm = arms[i]
+            if pacer is not None and not pacer.wait_turn():
+                child_log(f"the launcher ended the rounds before round {r + 1}")
+                stopped = True
+                break
             if not arm.live or arm.warm is None:
+                if pacer is not None:
+                    pacer.say(b"x")
                 continue
             try:
                 loop, rules = arm.trainer.loop(), Rules.of(arm.spec)
@@ -170,6 +198,10 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
                 arm.runs.append(run)
             except BaseException as exc:
                 _fail(arm, exc)
+            if pacer is not None:
+                pacer.say(b"d" if arm.live else b"x")
+        if stopped:
+            break
         child_log(f"round {r + 1}/{rounds}: " + ", ".join(
             f"arm{a.index} {a.runs[-1].window.global_throughput:,.0f}"
             for a in arms if a.live and a.runs))
@@ -204,10 +236,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-dir", required=True, type=Path)
     parser.add_argument("--task", required=True, help="the Task as JSON")
     parser.add_argument("--launch-ts", type=float, default=time.time())
+    parser.add_argument("--pace", type=Pacer.parse, default=None,
+                        help="R,W: pipe ends the launcher gives turns on (bench.launch.duet)")
     args = parser.parse_args(argv)
     doc = json.loads(args.arms.read_text(encoding="utf-8"))
     specs = [RunSpec.from_dict(d) for d in doc["specs"]]
     task = start_process(args.task)
+    inject_fault(task, "hang_at_start")
+    inject_fault(task, "exit_at_start")
     own: TaskReport
     try:
         select_keras(specs[0].keras)  # one Keras lane per process: the launcher checks
@@ -216,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         reports, env = run_arms(specs, task, args.run_dir, rounds=int(doc["rounds"]),
                                 seed=int(doc["seed"]), rewarm_calls=int(doc.get("rewarm_calls", 1)),
                                 launch_ts=args.launch_ts, profile_dirs=dirs,
-                                profile_steps=int(profile.get("steps", 0)))
+                                profile_steps=int(profile.get("steps", 0)), pacer=args.pace)
         for i, report in enumerate(reports):
             replace(report, task=task, pid=os.getpid()).write(args.run_dir, arm_name(i))
         own = TaskReport("ok", environment=env)

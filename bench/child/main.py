@@ -90,7 +90,9 @@ class Context:
         return float(go.read_text())
 
 
-def _fault(task: Task, stage: str) -> None:
+def inject_fault(task: Task, stage: str) -> None:
+    """Fail on purpose at ``stage`` when STRATBENCH_FAULT names this task and stage
+    (``worker1:hang_at_start``): how tests make a process hang, exit or die."""
     wanted = os.environ.get("STRATBENCH_FAULT", "")
     name, _, fault = wanted.partition(":")
     if name != task.name or fault != stage:
@@ -184,7 +186,7 @@ def run_train(ctx: Context) -> TaskReport:
 def _before_windows(ctx: Context, at_start: Callable[[], None]
                     ) -> Callable[[], float | None]:
     def hook() -> float | None:
-        _fault(ctx.task, "kill_after_warmup")
+        inject_fault(ctx.task, "kill_after_warmup")
         if not ctx.task.barrier:
             at_start()
             return None
@@ -259,8 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     spec = RunSpec.from_dict(json.loads(args.spec.read_text(encoding="utf-8")))
     task = start_process(args.task)
-    _fault(task, "hang_at_start")
-    _fault(task, "exit_at_start")
+    inject_fault(task, "hang_at_start")
+    inject_fault(task, "exit_at_start")
     ctx = Context(spec, task, args.run_dir, args.launch_ts, args.profile_dir,
                   args.profile_steps)
     try:

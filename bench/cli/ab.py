@@ -29,12 +29,13 @@ from bench.regress.compare import CompareError, parse_fraction
 from bench.regress.interleave import (
     BASELINE,
     CANDIDATE,
+    PairRunner,
     Session,
     Side,
     run_session,
     session_exit,
 )
-from bench.regress.window_pairs import DEFAULT_ROUNDS, sharing_reason, window_pairs
+from bench.regress.window_pairs import DEFAULT_ROUNDS, duet_pairs, pair_mode, window_pairs
 from bench.regress.window_pairs import MODES as PAIR_MODES
 from bench.results.schema import RunResult
 from bench.results.store import SweepStore, new_sweep_dir
@@ -121,22 +122,23 @@ def run_ab(specs: list[RunSpec], sides: tuple[Side, Side], out: Path, *, budget_
     nightly``); runs are stored in ``out``/baseline and ``out``/candidate.
 
     ``pairs``: ``windows`` measures each pair in one process with the sides' windows
-    interleaved (``rounds`` each), ``processes`` runs each side its own process,
-    ``auto`` takes windows wherever the sides can share a process.
+    interleaved (``rounds`` each), ``duet`` in two live processes taking turns window
+    by window (sides that need processes of their own), ``processes`` runs each side
+    its own process, ``auto`` takes the first of those the sides can have.
     """
-    shared: list[bool] = []
+    modes: list[str] = []
     for spec in specs:  # a bad parameter is a usage error now, not after the first runs
         for side in sides:
             side.spec(spec)
-        why = sharing_reason(spec, *sides)
-        if pairs == "windows" and why is not None:
-            raise UsageError(f"--pairs windows: {spec.label()} cannot put both sides in one "
-                             f"process: {why}. Received: --pairs {pairs}")
-        shared.append(pairs == "windows" or (pairs == "auto" and why is None))
+        try:
+            mode, why = pair_mode(pairs, spec, *sides)
+        except ValueError as exc:
+            raise UsageError(f"--pairs {pairs}: {spec.label()} cannot be measured so: "
+                             f"{exc}. Received: --pairs {pairs}") from None
+        modes.append(mode)
         if pairs == "auto":
-            print(f"{command}: {spec.label()}: " + (
-                f"both sides in one process, windows interleaved ({rounds} rounds a pair)"
-                if why is None else f"each run its own process ({why})"))
+            print(f"{command}: {spec.label()}: {why}"
+                  + (f" ({rounds} rounds a pair)" if mode != "processes" else ""))
     stores = {side.name: SweepStore(writable_dir(out / side.name)) for side in sides}
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)
@@ -150,10 +152,9 @@ def run_ab(specs: list[RunSpec], sides: tuple[Side, Side], out: Path, *, budget_
 
     sessions = []
     for i, spec in enumerate(specs):
-        in_one = window_pairs(stores, sides[0], rounds=rounds, seed=seed + i) \
-            if shared[i] else None
         s = run_session(spec, *sides, runner, budget_s=budget_s, threshold=threshold,
-                        alpha=alpha, seed=seed + i, pairs=in_one)
+                        alpha=alpha, seed=seed + i,
+                        pairs=pair_runner(modes[i], stores, sides, rounds, seed + i))
         sessions.append(s)
         if s.failed is not None:
             print(f"{spec.label()}: runs failed after {len(s.log_ratios)} pair(s): {s.failed}")
@@ -163,6 +164,16 @@ def run_ab(specs: list[RunSpec], sides: tuple[Side, Side], out: Path, *, budget_
                   f"{s.wall_s:.0f} s: candidate/baseline {d.ratio:.3f} [{d.low:.3f}, "
                   f"{d.high:.3f}]; {d.reason}")
     return sessions
+
+
+def pair_runner(mode: str, stores: dict[str, SweepStore], sides: tuple[Side, Side],
+                rounds: int, seed: int) -> PairRunner | None:
+    """The pair runner of ``mode`` (None: each run its own process, run_session's own)."""
+    if mode == "windows":
+        return window_pairs(stores, sides[0], rounds=rounds, seed=seed)
+    if mode == "duet":
+        return duet_pairs(stores, {s.name: s for s in sides}, rounds=rounds, seed=seed)
+    return None
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
@@ -204,11 +215,13 @@ def add_side_args(p: argparse.ArgumentParser) -> None:
                    help="seed of the AB/BA orders (default: drawn, and printed)")
     p.add_argument("--pairs", choices=PAIR_MODES, default="auto",
                    help="windows: a pair is one process holding both sides, their windows "
-                        "interleaved (sides that differ only in --*-param); processes: each "
-                        "run its own process; auto (default): windows where the sides can "
-                        "share a process")
+                        "interleaved (sides that differ only in --*-param); duet: two live "
+                        "processes, one a side, taking turns window by window (sides with "
+                        "their own environment or interpreter); processes: each run its own "
+                        "process, one after the other; auto (default): the first of these "
+                        "the sides can have")
     p.add_argument("--rounds", type=rounds_count, default=DEFAULT_ROUNDS,
-                   help=f"windows of each side in a one-process pair (default "
+                   help=f"windows of each side in a pair of windows or duet pair (default "
                         f"{DEFAULT_ROUNDS})")
 
 

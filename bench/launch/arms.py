@@ -14,8 +14,9 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from bench.env import now_iso
 from bench.hardware import detect
@@ -28,7 +29,7 @@ from bench.launch.launcher import (
     make_result,
     unsupported_result,
 )
-from bench.results.payload import arm_name, read_report
+from bench.results.payload import TaskReport, arm_name, read_report
 from bench.results.schema import Interleaving, RunResult
 from bench.spec import RunSpec
 from bench.strategies import STRATEGIES
@@ -148,25 +149,31 @@ def run_interleaved(specs: Sequence[RunSpec], log_path: Path, *, rounds: int = D
          "log": str(log_path)}]}
     labels = [s.label() for s in arm_specs]
     for k, i in enumerate(arms):
-        where = Interleaving(session=session, arms=labels, arm=k, rounds=rounds, seed=seed)
-        report = reports[k]
-        if status is not None:  # the supervisor decided: timeout or a dead process
-            result = make_result(specs[i], status, f"{reason}\n--- log tail ---\n"
-                                 f"{run.tails(culprit)}", started_at=started, wall_s=wall,
-                                 launcher=info)
-        elif own is None or own.status != "ok":
-            result = make_result(specs[i], own.status if own else "failed",
-                                 f"{own.reason if own else 'the process left no result'}"
-                                 f"\n--- log tail ---\n{run.tails()}", started_at=started,
-                                 wall_s=wall, launcher=info)
-        elif report is None:
-            result = make_result(specs[i], "failed", f"arm {k} left no result",
-                                 started_at=started, wall_s=wall, launcher=info)
-        else:
-            result = make_result(specs[i], report.status, report.reason,
-                                 figures=report.figures, environment=report.environment,
-                                 started_at=started, wall_s=wall, launcher=info)
-        result.interleaved = where
+        failure = (status, f"{reason}\n--- log tail ---\n{run.tails(culprit)}") \
+            if status is not None else None
+        result = arm_result(specs[i], failure, own, reports[k], run.tails,
+                            started_at=started, wall_s=wall, launcher=info)
+        result.interleaved = Interleaving(session=session, arms=labels, arm=k,
+                                          rounds=rounds, seed=seed)
         results[i] = result
     return [results[i] for i in range(len(specs))]
 
+
+def arm_result(spec: RunSpec, failure: tuple[str, str] | None, own: TaskReport | None,
+               report: TaskReport | None, tails: Callable[[], str], *, started_at: str,
+               wall_s: float, launcher: dict[str, Any]) -> RunResult:
+    """One arm's result: ``failure`` (status, reason) when the supervisor decided, else
+    the process's own report ``own`` if it failed, else the arm's ``report``."""
+    def result(status: str, reason: str | None, **kw: Any) -> RunResult:
+        return make_result(spec, status, reason, started_at=started_at, wall_s=wall_s,
+                           launcher=launcher, **kw)
+    if failure is not None:
+        return result(*failure)
+    if own is None or own.status != "ok":
+        return result(own.status if own else "failed",
+                      f"{own.reason if own else 'the process left no result'}"
+                      f"\n--- log tail ---\n{tails()}")
+    if report is None:
+        return result("failed", "the arm left no result")
+    return result(report.status, report.reason, figures=report.figures,
+                  environment=report.environment)

@@ -13,7 +13,11 @@ interval rather than assumed away.
 
 Sides can share a process only when they differ in workload parameters alone:
 environment variables (TensorFlow reads them at start-up) and interpreters need
-processes of their own (``process_pairs``). Parent side: no TensorFlow.
+processes of their own. Those sides are measured as duets (``duet_pairs``): both
+processes live at once, taking turns window by window, so that what the machine
+does over seconds falls on both sides as in one process; only each process's own
+luck is left in the pair. ``process_pairs`` (one whole run after the other) is the
+fallback where neither can be had. Parent side: no TensorFlow.
 """
 
 from __future__ import annotations
@@ -21,13 +25,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from bench.launch.arms import run_interleaved, shareable_reason
+from bench.launch.duet import duet_reason, run_duet
 from bench.regress.interleave import BASELINE, CANDIDATE, PairOutcome, PairRunner, Side
 from bench.results.pairs import process_log_ratio
+from bench.results.schema import RunResult
 from bench.results.store import SweepStore, save
 from bench.spec import RunSpec
 
 DEFAULT_ROUNDS = 10
-MODES = ("auto", "windows", "processes")
+MODES = ("auto", "windows", "duet", "processes")
 # Windows of a one-process pair last at most this long (the spec's --max-seconds when
 # lower): many short rounds give the median more ratios to stand on than a few long
 # ones, and a burst of load spoils less of each.
@@ -47,6 +53,34 @@ def sharing_reason(spec: RunSpec, baseline: Side, candidate: Side) -> str | None
     return None
 
 
+def duet_sides_reason(spec: RunSpec, baseline: Side, candidate: Side) -> str | None:
+    """Why the two sides of ``spec`` cannot be a duet's (None: they can)."""
+    for side in (baseline, candidate):
+        why = duet_reason(side.spec(spec))
+        if why:
+            return why
+    return None
+
+
+def pair_mode(mode: str, spec: RunSpec, baseline: Side, candidate: Side) -> tuple[str, str]:
+    """The way ``spec``'s pairs are measured under ``--pairs mode``, and why: ``auto``
+    takes one process where the sides can share it, else a duet, else processes.
+    A mode the sides cannot have raises ValueError with the reason."""
+    shared = sharing_reason(spec, baseline, candidate)
+    duet = duet_sides_reason(spec, baseline, candidate)
+    if mode == "windows" and shared is not None:
+        raise ValueError(shared)
+    if mode == "duet" and duet is not None:
+        raise ValueError(duet)
+    if mode != "auto":
+        return mode, "as asked"
+    if shared is None:
+        return "windows", "both sides in one process, windows interleaved"
+    if duet is None:
+        return "duet", f"two live processes taking turns window by window ({shared})"
+    return "processes", f"each run its own process ({shared}; {duet})"
+
+
 def pair_spec(spec: RunSpec) -> RunSpec:
     """``spec`` with windows no longer than ``PAIR_WINDOW_S``."""
     return spec.replace(max_seconds=min(spec.max_seconds, PAIR_WINDOW_S))
@@ -63,15 +97,36 @@ def window_pairs(stores: Mapping[str, SweepStore], baseline: Side, *,
                                   rounds=rounds,
                                   seed=seed * 100_003 + pair, env=baseline.env,
                                   python=baseline.python_path)
-        by_side = dict(zip((first, second), results, strict=True))
-        envs = {}
-        for name, result in by_side.items():
-            result.replicate = pair
-            save(result, stores[name].paths(specs[name], pair).result)
-            envs[name] = dict(result.environment or {})
-        failed = [f"{name} arm of pair {pair}: {r.status} {r.reason or ''}".strip()
-                  for name, r in by_side.items() if r.figures is None]
-        if failed:
-            return PairOutcome(None, envs, "; ".join(failed))
-        return PairOutcome(process_log_ratio(by_side[BASELINE], by_side[CANDIDATE]), envs)
+        return _save_pair(stores, specs, dict(zip((first, second), results, strict=True)),
+                          pair)
+    return run
+
+
+def _save_pair(stores: Mapping[str, SweepStore], specs: Mapping[str, RunSpec],
+               by_side: Mapping[str, RunResult], pair: int) -> PairOutcome:
+    """Save each side's result as run ``pair`` of its store; the pair's statistic."""
+    envs = {}
+    for name, result in by_side.items():
+        result.replicate = pair
+        save(result, stores[name].paths(specs[name], pair).result)
+        envs[name] = dict(result.environment or {})
+    failed = [f"{name} arm of pair {pair}: {r.status} {r.reason or ''}".strip()
+              for name, r in by_side.items() if r.figures is None]
+    if failed:
+        return PairOutcome(None, envs, "; ".join(failed))
+    return PairOutcome(process_log_ratio(by_side[BASELINE], by_side[CANDIDATE]), envs)
+
+
+def duet_pairs(stores: Mapping[str, SweepStore], sides: Mapping[str, Side], *,
+               rounds: int = DEFAULT_ROUNDS, seed: int = 0) -> PairRunner:
+    """Pairs of one duet each (``bench.launch.duet``): each side its own live process,
+    environment and interpreter, the two taking turns window by window."""
+    def run(specs: Mapping[str, RunSpec], order: str, pair: int) -> PairOutcome:
+        names = (BASELINE, CANDIDATE) if order == "AB" else (CANDIDATE, BASELINE)
+        logs = [stores[n].paths(specs[n], pair).log for n in names]
+        results = run_duet([pair_spec(specs[n]) for n in names], logs, rounds=rounds,
+                           seed=seed * 100_003 + pair,
+                           envs=[sides[n].env for n in names],
+                           pythons=[sides[n].python_path for n in names])
+        return _save_pair(stores, specs, dict(zip(names, results, strict=True)), pair)
     return run

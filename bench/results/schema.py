@@ -432,13 +432,18 @@ class Interleaving:
     The arms of one session were built in one process and measured in rounds, one
     window of each arm per round: window r of two arms of one ``session`` ran
     seconds apart, a within-process pair.
+
+    ``processes`` 2: a duet (``bench.launch.duet``), each arm its own live process
+    (its own environment or interpreter), the two taking turns window by window; the
+    session's pairs then hold each process's own luck, but not the machine's drift.
     """
 
-    session: str  # shared by the arms of one process
+    session: str  # shared by the arms of one process (of the two processes of a duet)
     arms: list[str]  # every arm's configuration label, in arm order
     arm: int  # this result's arm
     rounds: int = unit("windows")
     seed: int = 0  # of the build order and the rounds' orders
+    processes: int = 1  # 1: the arms shared a process; 2: a duet
 
 
 @dataclass

@@ -1,0 +1,242 @@
+"""Two live processes, one a side, taking turns window by window (a "duet").
+
+Sides that differ in environment variables or interpreter cannot be arms of one
+process: TensorFlow reads its variables at start-up. Run each in a process of its
+own, one after the other, and every pair holds whatever the machine did between
+them (a neighbour's load over seconds) besides each process's own luck. A duet
+starts both processes at once (their start-ups overlap: nothing is measured yet),
+lets each build and warm up, then gives the turn back and forth: one window of one
+side while the other blocks on a pipe, spending no CPU, then one of the other, in
+an order that is random and reversed every other round (``round_orders``). Window
+r of the two sides ran a fraction of a second apart, so the machine's drift falls
+on both; each process's own luck (its layout, its kernels) stays in the session's
+statistic, which is why the A/B decision treats the duets, not the windows, as its
+pairs.
+
+The child is ``bench.child.arms`` with one arm and ``--pace``. Every wait has a
+deadline; a side that fails, hangs or dies ends the duet with both processes killed
+and both results saying why. Parent side: no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import select
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.env import now_iso
+from bench.hardware import Hardware, detect
+from bench.launch.arms import TASK, arm_result, check_arms
+from bench.launch.launcher import (
+    STARTUP_TIMEOUT_S,
+    _Proc,
+    _Run,
+    child_command,
+    child_env,
+    make_result,
+    unsupported_result,
+)
+from bench.matrix import round_orders
+from bench.results.payload import arm_name, read_report
+from bench.results.schema import Interleaving, RunResult
+from bench.spec import RunSpec
+from bench.tasks import Task
+
+SIDES = 2
+# A window is bounded by its spec's max_seconds (and max_steps); a turn that takes
+# this many times longer, plus the allowance, means the process is stuck.
+TURN_FACTOR = 10.0
+TURN_ALLOWANCE_S = 30.0
+# After the last window each process summarises and measures its peak for the MFU.
+FINISH_S = 120.0
+
+
+class DuetError(ValueError):
+    """The configurations cannot be sides of a duet (the message names which and why)."""
+
+
+class _Stop(Exception):
+    """The duet ends early: (status, reason, the side to blame)."""
+
+    def __init__(self, status: str, reason: str, culprit: int) -> None:
+        super().__init__(reason)
+        self.status, self.reason, self.culprit = status, reason, culprit
+
+
+@dataclass
+class _Side:
+    index: int
+    spec: RunSpec
+    run_dir: Path
+    log: Path
+    proc: _Proc | None = None
+    turn_w: int = -1  # the launcher's end of the turns pipe
+    done_r: int = -1  # the launcher's end of the answers pipe
+    fds: list[int] = field(default_factory=list)
+
+
+def duet_reason(spec: RunSpec) -> str | None:
+    """Why ``spec`` cannot be a side of a duet (None: it can): the same rule as an arm."""
+    try:
+        check_arms([spec])
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _hear(side: _Side, deadline: float, what: str) -> bytes:
+    """The side's next word, or _Stop when it dies or says nothing by ``deadline``."""
+    assert side.proc is not None
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _Stop("timeout", f"side {side.index} ({side.spec.label()}) did not "
+                                   f"{what} in time", side.index)
+        ready, _, _ = select.select([side.done_r], [], [], min(left, 1.0))
+        if ready:
+            word = os.read(side.done_r, 1)
+            if word:
+                return word
+            side.proc.proc.wait(timeout=5)
+            raise _Stop("failed", f"side {side.index} ({side.spec.label()}) exited with "
+                                  f"code {side.proc.proc.returncode} before it could "
+                                  f"{what}", side.index)
+
+
+def run_duet(specs: Sequence[RunSpec], log_paths: Sequence[Path], *, rounds: int,
+             seed: int = 0, envs: Sequence[Mapping[str, str] | None] = (None, None),
+             pythons: Sequence[str | None] = (None, None), rewarm_calls: int = 1,
+             timeout_s: float | None = None) -> list[RunResult]:
+    """Measure ``specs[0]`` and ``specs[1]`` in two live processes taking turns,
+    ``rounds`` windows each; side i starts under ``pythons[i]`` with ``envs[i]``.
+
+    Returns one result per side, in order; never raises for a failed run (both then
+    carry the reason: a duet is measured whole or not at all).
+    """
+    if len(specs) != SIDES or len(log_paths) != SIDES:
+        raise DuetError(f"a duet has two sides. Received: {len(specs)} configurations, "
+                        f"{len(log_paths)} logs")
+    if rounds < 2:
+        raise DuetError(f"a duet needs at least 2 rounds. Received: rounds={rounds}")
+    for spec in specs:
+        why = duet_reason(spec)
+        if why:
+            raise DuetError(why)
+    hw = detect()
+    pre = [unsupported_result(s, hw) for s in specs]
+    if any(pre):
+        why = "; ".join(r.reason or "" for r in pre if r is not None)
+        return [r or make_result(s, "unsupported", f"its duet partner cannot run: {why}")
+                for r, s in zip(pre, specs, strict=True)]
+    sides_specs = [s.replace(repeats=rounds) for s in specs]
+    timeout = timeout_s if timeout_s is not None else max(s.timeout_s for s in sides_specs)
+    session, started = uuid.uuid4().hex[:12], now_iso()
+    labels = [s.label() for s in sides_specs]
+    t0 = time.monotonic()
+    with ExitStack() as stack:
+        sides = []
+        for i, spec in enumerate(sides_specs):
+            run_dir = Path(stack.enter_context(
+                tempfile.TemporaryDirectory(prefix=f"stratbench-duet{i}-")))
+            log_paths[i].parent.mkdir(parents=True, exist_ok=True)
+            sides.append(_Side(i, spec, run_dir, log_paths[i]))
+        failure: _Stop | None = None
+        try:
+            for side in sides:
+                _start(side, seed, rewarm_calls, envs[side.index], pythons[side.index], hw)
+            ready_by = t0 + min(timeout, STARTUP_TIMEOUT_S + max(s.timeout_s for s in specs))
+            for side in sides:
+                if _hear(side, ready_by, "build and warm up") != b"R":
+                    raise _Stop("failed", f"side {side.index} said something other than "
+                                          f"ready", side.index)
+            for order in round_orders(SIDES, rounds, random.Random(seed)):
+                for i in order:
+                    side = sides[i]
+                    os.write(side.turn_w, b"g")
+                    turn_s = TURN_FACTOR * side.spec.max_seconds + TURN_ALLOWANCE_S
+                    word = _hear(side, min(t0 + timeout, time.monotonic() + turn_s),
+                                 "finish a window")
+                    if word != b"d":
+                        raise _Stop("failed", f"side {side.index} ({side.spec.label()}) "
+                                              f"failed during its window", side.index)
+            for side in sides:  # end of file on the turns: the rounds are over
+                os.close(side.turn_w)
+                side.fds.remove(side.turn_w)
+            for side in sides:
+                assert side.proc is not None
+                try:
+                    side.proc.proc.wait(timeout=FINISH_S)
+                except subprocess.TimeoutExpired:
+                    raise _Stop("timeout", f"side {side.index} did not finish within "
+                                           f"{FINISH_S:g} s of its last window",
+                                side.index) from None
+        except _Stop as stop:
+            failure = stop
+            _Run(sides[0].run_dir, [s.proc for s in sides if s.proc]).dump_stacks()
+        finally:
+            for side in sides:
+                for fd in side.fds:
+                    os.close(fd)
+            run = _Run(sides[0].run_dir, [s.proc for s in sides if s.proc])
+            run.kill_all()
+        wall = time.monotonic() - t0
+        runs = {s.index: _Run(s.run_dir, [s.proc]) for s in sides if s.proc is not None}
+        results = []
+        for side in sides:
+            assert side.proc is not None
+            own_run = runs[side.index]
+            info = {"timeout_s": timeout, "log": str(side.log), "duet": session, "tasks": [
+                {"task": side.proc.task.name, "pid": side.proc.proc.pid,
+                 "returncode": side.proc.proc.returncode, "log": str(side.log)}]}
+            reason = None
+            if failure is not None:
+                blame = "" if failure.culprit == side.index else "its duet partner: "
+                culprit = runs.get(failure.culprit, own_run)
+                reason = (failure.status, f"{blame}{failure.reason}\n--- log tail ---\n"
+                                          f"{culprit.tails()}")
+            result = arm_result(specs[side.index], reason, own_run.report(side.proc),
+                                read_report(side.run_dir, arm_name(0)), own_run.tails,
+                                started_at=started, wall_s=wall, launcher=info)
+            result.interleaved = Interleaving(session=session, arms=labels, arm=side.index,
+                                              rounds=rounds, seed=seed, processes=SIDES)
+            results.append(result)
+    return results
+
+
+def _start(side: _Side, seed: int, rewarm_calls: int, env: Mapping[str, str] | None,
+           python: str | None, hw: Hardware) -> None:
+    """Start one side's process with its two pipes (the launcher keeps the other ends)."""
+    arms_file = side.run_dir / "arms.json"
+    arms_file.write_text(json.dumps({
+        "specs": [side.spec.to_dict()], "rounds": side.spec.repeats, "seed": seed,
+        "rewarm_calls": rewarm_calls, "profile": {"dirs": [], "steps": 0}}), encoding="utf-8")
+    turn_r, turn_w = os.pipe()
+    done_r, done_w = os.pipe()
+    side.turn_w, side.done_r = turn_w, done_r
+    side.fds = [turn_w, done_r]
+    task = Task(TASK.role, TASK.index, TASK.runner, main=True,
+                local_devices=side.spec.devices)
+    cmd = child_command("bench.child.arms", "--arms", str(arms_file), "--run-dir",
+                        str(side.run_dir), "--task", json.dumps(task.to_dict()),
+                        "--launch-ts", repr(time.time()), "--pace", f"{turn_r},{done_w}",
+                        python=python)
+    try:
+        with open(side.log, "ab") as fh:
+            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, pass_fds=(turn_r, done_w),
+                                    env={**child_env(task, None, hw), **(env or {})},
+                                    start_new_session=True)
+    finally:
+        # The child holds its own copies; with ours closed, its death is our EOF.
+        os.close(turn_r)
+        os.close(done_w)
+    side.proc = _Proc(task, proc, side.log)
