@@ -471,9 +471,11 @@ def gpu_state(timeout_s: float = _SMI_TIMEOUT_S) -> list[dict[str, Any]]:
     return states
 
 
-def throttle_findings(start: list[dict[str, Any]], end: list[dict[str, Any]]) -> list[str]:
-    """One line per GPU slowed down by a fault (``SLOWDOWNS``) in either sample, or whose
-    SM clock moved by more than ``CLOCK_DRIFT`` between them (empty: none).
+def throttle_findings(start: list[dict[str, Any]], end: list[dict[str, Any]],
+                      during: list[dict[str, Any]] | None = None) -> list[str]:
+    """One line per GPU slowed down by a fault (``SLOWDOWNS``) at either end or in the
+    samples ``during`` the windows, or whose SM clock moved by more than
+    ``CLOCK_DRIFT`` over them (empty: none).
 
     For a verdict: such a run measured another GPU than the one named in its
     fingerprint. A GPU at its power cap with a steady clock is not one.
@@ -487,8 +489,22 @@ def throttle_findings(start: list[dict[str, Any]], end: list[dict[str, Any]]) ->
                          f"{st.get('sm_clock_max_mhz')} MHz" if st.get("sm_clock_mhz") else "")
                 findings.append(f"GPU {st.get('index')} at the {when} of the windows: "
                                 f"{', '.join(slow)}{clock}")
+    for d in during or []:
+        slow = [r for r in d.get("reasons") or [] if r in SLOWDOWNS]
+        if slow:
+            findings.append(f"GPU {d.get('index')} during the windows: {', '.join(slow)} "
+                            f"in {d.get('samples')} samples")
+        low, mean = d.get("sm_clock_min_mhz"), d.get("sm_clock_mean_mhz")
+        if low and mean and 1.0 - low / mean > CLOCK_DRIFT:
+            findings.append(f"GPU {d.get('index')}: SM clock fell to {low} MHz during the "
+                            f"windows (mean {mean:.0f} MHz over {d.get('samples')} samples)")
+    # Samples taken during the windows say how the clock went; the two ends alone would
+    # also catch a GPU boosting at the first window and settling at its power cap.
+    sampled = {d.get("index") for d in during or [] if d.get("sm_clock_mean_mhz")}
     before = {st.get("index"): st for st in start}
     for st in end:
+        if st.get("index") in sampled:
+            continue
         first = before.get(st.get("index"))
         a, b = (first or {}).get("sm_clock_mhz"), st.get("sm_clock_mhz")
         if a and b and abs(b / a - 1.0) > CLOCK_DRIFT:
@@ -496,6 +512,59 @@ def throttle_findings(start: list[dict[str, Any]], end: list[dict[str, Any]]) ->
             findings.append(f"GPU {st.get('index')}: SM clock moved from {a} to {b} MHz "
                             f"during the windows ({why})")
     return findings
+
+
+def sustained_clock(gpu_state_entry: dict[str, Any]) -> float | None:
+    """The mean SM clock (MHz) a run's windows ran at, over its GPUs: the samples
+    taken during the windows where there are any, else the mean of both ends."""
+    during = gpu_state_entry.get("during") or []
+    means = [d["sm_clock_mean_mhz"] for d in during if d.get("sm_clock_mean_mhz")]
+    if not means:
+        ends = (gpu_state_entry.get("start") or []) + (gpu_state_entry.get("end") or [])
+        means = [st["sm_clock_mhz"] for st in ends if st.get("sm_clock_mhz")]
+    return sum(means) / len(means) if means else None
+
+
+def clock_mismatch(clocks: dict[str, float]) -> str | None:
+    """A line when the sustained SM clocks of runs being compared (label -> MHz)
+    differ by more than ``CLOCK_DRIFT``: their figures are of GPUs running at
+    different speeds, whatever the fingerprint says. None when they agree."""
+    if len(clocks) < 2:
+        return None
+    low, high = min(clocks.items(), key=lambda kv: kv[1]), max(clocks.items(),
+                                                               key=lambda kv: kv[1])
+    if high[1] / low[1] - 1.0 <= CLOCK_DRIFT:
+        return None
+    return (f"the GPUs ran at different clocks: {high[0]} at {high[1]:.0f} MHz, "
+            f"{low[0]} at {low[1]:.0f} MHz (more than {CLOCK_DRIFT:.0%} apart)")
+
+
+def summarise_samples(samples: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Per GPU, from ``gpu_state`` samples taken during the windows: how many, how many
+    found it idle, the SM clock's mean and minimum and power's mean and maximum over the
+    busy ones, and every reason seen.
+
+    An idle GPU (``gpu_idle``: between steps of a host-bound run, or before its first
+    kernel) drops to its idle clock, 345 MHz on the H100: that is no slowdown of the
+    work, so such samples stay out of the clock and power figures.
+    """
+    by_gpu: dict[Any, list[dict[str, Any]]] = {}
+    for sample in samples:
+        for st in sample:
+            by_gpu.setdefault(st.get("index"), []).append(st)
+    out = []
+    for index, states in sorted(by_gpu.items(), key=lambda kv: str(kv[0])):
+        busy = [st for st in states if "gpu_idle" not in (st.get("throttle_reasons") or [])]
+        clocks = [st["sm_clock_mhz"] for st in busy if st.get("sm_clock_mhz")]
+        power = [st["power_draw_w"] for st in busy if st.get("power_draw_w") is not None]
+        reasons = sorted({r for st in states for r in st.get("throttle_reasons") or []})
+        out.append({"index": index, "samples": len(states),
+                    "idle_samples": len(states) - len(busy),
+                    "sm_clock_mean_mhz": sum(clocks) / len(clocks) if clocks else None,
+                    "sm_clock_min_mhz": min(clocks) if clocks else None,
+                    "power_mean_w": sum(power) / len(power) if power else None,
+                    "power_max_w": max(power) if power else None, "reasons": reasons})
+    return out
 
 
 def topology(timeout_s: float = _SMI_TIMEOUT_S) -> str | None:
@@ -588,6 +657,10 @@ def gpu_fingerprint(timeout_s: float = _SMI_TIMEOUT_S) -> dict[str, Any]:
 # Inside a run every nvidia-smi call is on the clock: a healthy driver answers in well
 # under a second, so a few seconds is generous and a broken one costs little.
 RUN_SMI_TIMEOUT_S = 5.0
+# GPU state sampled during the windows: every SAMPLE_EVERY_S, at most MAX_SAMPLES (an
+# hour of windows), each call bounded as every other.
+SAMPLE_EVERY_S = 1.0
+MAX_SAMPLES = 3600
 # Calls per fingerprint (devices, topology, state with either reason field), for the
 # backstop below.
 _CALLS_PER_FINGERPRINT = 4
@@ -630,6 +703,10 @@ class GpuRun:
     start: list[dict[str, Any]] | None = None
     end: list[dict[str, Any]] | None = None
     problem: str | None = None
+    every_s: float = SAMPLE_EVERY_S
+    samples: list[list[dict[str, Any]]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _sampler: threading.Thread | None = None
 
     def _call(self, fn: Callable[[], Any], calls: int) -> Any:
         if self.problem is not None:
@@ -649,12 +726,31 @@ class GpuRun:
                                       _CALLS_PER_FINGERPRINT) or {}
 
     def at_start(self) -> None:
-        """Sample the state as the measured windows begin."""
+        """Sample the state as the measured windows begin, then every ``every_s``
+        until ``at_end`` (at most ``MAX_SAMPLES``), in a thread of its own."""
         if self.fingerprint:
             self.start = self._call(lambda: gpu_state(self.timeout_s), len(_REASON_FIELDS))
+            if self.problem is None:
+                self._sampler = threading.Thread(target=self._sample, daemon=True,
+                                                 name="gpu-sampler")
+                self._sampler.start()
+
+    def _sample(self) -> None:
+        # nvidia-smi takes a core for tens of ms a call: once a second is a small,
+        # steady share beside a GPU run, and clocks and power move more slowly.
+        while not self._stop.wait(self.every_s) and len(self.samples) < MAX_SAMPLES:
+            done, state = _bounded(lambda: gpu_state(self.timeout_s),
+                                   self.timeout_s * len(_REASON_FIELDS) + 1.0)
+            if not done:
+                return  # a driver that stopped answering: the samples so far stand
+            if state:
+                self.samples.append(state)
 
     def at_end(self) -> None:
-        """Sample the state as the measured windows end."""
+        """Sample the state as the measured windows end (the sampler stops first)."""
+        if self._sampler is not None:
+            self._stop.set()
+            self._sampler.join(self.timeout_s * len(_REASON_FIELDS) + 2.0)
         if self.fingerprint:
             self.end = self._call(lambda: gpu_state(self.timeout_s), len(_REASON_FIELDS))
 
@@ -667,7 +763,8 @@ class GpuRun:
             return {}
         out: dict[str, Any] = {"gpu": self.fingerprint}
         if self.start is not None or self.end is not None or self.problem is not None:
-            out["gpu_state"] = {"start": self.start or [], "end": self.end or []}
+            out["gpu_state"] = {"start": self.start or [], "end": self.end or [],
+                                "during": summarise_samples(self.samples)}
             if self.problem is not None:
                 out["gpu_state"]["problem"] = self.problem
         return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from bench.hardware import throttle_findings
+from bench.hardware import clock_mismatch, sustained_clock, throttle_findings
 from reports.breakdown import profiled
 from reports.configs import ConfigView, Ratio, ratio_of
 from reports.explain import because
@@ -400,7 +400,8 @@ def _throttled(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
     throttled = []
     for r in run.ok_runs:
         state = r.result.environment.get("gpu_state") or {}
-        found = throttle_findings(state.get("start") or [], state.get("end") or [])
+        found = throttle_findings(state.get("start") or [], state.get("end") or [],
+                                  state.get("during"))
         if found:
             throttled.append((r.result.replicate, found))
     if not throttled:
@@ -413,6 +414,26 @@ def _throttled(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
                    f"the GPU slowed itself down in {where}: these figures are those of a "
                    f"slower GPU than the one fingerprinted, so do not compare them (check "
                    f"cooling and power limits, then re-run)")
+
+
+@rule("GPU clocks differ")
+def _clocks_differ(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
+    # The power cap is how a loaded GPU runs, not a fault; what moves a comparison is
+    # the clock the windows ran at. Runs of this configuration, and those of the
+    # configurations an answer compares it with (same workload and batch), are held
+    # to one another's sustained SM clock.
+    place = (run.variant, run.global_batch)
+    clocks = {f"{v.strategy} on {v.devices} run {r.result.replicate}": c
+              for v in ctx.runs if (v.variant, v.global_batch) == place
+              for r in v.ok_runs
+              if (c := sustained_clock(r.result.environment.get("gpu_state") or {}))}
+    mismatch = clock_mismatch(clocks)
+    if mismatch is None:
+        return None
+    return Verdict("GPU clocks differ", "high",
+                   f"{mismatch}: throughput compared across these runs mixes the clocks "
+                   f"with the strategies; re-run them at one clock (nvidia-smi "
+                   f"--lock-gpu-clocks) or on one GPU")
 
 
 def verdicts_for(run: ConfigView, ctx: RuleInputs) -> list[Verdict]:

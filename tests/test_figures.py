@@ -28,7 +28,7 @@ def test_the_catalogue_gives_each_figure_one_name_a_direction_and_its_windows() 
     assert [f.name for f in SCHEMA_FIGURES] == names
     assert [m.tag for m in METRICS][: len(names)] == names
     assert MEASURES.names() == [f.name for f in FIGURES if f.family]
-    assert FAMILIES == ("time", "memory")
+    assert FAMILIES == ("time", "memory", "energy")
 
     figures = fake_result().figures
     assert figures is not None

@@ -175,3 +175,98 @@ def test_gpu_row_fields_cover_the_state() -> None:
     row = gpu_row(0)
     for f in [*hardware._STATE_FIELDS, *hardware._REASON_FIELDS]:
         assert f in row
+
+
+# -- sampled during the windows -----------------------------------------------------------
+def test_the_state_is_sampled_during_the_windows_and_summarised(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = cards(1)
+    fake.gpus[0].update({"clocks.sm": 1350, "power.draw": 698.0,
+                         "clocks_event_reasons.active": POWER_CAP})
+    directory = _install(tmp_path, monkeypatch, fake)
+    run = hardware.GpuRun(every_s=0.05)
+    run.begin()
+    run.at_start()
+    deadline = time.monotonic() + 10
+    while len(run.samples) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    fake.gpus[0]["clocks.sm"] = 1000  # the clock falls while the windows run
+    fake.write(directory)
+    while not any(st[0]["sm_clock_mhz"] == 1000 for st in run.samples) and \
+            time.monotonic() < deadline:
+        time.sleep(0.05)
+    run.at_end()
+    (during,) = run.environment()["gpu_state"]["during"]
+    assert during["samples"] == len(run.samples) >= 4
+    assert during["sm_clock_min_mhz"] == 1000 and 1000 < during["sm_clock_mean_mhz"] < 1350
+    assert during["reasons"] == ["sw_power_cap"] and during["power_max_w"] == 698.0
+    assert run._sampler is not None and not run._sampler.is_alive()  # stopped at the end
+    state = run.environment()["gpu_state"]
+    findings = hardware.throttle_findings(state["start"], state["end"], state["during"])
+    assert any("SM clock fell to 1000 MHz during the windows" in f for f in findings)
+
+
+def test_power_capped_samples_at_a_steady_clock_are_no_finding() -> None:
+    samples = [[{"index": 0, "sm_clock_mhz": mhz, "power_draw_w": 698.0,
+                 "throttle_reasons": ["sw_power_cap"]}] for mhz in (1335, 1350, 1380)]
+    during = hardware.summarise_samples(samples)
+    assert during[0]["sm_clock_mean_mhz"] == pytest.approx(1355.0)
+    assert hardware.throttle_findings([], [], during) == []
+    during[0]["reasons"] = ["sw_power_cap", "hw_thermal_slowdown"]
+    (finding,) = hardware.throttle_findings([], [], during)
+    assert finding == "GPU 0 during the windows: hw_thermal_slowdown in 3 samples"
+
+
+def test_the_sustained_clock_prefers_the_samples_and_falls_back_to_both_ends() -> None:
+    ends = {"start": [{"sm_clock_mhz": 1400}], "end": [{"sm_clock_mhz": 1300}]}
+    assert hardware.sustained_clock(ends) == 1350.0
+    assert hardware.sustained_clock({**ends, "during": [{"sm_clock_mean_mhz": 1200.0}]}) \
+        == 1200.0
+    assert hardware.sustained_clock({}) is None
+
+
+@pytest.mark.parametrize("clocks,differ", [
+    ({"a": 1350.0, "b": 1380.0}, False),   # the power-capped H100's own spread: 2%
+    ({"a": 1350.0, "b": 1980.0}, True),    # one run at the power cap, one unloaded
+    ({"a": 1350.0, "b": 1350.0 * 1.11}, True),
+    ({"a": 1350.0}, False),
+])
+def test_clocks_of_compared_runs_differ_only_beyond_the_drift(clocks: dict[str, float],
+                                                              differ: bool) -> None:
+    found = hardware.clock_mismatch(clocks)
+    assert (found is not None) == differ
+    if differ:
+        assert found is not None and "b at" in found and "a at 1350 MHz" in found
+
+
+def _clocked(strategy: str, devices: int, mhz: int) -> RunResult:
+    env = _env(POWER_CAP, POWER_CAP, sm_end=mhz)
+    env["gpu_state"]["during"] = [{"index": 1, "samples": 5, "sm_clock_mean_mhz": mhz,
+                                   "sm_clock_min_mhz": mhz, "reasons": ["sw_power_cap"]}]
+    return measured(strategy, devices, 64, 1000.0, env=env)
+
+
+def test_configurations_of_one_place_at_different_clocks_get_a_verdict() -> None:
+    fast, slow = _clocked("one_device", 1, 1410), _clocked("mirrored", 2, 1100)
+    v = _verdicts([fast, slow], slow.key)["GPU clocks differ"]
+    assert v.severity == "high" and "one_device on 1 run 1 at 1410 MHz" in v.text
+    assert "GPU throttled" not in _verdicts([fast, slow], fast.key)  # the cap is no fault
+    same = _clocked("mirrored", 2, 1400)
+    assert "GPU clocks differ" not in _verdicts([fast, same], same.key)
+
+
+def test_mfu_at_the_sustained_clock_of_a_power_capped_h100() -> None:
+    from bench.results.mfu import at_sustained_clock
+    from tests.helpers import fake_figures
+
+    figures = fake_figures()
+    figures.achieved_flops_per_s = 200e12
+    figures.theoretical_peak_flops_per_s = 494.7e12  # H100 SXM dense TF32 at 1980 MHz
+    state = {"start": [{"sm_clock_mhz": 1350, "sm_clock_max_mhz": 1980}],
+             "end": [{"sm_clock_mhz": 1335, "sm_clock_max_mhz": 1980}],
+             "during": [{"sm_clock_mean_mhz": 1350.0}]}
+    out = at_sustained_clock(figures, state)
+    assert out.sustained_sm_clock_mhz == 1350.0
+    # Against the peak at 1350 of 1980 MHz: 1.47x the datasheet MFU.
+    assert out.mfu_at_clock == pytest.approx(200e12 / (494.7e12 * 1350 / 1980))
+    assert at_sustained_clock(figures, {}) is figures  # a CPU run: unchanged

@@ -55,6 +55,7 @@ from bench.child.trainer import (
     weights_checksum,
 )
 from bench.child.windows import DeviceMemoryProbe, Rules, summarize
+from bench.energy import energy_meter, window_energy
 from bench.env import INJECT_SLOWDOWN_VAR, injected_slowdown, stall_until
 from bench.registry import Registry
 from bench.results.samples import step_time_stats
@@ -122,6 +123,7 @@ class FitClock:
     _first_s: float = 0.0
     _tc: float = 0.0
     _t0: float = 0.0
+    _e0: float | None = None  # the energy counter as the window opened (bench.energy)
     _steps: int = 0  # steps so far in the current phase (warm-up or window)
     _warm_steps: int = 0
     _first_steps: int = 0
@@ -205,11 +207,13 @@ class FitClock:
         self._loss.reset()
         self.sync()
         self._phase, self._steps, self._times = "window", 0, []
+        self._e0 = energy_meter().read()
         self._t0 = self.clock()
 
     def _close_window(self, loss: float) -> bool:
         self.sync()
         t1 = self.clock()
+        energy = window_energy(self._e0, energy_meter().read())
         wall = t1 - self._t0
         examples = self._steps * self.examples_per_step
         r = len(self.windows)
@@ -220,7 +224,8 @@ class FitClock:
             step_time=step_time_stats(self._times), loss_first=self._first_loss,
             loss_last=loss, device_peak_bytes=self.memory.peaks(),
             host_peak_rss_bytes=host_peak_rss_bytes(), start_ts=self._epoch + self._t0,
-            end_ts=self._epoch + t1))
+            end_ts=self._epoch + t1, energy_j=energy,
+            joules_per_example=energy / examples if energy is not None else None))
         self.step_times.extend(self._times)
         self.progress(f"window {r + 1}/{self.rules.repeats}: {examples / wall:,.1f} "
                       f"examples/s, loss {loss:.4f}")

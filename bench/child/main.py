@@ -37,6 +37,7 @@ from bench.child.gather import gather_hosts
 from bench.child.keras_lane import select_keras
 from bench.errors import Unsupported
 from bench.hardware import GpuRun, detect
+from bench.results.mfu import at_sustained_clock
 from bench.results.payload import TaskReport
 from bench.spec import RunSpec
 from bench.tasks import Task
@@ -177,6 +178,7 @@ def run_train(ctx: Context) -> TaskReport:
         profile_dir = profile_dir / ctx.task.name
     extras = after_windows(trainer, figures, profile_dir, progress=child_log,
                            evidence_steps=ctx.evidence_steps)
+    figures = at_sustained_clock(figures, env.get("gpu_state") or {})
     env["peak_flops"] = extras.peak_entry
     return TaskReport("ok", extras.reason, figures=figures, environment=env,
                       local_replicas=trainer.local_replicas,

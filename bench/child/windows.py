@@ -32,6 +32,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from bench.child.memory import host_peak_rss_bytes, reset_host_peak
+from bench.energy import energy_meter, window_energy
 from bench.env import INJECT_SLOWDOWN_VAR, injected_slowdown, stall_until
 from bench.results.samples import coefficient_of_variation, step_time_stats
 from bench.results.schema import Figures, Memory, ModelInfo, Startup, Warmup, Window
@@ -202,6 +203,8 @@ def run_window(loop: Loop, rules: Rules, index: int, out: Any, *,
     memory.reset()
     host_scope = "window" if reset_host_peak() else "lifetime"
     loop.sync(out)
+    meter = energy_meter()
+    e0 = meter.read()
     epoch = _epoch_offset()
     c0 = time.process_time()
     t0 = time.perf_counter()
@@ -223,6 +226,7 @@ def run_window(loop: Loop, rules: Rules, index: int, out: Any, *,
     loop.sync(out)
     t1 = time.perf_counter()
     cpu = time.process_time() - c0
+    energy = window_energy(e0, meter.read())
     wall = t1 - t0
     examples = steps * loop.examples_per_step
     window = Window(
@@ -232,7 +236,8 @@ def run_window(loop: Loop, rules: Rules, index: int, out: Any, *,
         step_time=step_time_stats(times), loss_first=first_loss, loss_last=loss,
         device_peak_bytes=memory.peaks(),
         host_peak_rss_bytes=host_peak_rss_bytes() if host_memory else None,
-        start_ts=epoch + t0, end_ts=epoch + t1, cpu_s=cpu)
+        start_ts=epoch + t0, end_ts=epoch + t1, cpu_s=cpu, energy_j=energy,
+        joules_per_example=energy / examples if energy is not None else None)
     return WindowRun(window, times, out, host_scope)
 
 
@@ -291,6 +296,20 @@ def summarize_runs(runs: list[WindowRun], warm: Warm, stats: ModelStats, *, repl
                      host_scope=host_scope, replica_divergence=replica_divergence)
 
 
+def energy_figures(windows: list[Window]) -> dict[str, Any]:
+    """Figures' energy fields over ``windows``: every window's energy summed, or none
+    (with this process's meter's reason) when any window has none."""
+    meter = energy_meter()
+    energies = [w.energy_j for w in windows]
+    if not windows or any(e is None for e in energies):
+        return {"energy_reason": meter.reason or "a window's energy could not be read"}
+    total = sum(e for e in energies if e is not None)
+    examples = sum(w.examples for w in windows)
+    wall = sum(w.wall_s for w in windows)
+    return {"energy_j": total, "joules_per_example": total / examples if examples else None,
+            "mean_power_w": total / wall if wall else None, "energy_source": meter.source}
+
+
 def summarize(windows: list[Window], step_times: list[float], warmup: Warmup,
               startup: Startup, stats: ModelStats, loss_start: float, *, replicas: int,
               device_scope: str, host_scope: str, replica_divergence: float,
@@ -310,6 +329,7 @@ def summarize(windows: list[Window], step_times: list[float], warmup: Warmup,
             device_peak[name] = max(device_peak.get(name, 0), peak)
     host_peaks = [w.host_peak_rss_bytes for w in windows if w.host_peak_rss_bytes]
     return Figures(
+        **energy_figures(windows),
         global_throughput=median,
         per_replica_throughput=median / replicas,
         step_time=step_time_stats(step_times),

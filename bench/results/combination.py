@@ -80,4 +80,33 @@ def combine(spec: RunSpec, main: Figures, tasks: list[TaskFigures]) -> Figures:
     """The run's figures from the main task's and every task's own, by the rule its
     strategy's ``combiner`` names."""
     factory = STRATEGIES.get(spec.strategy)
-    return COMBINERS.get(factory.combiner)(spec, main, tasks, factory.combination)
+    return tasks_energy(COMBINERS.get(factory.combiner)(spec, main, tasks,
+                                                        factory.combination), tasks)
+
+
+def tasks_energy(figures: Figures, tasks: list[TaskFigures]) -> Figures:
+    """Energy of a multi-process run: NVML counts each task's own GPUs, so window i's
+    energy is the sum of every task's window i; RAPL counts the whole socket, every
+    local process included, so the main task's reading already stands for the run."""
+    if figures.energy_source != "nvml" or len(tasks) < 2:
+        return figures
+    counts = {len(t.windows) for t in tasks if t.windows}
+    per_window = [[w.energy_j for w in t.windows] for t in tasks if t.windows]
+    if len(counts) != 1 or any(e is None for es in per_window for e in es) or \
+            counts != {len(figures.windows)}:
+        return dataclasses.replace(
+            figures, energy_j=None, joules_per_example=None, mean_power_w=None,
+            energy_reason="not every task metered the same windows of its GPUs",
+            windows=[dataclasses.replace(w, energy_j=None, joules_per_example=None)
+                     for w in figures.windows])
+    windows = []
+    for i, w in enumerate(figures.windows):
+        joules = sum(es[i] or 0.0 for es in per_window)
+        windows.append(dataclasses.replace(w, energy_j=joules,
+                                           joules_per_example=joules / w.examples))
+    total = sum(w.energy_j or 0.0 for w in windows)
+    examples = sum(w.examples for w in windows)
+    wall = sum(w.wall_s for w in windows)
+    return dataclasses.replace(figures, windows=windows, energy_j=total,
+                               joules_per_example=total / examples if examples else None,
+                               mean_power_w=total / wall if wall else None)

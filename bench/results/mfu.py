@@ -12,7 +12,9 @@ multi-host runs (bench/launch/worker.py) both use ``run_mfu``.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
+from bench.hardware import sustained_clock
 from bench.results.payload import HostReport
 from bench.results.schema import Figures
 from bench.tasks import Task
@@ -90,3 +92,18 @@ def run_mfu(figures: Figures, peaks: list[TaskPeak]) -> Figures:
                    theoretical_peak_flops_per_s=usable,
                    mfu_theoretical=achieved / usable if usable else None,
                    peak_fault="; ".join(faults) or None)
+
+
+def at_sustained_clock(figures: Figures, gpu_state: dict[str, Any]) -> Figures:
+    """``figures`` with the SM clock the windows sustained and the MFU against the
+    theoretical peak at that clock (the datasheet's is at the maximum clock); unchanged
+    without GPU state, a maximum clock or a theoretical peak."""
+    sustained = sustained_clock(gpu_state)
+    maxima = [st["sm_clock_max_mhz"] for st in gpu_state.get("start") or []
+              if st.get("sm_clock_max_mhz")]
+    if sustained is None or not maxima:
+        return figures
+    peak = figures.theoretical_peak_flops_per_s
+    at_clock = peak * sustained / max(maxima) if peak else None
+    return replace(figures, sustained_sm_clock_mhz=sustained,
+                   mfu_at_clock=figures.achieved_flops_per_s / at_clock if at_clock else None)

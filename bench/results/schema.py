@@ -179,6 +179,10 @@ class Window:
     # over wall_s it says how much of the machine the process got, so a window that
     # a neighbour's burst took cores from can be told apart. None before it was stored.
     cpu_s: float | None = unit("s", None)
+    # The metered devices' energy over the window (bench.energy: NVML on GPUs, RAPL on
+    # CPUs) and per example; None where there is no counter (Figures.energy_reason).
+    energy_j: float | None = unit("J", None)
+    joules_per_example: float | None = unit("J/example", None)
 
 
 @dataclass
@@ -416,9 +420,35 @@ class Figures:
         detail=True, better="higher",
         define="achieved FLOP/s over the hardware's theoretical peak (see mfu)")
     theoretical_peak_flops_per_s: float | None = unit("FLOP/s", None)
+    # A GPU under load runs below its maximum clock (an H100 at its 700 W cap: 1335-1380
+    # of 1980 MHz), so the datasheet peak overstates what it can sustain: the same peak
+    # scaled to the SM clock its windows sustained (bench.hardware.sustained_clock).
+    sustained_sm_clock_mhz: float | None = unit("MHz", None)
+    mfu_at_clock: float | None = unit(
+        "ratio (achieved / theoretical peak at the sustained clock)", None,
+        label="MFU at clock", detail=True, better="higher",
+        define="achieved FLOP/s over the theoretical peak scaled to the SM clock the "
+               "windows sustained (GPUs: about the ceiling of a power-capped card; an "
+               "estimate, not a bound: clocks sampled once a second miss brief boosts; "
+               "see mfu)")
     # Why mfu is empty although the run was measured: it beat the achievable peak even
     # after the peak was measured again (a fault of the peak, not a fast run).
     peak_fault: str | None = None
+    # Energy over the measured windows (bench.energy), None with the reason where this
+    # machine has no counter (no GPU with NVML, no RAPL): as device memory on CPUs.
+    joules_per_example: float | None = unit(
+        "J/example", None, label="energy per example", better="lower",
+        window="joules_per_example", compare="energy", why_missing="energy_reason",
+        define="energy the metered devices used over the measured windows / the examples "
+               "trained in them: NVML's counter of this run's GPUs, else the CPU packages' "
+               "RAPL counter (whole sockets: other processes count too)")
+    mean_power_w: float | None = unit(
+        "W", None, label="mean power", detail=True, better="lower",
+        why_missing="energy_reason",
+        define="energy over the measured windows / their wall time (see energy per example)")
+    energy_j: float | None = unit("J", None)  # over every measured window
+    energy_source: str | None = None  # "nvml" or "rapl"
+    energy_reason: str | None = None  # why the energy figures are empty
     # Per-process figures of multi-process runs, and how the global ones
     # were combined from them (None for single-process runs).
     tasks: list[TaskFigures] | None = unit("", None)
