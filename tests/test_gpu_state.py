@@ -270,3 +270,21 @@ def test_mfu_at_the_sustained_clock_of_a_power_capped_h100() -> None:
     # Against the peak at 1350 of 1980 MHz: 1.47x the datasheet MFU.
     assert out.mfu_at_clock == pytest.approx(200e12 / (494.7e12 * 1350 / 1980))
     assert at_sustained_clock(figures, {}) is figures  # a CPU run: unchanged
+
+
+def test_idle_samples_stay_out_of_the_clock_as_on_the_real_h100() -> None:
+    # On the H100 the sampler started before the first kernel: 345 MHz with gpu_idle,
+    # which is no slowdown of the work (tests/fixtures/nvidia-h100/gpu-readings.txt).
+    samples = [[{"index": 0, "sm_clock_mhz": 345, "power_draw_w": 70.0,
+                 "throttle_reasons": ["gpu_idle"]}]] * 2 + \
+        [[{"index": 0, "sm_clock_mhz": mhz, "power_draw_w": 699.0,
+           "throttle_reasons": ["sw_power_cap"]}] for mhz in (1980, 1350, 1335)]
+    (during,) = hardware.summarise_samples(samples)
+    assert during["idle_samples"] == 2 and during["sm_clock_min_mhz"] == 1335
+    assert during["power_mean_w"] == 699.0
+    # Boosting at the first window and settling at the cap is how it runs: no finding,
+    # although the two ends alone (1980 -> 1335 MHz) would have given one.
+    start = [{"index": 0, "sm_clock_mhz": 1980, "throttle_reasons": []}]
+    end = [{"index": 0, "sm_clock_mhz": 1335, "throttle_reasons": ["sw_power_cap"]}]
+    assert hardware.throttle_findings(start, end) != []
+    assert hardware.throttle_findings(start, end, [during]) == []
