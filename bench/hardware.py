@@ -13,6 +13,7 @@ import os
 import platform
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import threading
@@ -494,10 +495,14 @@ def throttle_findings(start: list[dict[str, Any]], end: list[dict[str, Any]],
         if slow:
             findings.append(f"GPU {d.get('index')} during the windows: {', '.join(slow)} "
                             f"in {d.get('samples')} samples")
-        low, mean = d.get("sm_clock_min_mhz"), d.get("sm_clock_mean_mhz")
-        if low and mean and 1.0 - low / mean > CLOCK_DRIFT:
+        # Against the median: a card boosting for the first second and settling at its
+        # power cap has a high first sample, not a fall.
+        low = d.get("sm_clock_min_mhz")
+        typical = d.get("sm_clock_median_mhz") or d.get("sm_clock_mean_mhz")
+        if low and typical and 1.0 - low / typical > CLOCK_DRIFT:
             findings.append(f"GPU {d.get('index')}: SM clock fell to {low} MHz during the "
-                            f"windows (mean {mean:.0f} MHz over {d.get('samples')} samples)")
+                            f"windows (median {typical:.0f} MHz over {d.get('samples')} "
+                            f"samples)")
     # Samples taken during the windows say how the clock went; the two ends alone would
     # also catch a GPU boosting at the first window and settling at its power cap.
     sampled = {d.get("index") for d in during or [] if d.get("sm_clock_mean_mhz")}
@@ -561,6 +566,7 @@ def summarise_samples(samples: list[list[dict[str, Any]]]) -> list[dict[str, Any
         out.append({"index": index, "samples": len(states),
                     "idle_samples": len(states) - len(busy),
                     "sm_clock_mean_mhz": sum(clocks) / len(clocks) if clocks else None,
+                    "sm_clock_median_mhz": statistics.median(clocks) if clocks else None,
                     "sm_clock_min_mhz": min(clocks) if clocks else None,
                     "power_mean_w": sum(power) / len(power) if power else None,
                     "power_max_w": max(power) if power else None, "reasons": reasons})
