@@ -581,6 +581,34 @@ def topology(timeout_s: float = _SMI_TIMEOUT_S) -> str | None:
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# How two GPUs are linked in ``topo -m``, fastest first: NV<n> (n bonded NVLinks), then
+# PCIe through at most one bridge (PIX), several (PXB), a host bridge (PHB), a NUMA
+# node's interconnect (NODE) or the CPUs' (SYS).
+LINK_KINDS = ("NV", "PIX", "PXB", "PHB", "NODE", "SYS")
+
+
+def topology_links(text: str | None) -> list[dict[str, str]]:
+    """Every pair of GPUs in ``topo -m``'s matrix and its link (``NV12``, ``PHB``...),
+    once per pair; empty for one GPU or no matrix. Escapes and NIC rows are ignored."""
+    if not text:
+        return []
+    lines = [ln for ln in _ANSI.sub("", text).splitlines() if ln.strip()]
+    header = next((ln.split("\t") for ln in lines if ln.startswith("\t")), None)
+    if header is None:
+        return []
+    gpus = [h.strip() for h in header if re.fullmatch(r"GPU\d+", h.strip())]
+    links = []
+    for ln in lines:
+        cells = [c.strip() for c in ln.split("\t")]
+        if not cells or cells[0] not in gpus:
+            continue
+        row = gpus.index(cells[0])
+        for j, other in enumerate(gpus):
+            link = cells[1 + j] if 1 + j < len(cells) else ""
+            if j > row and link and link != "X" and \
+                    any(link.startswith(k) for k in LINK_KINDS):
+                links.append({"a": cells[0], "b": other, "link": link})
+    return links
 _NCCL_DISTS = ("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu11")
 _NCCL_LIB = re.compile(r"^libnccl\.so\.(\d+\.\d+\.\d+)$")
 _NCCL_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",
@@ -656,7 +684,8 @@ def gpu_fingerprint(timeout_s: float = _SMI_TIMEOUT_S) -> dict[str, Any]:
     Empty on a machine without nvidia-smi, so CPU fingerprints are unchanged."""
     if not nvidia_gpus(timeout_s):
         return {}
-    return {"nccl": nccl_version(), "topology": topology(timeout_s),
+    topo = topology(timeout_s)
+    return {"nccl": nccl_version(), "topology": topo, "links": topology_links(topo),
             "gpu_state": gpu_state(timeout_s)}
 
 

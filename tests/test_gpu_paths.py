@@ -470,3 +470,23 @@ def test_parameter_server_chief_runs_without_a_gpu(tmp_path: Path) -> None:
         ("parameter_server", 2)]
     assert r.status == "ok", r.reason
     assert r.environment["env_vars"]["CUDA_VISIBLE_DEVICES"] == ""  # the chief's own
+
+
+def test_the_topology_is_parsed_into_one_link_per_pair(smi: Any) -> None:
+    smi(cards(2))
+    assert hardware.gpu_fingerprint()["links"] == [{"a": "GPU0", "b": "GPU1", "link": "NV12"}]
+    four = ("\t\x1b[4mGPU0\tGPU1\tGPU2\tGPU3\tNIC0\tCPU Affinity\x1b[0m\n"
+            "GPU0\t X \tNV4\tPHB\tSYS\tPIX\t0-31\n"
+            "GPU1\tNV4\t X \tPHB\tSYS\tPHB\t0-31\n"
+            "GPU2\tPHB\tPHB\t X \tNV4\tSYS\t32-63\n"
+            "GPU3\tSYS\tSYS\tNV4\t X \tSYS\t32-63\n"
+            "NIC0\tPIX\tPHB\tSYS\tSYS\t X \n\nLegend:\n  X    = Self")
+    links = {(d["a"], d["b"]): d["link"] for d in hardware.topology_links(four)}
+    assert links == {("GPU0", "GPU1"): "NV4", ("GPU0", "GPU2"): "PHB",
+                     ("GPU0", "GPU3"): "SYS", ("GPU1", "GPU2"): "PHB",
+                     ("GPU1", "GPU3"): "SYS", ("GPU2", "GPU3"): "NV4"}
+
+
+def test_the_h100_alone_has_no_links(smi: Any) -> None:
+    smi(h100())
+    assert hardware.gpu_fingerprint()["links"] == []
