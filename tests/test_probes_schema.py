@@ -414,3 +414,31 @@ def test_a_run_that_beats_its_peak_twice_stores_no_mfu_and_says_why(
     assert calls == [False, True]  # cached, then measured again
     assert figures.mfu is None and figures.peak_fault is not None
     assert out.reason is not None and "peak probe reads low" in out.reason
+
+
+@pytest.mark.parametrize("tf32,achievable,achieved", [
+    (True, 390e12, 200e12),   # TF32 on (TensorFlow's default): tensor-core rate
+    (False, 51.6e12, 40e12),  # TF32 off: the CUDA-core rate
+])
+def test_float32_mfu_of_a_faked_h100_run_uses_its_math_modes_peaks(
+        tf32: bool, achievable: float, achieved: float) -> None:
+    """A run's MFU on the recorded H100 with the achievable peaks PyTorch measured there
+    (390 TFLOP/s with TF32 on, 51.6 with it off): settled against both peaks, with no
+    probe error and no re-measurement in either mode."""
+    theo = peak.gpu_theoretical("NVIDIA H100 80GB HBM3", tf32=tf32)
+    m = peak.settle_mfu(achieved, 1, FakePeak(achievable), theo.flops_per_s["float32"],
+                        theo.source, theoretical_bound=theo.bound)
+    assert m.fault is None and not m.remeasured
+    assert m.mfu == pytest.approx(achieved / achievable)
+    assert m.mfu_theoretical == pytest.approx(achieved / theo.flops_per_s["float32"])
+    # The other mode's peak is wrong for this run: with TF32 on, the CUDA-core rate
+    # reads as a probe error (the achievable peak above it); with it off, the TF32 rate
+    # gives a theoretical MFU far too low to mean anything.
+    other = peak.gpu_theoretical("NVIDIA H100 80GB HBM3", tf32=not tf32)
+    wrong = peak.settle_mfu(achieved, 1, FakePeak(achievable, achievable),
+                            other.flops_per_s["float32"], other.source,
+                            theoretical_bound=other.bound)
+    if tf32:
+        assert wrong.fault is not None and "probe error" in wrong.fault
+    else:
+        assert (wrong.mfu_theoretical or 0) < 0.1
