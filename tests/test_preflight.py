@@ -69,3 +69,16 @@ def test_the_cpu_build_on_a_gpu_machine_is_refused_and_a_good_answer_is_cached(
     assert require_tensorflow(0, cache=cache) == version
     with pytest.raises(UsageError, match="TensorFlow does not import"):
         require_tensorflow(0, cache=tmp_path / "other.json")
+
+
+@pytest.mark.parametrize("command", [["nightly", "--report-only"], ["lab", "--report-only"]])
+def test_report_only_reads_stored_results_without_tensorflow(tmp_path: Path,
+                                                             command: list[str]) -> None:
+    # Nothing to run: no refusal. (The empty directory then gets its own usage error.)
+    empty = tmp_path / "none"
+    proc = subprocess.run([sys.executable, "-m", "bench", *command, "--out", str(empty)],
+                          capture_output=True, text=True, timeout=60, cwd=REPO,
+                          env=_without_tensorflow(tmp_path), stdin=subprocess.DEVNULL)
+    assert "TensorFlow is not installed" not in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and proc.returncode == 2, proc.stderr
+    assert f"Received: --out{' ' if command[0] == 'nightly' else '='}{empty}" in proc.stderr

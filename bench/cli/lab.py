@@ -33,6 +33,12 @@ from bench.results.store import SweepStore, new_sweep_dir
 from reports.lab import report, write
 
 
+def _runs_anything(args: argparse.Namespace) -> bool:
+    """Whether the command starts TensorFlow children (``--report-only`` reads stored
+    results alone, so it runs where TensorFlow is not installed)."""
+    return not args.report_only
+
+
 def add_parser(sub: Any) -> None:
     """Register ``lab``."""
     p = sub.add_parser("lab", help="scaling on 1..4 emulated hosts with a CPU budget each "
@@ -60,7 +66,7 @@ def add_parser(sub: Any) -> None:
                    help="print the report of what --out holds; run nothing")
     p.add_argument("--out", type=Path, help="lab directory (re-use it to add pieces and "
                                             "resume; default results/lab-<time>)")
-    p.set_defaults(func=cmd_lab, needs_tensorflow=True)
+    p.set_defaults(func=cmd_lab, needs_tensorflow=_runs_anything)
 
 
 def cmd_lab(args: argparse.Namespace) -> int:

@@ -89,7 +89,8 @@ def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # argparse exits with 2 on usage errors
     try:
-        if getattr(args, "needs_tensorflow", False):
+        needs = getattr(args, "needs_tensorflow", False)
+        if needs(args) if callable(needs) else needs:
             # Commands that start TensorFlow children refuse before anything runs where
             # this interpreter cannot import it, or is the CPU build on a GPU machine.
             require_tensorflow(len(detect().gpus))
