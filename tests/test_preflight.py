@@ -41,13 +41,18 @@ def _without_tensorflow(tmp_path: Path) -> dict[str, str]:
             "STRATBENCH_CACHE_DIR": str(tmp_path / "cache")}
 
 
+def _bench_without_tensorflow(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m bench ARGS`` under an interpreter whose TensorFlow import fails."""
+    return subprocess.run([sys.executable, "-m", "bench", *args], capture_output=True,
+                          text=True, timeout=60, cwd=REPO, env=_without_tensorflow(tmp_path),
+                          stdin=subprocess.DEVNULL)
+
+
 @pytest.mark.parametrize("command", [["run", "--preset", "smoke"], ["allreduce"]])
 def test_a_command_without_tensorflow_exits_2_before_any_run(tmp_path: Path,
                                                             command: list[str]) -> None:
     out = tmp_path / "sweep"
-    proc = subprocess.run([sys.executable, "-m", "bench", *command, "--out", str(out)],
-                          capture_output=True, text=True, timeout=60, cwd=REPO,
-                          env=_without_tensorflow(tmp_path), stdin=subprocess.DEVNULL)
+    proc = _bench_without_tensorflow(tmp_path, *command, "--out", str(out))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert f"TensorFlow is not installed for {sys.executable}" in proc.stderr
     assert "make venv" in proc.stderr and "Traceback" not in proc.stderr
@@ -76,9 +81,7 @@ def test_report_only_reads_stored_results_without_tensorflow(tmp_path: Path,
                                                              command: list[str]) -> None:
     # Nothing to run: no refusal. (The empty directory then gets its own usage error.)
     empty = tmp_path / "none"
-    proc = subprocess.run([sys.executable, "-m", "bench", *command, "--out", str(empty)],
-                          capture_output=True, text=True, timeout=60, cwd=REPO,
-                          env=_without_tensorflow(tmp_path), stdin=subprocess.DEVNULL)
+    proc = _bench_without_tensorflow(tmp_path, *command, "--out", str(empty))
     assert "TensorFlow is not installed" not in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and proc.returncode == 2, proc.stderr
     assert f"Received: --out{' ' if command[0] == 'nightly' else '='}{empty}" in proc.stderr
