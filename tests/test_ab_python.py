@@ -126,11 +126,40 @@ def test_bench_ab_runs_the_candidate_under_its_interpreter_and_says_which(
     python = answering(tmp_path, "2.16.1")
     seen: list[tuple[str, str | None]] = []
     monkeypatch.setattr(ab_cli, "run_replicate", fake_replicate(seen))
-    rc = main([*AB, "--candidate-python", str(python), "--out", str(tmp_path / "ab")])
+    rc = main([*AB, "--candidate-python", str(python), "--pairs", "processes",
+               "--out", str(tmp_path / "ab")])
     out = capsys.readouterr().out
     assert rc == Exit.OK, out  # identical figures: SAME
     assert set(seen) == {(BASELINE, None), (CANDIDATE, str(python))}
     assert f"candidate = python {python} (TensorFlow 2.16.1, Python 3.11.7)" in out
+
+
+def test_interpreter_sides_are_duets_each_process_under_its_own_interpreter(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.cli.main import main
+    from bench.regress import window_pairs as wp
+
+    python = answering(tmp_path, "2.16.1")
+    duets: list[dict[str | None, str]] = []
+
+    def fake_duet(specs: list[RunSpec], logs: list[Path], *, rounds: int, seed: int,
+                  envs: object, pythons: list[str | None]) -> list[RunResult]:
+        duets.append({p: s.label() for p, s in zip(pythons, specs, strict=True)})
+        out = []
+        for _ in specs:
+            result = fake_result("ok")
+            result.figures = fake_figures(tuple(1000.0 for _ in range(rounds)))
+            out.append(result)
+        return out
+
+    monkeypatch.setattr(wp, "run_duet", fake_duet)
+    rc = main([*AB, "--candidate-python", str(python), "--out", str(tmp_path / "ab")])
+    out = capsys.readouterr().out
+    assert rc == Exit.OK, out
+    assert "two live processes taking turns window by window (the sides start under " \
+           "different interpreters)" in out
+    assert duets and all(set(d) == {None, str(python)} for d in duets)
 
 
 @pytest.mark.parametrize("flag", ["--baseline-python", "--candidate-python"])
