@@ -103,8 +103,10 @@ def comparison(rk: Ranking, mr: MachineReport) -> Table:
                  for n, runs in rk.by_replicas.items()}
     every = [rs for rows in rows_by_n.values() for rs in rows]
     notes = Notes()
+    # An optional column needs a value somewhere: a figure no row has (energy on a
+    # machine without a counter) is not a column of footnotes; the CSV keeps its reason.
     cols = [c for c in COLUMNS
-            if not c.optional or any(c.text(r, s, mr, Notes()) != "-" for r, s in every)]
+            if not c.optional or any(c.cell(r, s, mr) != "-" for r, s in every)]
     headers = ["rank", *[c.header for c in cols]]
     groups, keys = [], []
     for n, rows in rows_by_n.items():

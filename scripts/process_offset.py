@@ -50,7 +50,7 @@ from bench.launch.launcher import run_isolated
 from bench.results.pairs import process_log_ratio, round_log_ratios
 from bench.results.schema import RunResult
 from bench.results.stats import run_figure, throughput_runs
-from bench.results.store import new_sweep_dir
+from bench.results.store import SweepStore, new_sweep_dir
 from bench.spec import RunSpec
 
 Z_ALPHA, Z_POWER = 1.96, 1.2816
@@ -141,7 +141,8 @@ def measure(cell: Cell, spec: RunSpec, out: Path, pair: int, noaslr: str) -> Non
     env = CURES.get(cure, {})
     python = noaslr if cure in NO_ASLR else None
     windows = cell.windows
-    logs = [out / "logs" / f"{cell.workload}.{cell.condition}.{pair}.{s}.log" for s in "ab"]
+    store = SweepStore(out / cell.workload / cell.condition)
+    logs = [store.paths(spec, 2 * pair + side).log for side in (0, 1)]
     t = time.monotonic()
     if kind == "separate":
         order = logs if pair % 2 else logs[::-1]

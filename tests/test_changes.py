@@ -189,6 +189,7 @@ def test_the_ab_nightly_stores_each_night_and_reports_the_step_of_its_series(
         night["slower"] = 1.0 if n < 6 else 0.93
         codes.append(main(["nightly", "--candidate-env", "TF_X=1", "--matrix", "tiny",
                            "--budget", "10m", "--order-seed", str(n), "--history", str(store),
+                           "--pairs", "processes",
                            "--out", str(tmp_path / f"n{n:02d}")]))
     out = capsys.readouterr().out
     assert set(seen) == {(BASELINE, ()), (CANDIDATE, ("TF_X",))}

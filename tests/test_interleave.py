@@ -181,7 +181,7 @@ def test_bench_ab_runs_both_sides_with_their_options_and_exits_with_the_verdict(
     rc = main(["ab", "--workload", "mlp", "--strategy", "one_device", "--size", "tiny",
                "--candidate-param", "widths=550,550", "--candidate-env", "TF_X=0",
                "--budget", "2m", "--threshold", "5%", "--order-seed", "3",
-               "--out", str(tmp_path / "ab")])
+               "--pairs", "processes", "--out", str(tmp_path / "ab")])
     out = capsys.readouterr().out
     assert rc == Exit.REGRESSION, out
     assert "mlp[tiny] one_device n=1 b=64: REGRESSED after" in out  # the spec's label

@@ -67,7 +67,8 @@ def cmd_ab_nightly(args: argparse.Namespace) -> int:
     out = writable_dir(args.out or new_sweep_dir("nightly"))
     started = now_iso()
     sessions = run_ab(specs, sides, out, budget_s=args.budget, threshold=threshold,
-                      alpha=alpha, seed=args.order_seed, command="nightly")
+                      alpha=alpha, seed=args.order_seed, command="nightly",
+                      pairs=args.pairs, rounds=args.rounds)
     try:
         outcome = report_ab_nightly(out, sessions, started_at=started, threshold=threshold,
                                     alpha=alpha, history_path=args.history)
