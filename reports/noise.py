@@ -1,34 +1,10 @@
 """The sweep's noise, pooled: what a comparison with few runs of its own borrows.
 
-A comparison of two configurations measured twice each has a t interval at 1 or 2
-degrees of freedom: 6 to 13 standard errors wide, so nothing is ever settled. The
-configurations of one sweep share a machine, a session and a way of measuring, so
-their noise can be pooled (one mean square, every group's degrees of freedom), as
-``bench compare`` pools a family's run noise (``bench.regress.pooling``):
-
-- **pairs**: configurations measured as arms of one process (an answer's session,
-  ``bench.launch.groups``). In session s, arm i's log level is
-  ``y_si = mu_i + b_s + e_si``: the session's effect b (the process's luck, the
-  machine's drift) cancels in every within-session ratio; e is the noise such a ratio
-  carries. The two-way ANOVA residual of an answer's complete sessions (sessions x
-  arms) estimates var(e) with (S-1)(K-1) degrees of freedom, free of the arms' levels
-  and of the sessions' luck; answers pool it, and one session's log ratio of two arms
-  has variance 2 var(e).
-- **runs**: a configuration's log run figures around their own mean (one-way ANOVA
-  within), pooled over the configurations measured alike (``ConfigView.run_family``:
-  arms, or their own processes, by process count); a comparison across two families borrows
-  the noisier family's pool.
-
-Sessions disturbed for their whole length are left out first
-(``bench.results.pairs.undisturbed_sessions``). A pooled interval never uses a variance
-below the comparison's own (``stats.settle_pairs``, ``stats.settle_runs``).
-
-Each group is tested against the pool of the others (two-sided F test at
-``NOISE_DIFFERS_ALPHA``): the group whose noise differs most leaves the pool, until the
-rest agree; it keeps its own noise (its comparisons use their own runs or pairs). Two
-sessions that agree by luck then give a narrow interval at 1 degree of freedom, as
-they would unpooled: what keeps such luck from settling a gap near the margin is the
-rule that "beyond the margin" means the whole interval (``stats.Settlement``).
+Pairs: the two-way ANOVA residual of each answer's sessions (sessions x arms). Runs:
+each configuration's log run figures around their own mean, per family of
+configurations measured alike. A group whose noise differs from the others' (F test)
+keeps its own. The model, the guard and their reasons: docs/how-it-decides.md
+("Pooled noise").
 """
 
 from __future__ import annotations
