@@ -23,6 +23,9 @@ without the interpreter (```bench ab --pairs windows```). Then:
 
 Other programs (``pip``, ``kubectl``, ``tensorboard``, ``python -m venv``) are not
 checked. Figures in the docs are not checked here: each names the command that gave it.
+
+Every relative link must lead to a file, and to a heading of it where it names one
+(``PENDING``: pages another branch is writing).
 """
 
 from __future__ import annotations
@@ -343,6 +346,48 @@ def doc_problems(texts: dict[str, str]) -> tuple[list[str], list[Shown]]:
     return problems, every
 
 
+# -- links ---------------------------------------------------------------------------------
+# Pages that another branch is writing; a link to them may dangle until it is merged.
+# The test fails once such a page exists, so that it leaves this set.
+PENDING = {"docs/your-own-model.md"}
+
+
+def anchors(text: str) -> set[str]:
+    """The anchors GitHub makes of a Markdown text's headings."""
+    found: set[str] = set()
+    fence = False
+    for line in text.splitlines():
+        if line.lstrip().startswith(("```", "~~~")):
+            fence = not fence
+        elif not fence and (m := re.match(r"^#{1,6}\s+(.*)", line)):
+            slug = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+            n, base = 0, slug
+            while slug in found:
+                n += 1
+                slug = f"{base}-{n}"
+            found.add(slug)
+    return found
+
+
+def link_problems(path: Path, text: str) -> list[str]:
+    """Relative links of ``text`` (the page at ``path``) to files or anchors that do
+    not exist."""
+    problems = []
+    body = re.sub(r"```.*?```", "", text, flags=re.S)
+    for target in re.findall(r"\]\(([^)\s]+)\)", body):
+        if re.match(r"^[a-z]+:", target):
+            continue  # https:, mailto:
+        file, _, anchor = target.partition("#")
+        dest = (path.parent / file).resolve() if file else path
+        name = str(dest.relative_to(ROOT)) if dest.is_relative_to(ROOT) else str(dest)
+        if not dest.exists():
+            if name not in PENDING:
+                problems.append(f"{path.relative_to(ROOT)}: link to {target}: no such file")
+        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest.read_text()):
+            problems.append(f"{path.relative_to(ROOT)}: link to {target}: no such heading")
+    return problems
+
+
 # -- the tests ---------------------------------------------------------------------------
 def test_every_command_in_the_docs_parses() -> None:
     texts = {str(p.relative_to(ROOT)): p.read_text() for p in doc_files()}
@@ -354,6 +399,20 @@ def test_every_command_in_the_docs_parses() -> None:
              for s in shown}
     assert {"bench", "make", "scripts"} <= kinds, kinds
     assert len({s.where.split(":")[0] for s in shown}) == len(texts), "a page shows no command"
+
+
+def test_every_link_in_the_docs_leads_somewhere() -> None:
+    problems = [p for path in doc_files() for p in link_problems(path, path.read_text())]
+    assert not problems, "\n".join(problems)
+    assert not [p for p in PENDING if (ROOT / p).exists()], "merged: remove it from PENDING"
+
+
+def test_a_link_to_a_missing_heading_fails() -> None:
+    page = ROOT / "docs" / "fake.md"
+    assert link_problems(page, "See [the glossary](glossary.md#arm) and "
+                               "[nothing](glossary.md#no-such-word), [gone](gone.md).") == [
+        "docs/fake.md: link to glossary.md#no-such-word: no such heading",
+        "docs/fake.md: link to gone.md: no such file"]
 
 
 FAKE_DOC = """\
