@@ -91,8 +91,8 @@ report: $(STAMP) ## HTML/Markdown/CSV report of SWEEP=<dir> (make bench writes o
 # ARGS='--baseline-python /srv/pinned/bin/python --matrix small --budget 25m') it is the A/B
 # nightly: bench ab's interleaved sessions against that side, each ratio stored in the
 # history and its series searched for steps; exits 0 same/improved, 4 regressed, 5 unknown
-# after the budget, 3 runs failed. make turns any non-zero code into 2 (see README
-# "Regression tracking"; CI that needs the code calls python -m bench nightly).
+# after the budget, 3 runs failed. make turns any non-zero code into 2 (see
+# docs/regression-tracking.md; CI that needs the code calls python -m bench nightly).
 nightly: $(STAMP) ## nightly matrix (2 runs each) -> history -> compare with the last 5 nightlies; ARGS='--baseline-python PATH': A/B against a pinned env
 	$(PY) -m bench nightly $(if $(NIGHTLY_OUT),--out $(NIGHTLY_OUT)) $(ARGS)
 

@@ -12,6 +12,8 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, Literal
 
 from bench.errors import SpecError
+from bench.strategies import STRATEGIES
+from workloads import WORKLOADS
 
 BATCH_MODES = ("global", "per_replica")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
@@ -43,8 +45,6 @@ def strategy_knob_defaults() -> dict[str, Any]:
 def _check_knobs_apply(spec: RunSpec, accepts: tuple[str, ...]) -> None:
     """Refuse a strategy knob away from its default that ``spec``'s strategy does not
     accept. Checked here rather than in the registry, which must not import the spec."""
-    from bench.strategies import STRATEGIES
-
     for name, default in strategy_knob_defaults().items():
         value = getattr(spec, name)
         if value != default and name not in accepts:
@@ -307,10 +307,6 @@ class RunSpec:
                             label="keras{}")
 
     def __post_init__(self) -> None:
-        # Imported here: both registries import this module for type hints.
-        from bench.strategies import STRATEGIES
-        from workloads import WORKLOADS
-
         workload = WORKLOADS.get(self.workload)
         strategy = STRATEGIES.get(self.strategy)
         for name in ("devices", "batch", "grad_accum", "steps_per_call", "min_steps",
@@ -369,21 +365,15 @@ class RunSpec:
     # -- derived -------------------------------------------------------------
     @property
     def replicas(self) -> int:
-        from bench.strategies import STRATEGIES
-
         return STRATEGIES.get(self.strategy).replicas(self)
 
     @property
     def global_batch(self) -> int:
         """Examples in one synchronous step across all replicas (see strategies)."""
-        from bench.strategies import STRATEGIES
-
         return STRATEGIES.get(self.strategy).global_batch(self)
 
     @property
     def per_replica_batch(self) -> int:
-        from bench.strategies import STRATEGIES
-
         return STRATEGIES.get(self.strategy).per_replica_batch(self)
 
     @property
@@ -391,8 +381,6 @@ class RunSpec:
         return self.global_batch * self.grad_accum
 
     def workload_params(self) -> dict[str, Any]:
-        from workloads import WORKLOADS
-
         return WORKLOADS.get(self.workload).resolve(self.size, self.params)
 
     # -- identity and serialisation -----------------------------------------

@@ -10,15 +10,60 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol, TypeVar
 
 from bench.errors import SpecError
 from bench.hardware import Hardware
 from bench.registry import Registry
 from bench.tasks import Task, shared_device_tasks
 
-if TYPE_CHECKING:
-    from bench.spec import RunSpec
+S = TypeVar("S", bound="SpecView")
+
+
+class SpecView(Protocol):
+    """What a strategy reads of a run's spec; ``bench.spec.RunSpec`` is the one
+    implementation. The spec depends on this registry (it validates itself and derives
+    its replicas and batches through it), so the registry names the fields it reads here
+    instead of importing the spec: one direction, no import cycle. A field a strategy
+    starts to read is added here; mypy checks that the spec still fits."""
+
+    @property
+    def devices(self) -> int: ...
+    @property
+    def batch(self) -> int: ...
+    @property
+    def batch_mode(self) -> str: ...
+    @property
+    def grad_accum(self) -> int: ...
+    @property
+    def steps_per_call(self) -> int: ...
+    @property
+    def precision(self) -> str: ...
+    @property
+    def xla(self) -> bool: ...
+    @property
+    def loop(self) -> str: ...
+    @property
+    def keras(self) -> int: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def cross_device_ops(self) -> str: ...
+    @property
+    def communication(self) -> str: ...
+    @property
+    def workers(self) -> int: ...
+    @property
+    def workers_per_device(self) -> int: ...
+    @property
+    def ps_tasks(self) -> int: ...
+    @property
+    def gpu_memory_limit_mb(self) -> int | None: ...
+    @property
+    def replicas(self) -> int: ...
+    @property
+    def per_replica_batch(self) -> int: ...
+    def replace(self: S, **changes: Any) -> S: ...
 
 
 @dataclass(frozen=True)
@@ -40,7 +85,7 @@ class LoopLimit:
     xla: bool | None = None
     precision: str | None = None
 
-    def applies(self, spec: RunSpec) -> bool:
+    def applies(self, spec: SpecView) -> bool:
         return (spec.loop in self.loops and spec.keras in self.keras
                 and spec.replicas >= self.min_replicas
                 and spec.steps_per_call >= self.min_steps_per_call
@@ -96,22 +141,22 @@ class StrategyFactory:
     # Training loops / Keras lanes it cannot train with (besides COMMON_LOOP_LIMITS).
     loop_limits: tuple[LoopLimit, ...] = ()
 
-    def replicas(self, spec: RunSpec) -> int:
+    def replicas(self, spec: SpecView) -> int:
         """Model replicas that train together (all processes)."""
         return spec.devices
 
-    def batch_divisor(self, spec: RunSpec) -> int:
+    def batch_divisor(self, spec: SpecView) -> int:
         """What a global batch must be divisible by (the replicas in sync)."""
         return self.replicas(spec)
 
-    def global_batch(self, spec: RunSpec) -> int:
+    def global_batch(self, spec: SpecView) -> int:
         """Examples in one step across all replicas that step together."""
         return spec.batch if spec.batch_mode == "global" else spec.batch * self.replicas(spec)
 
-    def per_replica_batch(self, spec: RunSpec) -> int:
+    def per_replica_batch(self, spec: SpecView) -> int:
         return self.global_batch(spec) // self.replicas(spec)
 
-    def validate(self, spec: RunSpec) -> None:
+    def validate(self, spec: SpecView) -> None:
         """Reject specs that are wrong whatever the hardware (raises SpecError).
 
         Knobs away from their default that the strategy does not ``accept`` are
@@ -123,12 +168,12 @@ class StrategyFactory:
                 f"for strategy {self.name}. Received: cross_device_ops={spec.cross_device_ops!r}"
             )
 
-    def loop_reason(self, spec: RunSpec) -> str | None:
+    def loop_reason(self, spec: SpecView) -> str | None:
         """Why the spec's loop / Keras lane cannot train this strategy, or None."""
         return next((limit.reason for limit in (*COMMON_LOOP_LIMITS, *self.loop_limits)
                      if limit.applies(spec)), None)
 
-    def unsupported_reason(self, spec: RunSpec, hw: Hardware) -> str | None:
+    def unsupported_reason(self, spec: SpecView, hw: Hardware) -> str | None:
         """Why the spec cannot run on this hardware, or None if it can."""
         loop = self.loop_reason(spec)
         if loop is not None:
@@ -145,11 +190,11 @@ class StrategyFactory:
                     f"Received: devices={spec.devices}")
         return None
 
-    def plan(self, spec: RunSpec, hw: Hardware) -> list[Task]:
+    def plan(self, spec: SpecView, hw: Hardware) -> list[Task]:
         """The processes of a run; in-process strategies need exactly one."""
         return [Task("single", 0, "train", main=True, local_devices=spec.devices)]
 
-    def local_spec(self, spec: RunSpec, task: Task) -> RunSpec:
+    def local_spec(self, spec: S, task: Task) -> S:
         """The spec one training process trains (the run's spec unless it is a copy)."""
         return spec
 
@@ -159,7 +204,7 @@ class StrategyFactory:
     combiner = "main_task"
     combination = "single process: the figures are that process's own"
 
-    def task_share(self, spec: RunSpec, local_replicas: int) -> float:
+    def task_share(self, spec: SpecView, local_replicas: int) -> float:
         """Fraction of the main task's measured examples that one task's replicas did.
 
         Synchronous strategies measure global figures in every task, so a task's own
@@ -175,10 +220,10 @@ class DefaultStrategy(StrategyFactory):
     single_device_rank = 1
     plainness = 0
 
-    def replicas(self, spec: RunSpec) -> int:
+    def replicas(self, spec: SpecView) -> int:
         return 1
 
-    def unsupported_reason(self, spec: RunSpec, hw: Hardware) -> str | None:
+    def unsupported_reason(self, spec: SpecView, hw: Hardware) -> str | None:
         if spec.devices > 1:
             return "the default strategy uses a single device; devices must be 1"
         return super().unsupported_reason(spec, hw)
@@ -191,7 +236,7 @@ class OneDevice(DefaultStrategy):
     single_device_rank = 0
     plainness = 1
 
-    def unsupported_reason(self, spec: RunSpec, hw: Hardware) -> str | None:
+    def unsupported_reason(self, spec: SpecView, hw: Hardware) -> str | None:
         if spec.devices > 1:
             return "one_device places everything on one device; devices must be 1"
         return StrategyFactory.unsupported_reason(self, spec, hw)
@@ -210,7 +255,7 @@ class Mirrored(StrategyFactory):
                   keras=(3,), min_replicas=2, min_steps_per_call=2),
     )
 
-    def unsupported_reason(self, spec: RunSpec, hw: Hardware) -> str | None:
+    def unsupported_reason(self, spec: SpecView, hw: Hardware) -> str | None:
         if spec.cross_device_ops == "nccl" and not hw.gpus:
             return ("nccl all-reduce needs GPUs (TensorFlow registers no NcclAllReduce "
                     "kernel for CPU)")
@@ -250,15 +295,15 @@ class MultiWorkerMirrored(StrategyFactory):
                    "so the global figures are the chief's (worker 0) window; each task's "
                    "figures are its own replicas' share measured in its own windows")
 
-    def processes(self, spec: RunSpec) -> int:
+    def processes(self, spec: SpecView) -> int:
         if spec.workers_per_device > 1:
             return spec.devices * spec.workers_per_device
         return spec.workers or spec.devices
 
-    def replicas(self, spec: RunSpec) -> int:
+    def replicas(self, spec: SpecView) -> int:
         return spec.devices * spec.workers_per_device
 
-    def validate(self, spec: RunSpec) -> None:
+    def validate(self, spec: SpecView) -> None:
         super().validate(spec)
         if spec.workers_per_device > 1 and spec.workers:
             raise SpecError("RunSpec.workers must be 0 when workers_per_device > 1 (the "
@@ -268,7 +313,7 @@ class MultiWorkerMirrored(StrategyFactory):
             raise SpecError(f"RunSpec.workers must divide devices ({spec.devices}). "
                             f"Received: workers={spec.workers}")
 
-    def nccl_blocker(self, spec: RunSpec, hw: Hardware) -> str | None:
+    def nccl_blocker(self, spec: SpecView, hw: Hardware) -> str | None:
         """Why NCCL cannot connect this run's workers on ``hw``'s GPUs, or None.
 
         NCCL takes one GPU per rank and tells GPUs apart by PCI bus id: two ranks on
@@ -284,7 +329,7 @@ class MultiWorkerMirrored(StrategyFactory):
                     "per process (it fails with 'Duplicate GPU detected')")
         return None
 
-    def communication_for(self, spec: RunSpec, hw: Hardware) -> str:
+    def communication_for(self, spec: SpecView, hw: Hardware) -> str:
         """The collective implementation a run uses.
 
         On GPUs ``auto`` is made explicit rather than left to TensorFlow's runtime
@@ -295,7 +340,7 @@ class MultiWorkerMirrored(StrategyFactory):
             return spec.communication
         return "ring" if self.nccl_blocker(spec, hw) else "nccl"
 
-    def unsupported_reason(self, spec: RunSpec, hw: Hardware) -> str | None:
+    def unsupported_reason(self, spec: SpecView, hw: Hardware) -> str | None:
         if spec.communication == "nccl" and not hw.gpus:
             return "nccl collectives need GPUs"
         if spec.communication == "nccl" and (why := self.nccl_blocker(spec, hw)):
@@ -309,7 +354,7 @@ class MultiWorkerMirrored(StrategyFactory):
                     "(workers=0)")
         return super().unsupported_reason(spec, hw)
 
-    def plan(self, spec: RunSpec, hw: Hardware) -> list[Task]:
+    def plan(self, spec: SpecView, hw: Hardware) -> list[Task]:
         per_worker = spec.devices // self.processes(spec)  # 0 when workers share a device
         if per_worker <= 1:
             tasks = shared_device_tasks("worker", "train", spec.devices,
@@ -327,7 +372,7 @@ class MultiWorkerMirrored(StrategyFactory):
         return [dataclasses.replace(t, extra={**t.extra, "communication": comm})
                 for t in tasks]
 
-    def local_spec(self, spec: RunSpec, task: Task) -> RunSpec:
+    def local_spec(self, spec: S, task: Task) -> S:
         """The run's spec with the collective implementation its plan chose."""
         comm = task.extra.get("communication")
         return spec.replace(communication=comm) if comm and comm != spec.communication \
@@ -366,19 +411,19 @@ class ParameterServer(StrategyFactory):
                    "chief's window / the window's wall time; workers do not report their "
                    "own throughput (the coordinator does not say which worker ran a step)")
 
-    def replicas(self, spec: RunSpec) -> int:
+    def replicas(self, spec: SpecView) -> int:
         return spec.devices
 
-    def batch_divisor(self, spec: RunSpec) -> int:
+    def batch_divisor(self, spec: SpecView) -> int:
         return 1
 
-    def global_batch(self, spec: RunSpec) -> int:
+    def global_batch(self, spec: SpecView) -> int:
         return spec.batch
 
-    def per_replica_batch(self, spec: RunSpec) -> int:
+    def per_replica_batch(self, spec: SpecView) -> int:
         return spec.batch
 
-    def validate(self, spec: RunSpec) -> None:
+    def validate(self, spec: SpecView) -> None:
         """Besides the common checks, refuse the knobs its coordinator loop does not
         implement: they would be labelled on its results while ignored."""
         super().validate(spec)
@@ -393,7 +438,7 @@ class ParameterServer(StrategyFactory):
                                 f"the knob is not implemented there). Received: "
                                 f"{name}={value!r}")
 
-    def plan(self, spec: RunSpec, hw: Hardware) -> list[Task]:
+    def plan(self, spec: SpecView, hw: Hardware) -> list[Task]:
         # Servers keep TensorFlow's default threads and every core: a server pinned to
         # one core sizes its inter-op pool to 1 and deadlocks on the first step (seen
         # with TF 2.21; TF-NOTES: in-process servers hang with 2 inter-op threads).
@@ -438,18 +483,18 @@ class Independent(StrategyFactory):
                    "global throughput is the median combined window. Step times, loss and "
                    "memory are the first copy's; every copy's own windows are in tasks")
 
-    def replicas(self, spec: RunSpec) -> int:
+    def replicas(self, spec: SpecView) -> int:
         return spec.devices * spec.workers_per_device
 
-    def plan(self, spec: RunSpec, hw: Hardware) -> list[Task]:
+    def plan(self, spec: SpecView, hw: Hardware) -> list[Task]:
         return shared_device_tasks("replica", "train", spec.devices, spec.workers_per_device,
                                    hw, cluster_job=None, barrier=True,
                                    memory_limit_mb=spec.gpu_memory_limit_mb)
 
-    def task_share(self, spec: RunSpec, local_replicas: int) -> float:
+    def task_share(self, spec: SpecView, local_replicas: int) -> float:
         return 1.0  # each copy measures only itself
 
-    def local_spec(self, spec: RunSpec, task: Task) -> RunSpec:
+    def local_spec(self, spec: S, task: Task) -> S:
         # Each copy is a one-device run of a replica's share, with its own seed.
         return spec.replace(strategy="one_device", devices=1, batch=spec.per_replica_batch,
                             batch_mode="global", workers_per_device=1,
@@ -462,7 +507,7 @@ class TPU(StrategyFactory):
     trait = "it runs on TPU replicas"
     plainness = 25
 
-    def unsupported_reason(self, spec: RunSpec, hw: Hardware) -> str | None:
+    def unsupported_reason(self, spec: SpecView, hw: Hardware) -> str | None:
         if not hw.tpu:
             return "no TPU on this machine (no /dev/accel* device and TPU_NAME is not set)"
         return self.loop_reason(spec)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from bench.results.combination import ran_concurrently
@@ -34,7 +34,7 @@ from bench.results.stats import (
     summarize_runs,
 )
 from bench.strategies import STRATEGIES
-from reports.noise import NoisePool
+from reports.noise import Measured, NoisePool
 from reports.runs import RunView, Variant
 
 StatsRuns = tuple[tuple[float, ...], ...]  # one tuple of window values per run
@@ -209,6 +209,20 @@ class ConfigView:
         return len(tasks) if tasks else 1
 
     @property
+    def run_family(self) -> Hashable:
+        """How its runs were measured: as arms of shared processes or in their own, and
+        by how many processes (the noise pool pools runs measured alike)."""
+        shared = any(v.result.interleaved is not None for v in self.ok_runs)
+        return ("arm" if shared else "own", self.processes)
+
+    def measured(self) -> Measured:
+        """What the machine's noise pool reads of this configuration (``reports.noise``)."""
+        sessions = {r.interleaved.session: r for v in self.ok_runs
+                    if (r := v.result).interleaved is not None and r.figures is not None}
+        return Measured(self.key, self.run_family,
+                        tuple(math.log(run_figure(w)) for w in self.stats_runs), sessions)
+
+    @property
     def plainness(self) -> int:
         name = self.base_strategy
         return STRATEGIES.get(name).plainness if name in STRATEGIES else 99
@@ -347,6 +361,15 @@ def group_configs(runs: Iterable[RunView]) -> list[ConfigView]:
     for run in runs:
         by_key.setdefault(run.key, []).append(run)
     return [ConfigView(key, rs) for key, rs in by_key.items()]
+
+
+def pool_noise(configs: Sequence[ConfigView]) -> NoisePool:
+    """Pool the noise of one machine's ``configs`` (``reports.noise``) and give each the
+    pool that its comparisons borrow."""
+    pool = NoisePool.of(c.measured() for c in configs)
+    for config in configs:
+        config.pool = pool
+    return pool
 
 
 @functools.lru_cache(maxsize=4096)  # the same pairs come back in scaling, ranking, verdicts

@@ -1,41 +1,17 @@
 """The sweep's noise, pooled: what a comparison with few runs of its own borrows.
 
-A comparison of two configurations measured twice each has a t interval at 1 or 2
-degrees of freedom: 6 to 13 standard errors wide, so nothing is ever settled. The
-configurations of one sweep share a machine, a session and a way of measuring, so
-their noise can be pooled (one mean square, every group's degrees of freedom), as
-``bench compare`` pools a family's run noise (``bench.regress.pooling``):
-
-- **pairs**: configurations measured as arms of one process (an answer's session,
-  ``bench.launch.groups``). In session s, arm i's log level is
-  ``y_si = mu_i + b_s + e_si``: the session's effect b (the process's luck, the
-  machine's drift) cancels in every within-session ratio; e is the noise such a ratio
-  carries. The two-way ANOVA residual of an answer's complete sessions (sessions x
-  arms) estimates var(e) with (S-1)(K-1) degrees of freedom, free of the arms' levels
-  and of the sessions' luck; answers pool it, and one session's log ratio of two arms
-  has variance 2 var(e).
-- **runs**: a configuration's log run figures around their own mean (one-way ANOVA
-  within), pooled over the configurations measured alike (``run_family``: arms, or
-  their own processes, by process count); a comparison across two families borrows
-  the noisier family's pool.
-
-Sessions disturbed for their whole length are left out first
-(``bench.results.pairs.undisturbed_sessions``). A pooled interval never uses a variance
-below the comparison's own (``stats.settle_pairs``, ``stats.settle_runs``).
-
-Each group is tested against the pool of the others (two-sided F test at
-``NOISE_DIFFERS_ALPHA``): the group whose noise differs most leaves the pool, until the
-rest agree; it keeps its own noise (its comparisons use their own runs or pairs). Two
-sessions that agree by luck then give a narrow interval at 1 degree of freedom, as
-they would unpooled: what keeps such luck from settling a gap near the margin is the
-rule that "beyond the margin" means the whole interval (``stats.Settlement``).
+Pairs: the two-way ANOVA residual of each answer's sessions (sessions x arms). Runs:
+each configuration's log run figures around their own mean, per family of
+configurations measured alike. A group whose noise differs from the others' (F test)
+keeps its own. The model, the guard and their reasons: docs/how-it-decides.md
+("Pooled noise").
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
@@ -47,13 +23,22 @@ from bench.results.stats import (
     LogSpread,
     noise_differs_p,
     noise_guard_power,
-    run_figure,
 )
 
-if TYPE_CHECKING:
-    from reports.configs import ConfigView
-
 H = TypeVar("H", bound=Hashable)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What the pool reads of one configuration (``reports.configs.ConfigView.measured``
+    gives it). The pool takes these plain records, not the configuration views, so that
+    the views can hold the pool without the two modules importing each other."""
+
+    key: str
+    # How its runs were measured: ("arm" | "own", processes), see ConfigView.run_family.
+    family: Hashable
+    log_runs: tuple[float, ...]  # the log of each run's figure
+    sessions: Mapping[str, RunResult]  # its result in each interleaved session, by session
 
 
 @dataclass(frozen=True)
@@ -61,7 +46,7 @@ class NoisePool:
     """The pooled noise of one machine's configurations.
 
     ``pairs``: the variance of one session's log ratio of two arms. ``runs``: of one
-    run's log figure, per family of configurations measured alike (``run_family``:
+    run's log figure, per family of configurations measured alike (``ConfigView.run_family``:
     arms of shared processes, or their own processes, by process count), since a
     process of two workers does not vary as an arm does. Each with its degrees of
     freedom. ``own_pairs`` / ``own_runs``: the configurations whose noise differs from
@@ -91,20 +76,17 @@ class NoisePool:
         return max((p for p in pools if p is not None), key=lambda p: p.var or 0.0)
 
     @classmethod
-    def of(cls, configs: Sequence[ConfigView]) -> NoisePool:
+    def of(cls, configs: Iterable[Measured]) -> NoisePool:
         """Pool the noise of ``configs`` (one machine's)."""
         sessions: dict[str, dict[str, RunResult]] = {}
         runs: dict[Hashable, dict[str, LogSpread]] = {}
         families: dict[str, Hashable] = {}
         for c in configs:
-            families[c.key] = run_family(c)
-            logs = [float(np.log(run_figure(w))) for w in c.stats_runs]
-            if len(logs) >= 2:
-                runs.setdefault(families[c.key], {})[c.key] = LogSpread.of(logs)
-            for view in c.ok_runs:
-                r = view.result
-                if r.interleaved is not None and r.figures is not None:
-                    sessions.setdefault(r.interleaved.session, {})[c.key] = r
+            families[c.key] = c.family
+            if len(c.log_runs) >= 2:
+                runs.setdefault(c.family, {})[c.key] = LogSpread.of(c.log_runs)
+            for session, result in c.sessions.items():
+                sessions.setdefault(session, {})[c.key] = result
         answers: dict[frozenset[str], list[Mapping[str, RunResult]]] = {}
         for arms in sessions.values():
             if len(arms) >= 2:
@@ -120,13 +102,6 @@ class NoisePool:
             run_pools[family], odd_runs = guarded_pool(groups)
             own_runs |= odd_runs
         return cls(pairs, run_pools, frozenset(own_pairs), frozenset(own_runs), families)
-
-
-def run_family(config: ConfigView) -> Hashable:
-    """How a configuration's runs were measured: as arms of shared processes or in
-    their own, and by how many processes."""
-    shared = any(v.result.interleaved is not None for v in config.ok_runs)
-    return ("arm" if shared else "own", config.processes)
 
 
 def pair_spread(sessions: Sequence[Mapping[str, RunResult]]) -> LogSpread:

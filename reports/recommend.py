@@ -1,46 +1,10 @@
 """Rank configurations per workload and batch setting, and say which to use and why.
 
-Configurations are compared only within one machine and one variant, at one batch
-setting (the ``--batch`` value, read as global or per-replica by its ``batch_mode``),
-so a ranking never mixes different amounts of work per step.
-
-The answer earns its conclusions from the runs, and never names a configuration the
-data shows slower. First every pair of candidates is compared (``beaten_by``:
-``configs.settle_of`` on the sessions that measured both, else their runs); one that
-another is shown faster than beyond the noise (the 95% interval of their ratio leaves
-out 1) is set aside, stated with that interval, whatever its size against the margin.
-Which is faster is settled by that alone; whether by more than the margin (default
-+-5%) is said beside it. The answer is one of five:
-
-- FASTER: one candidate is left: it is recommended, with the interval to the next best
-  and what that says about the margin (beyond it, shown within it, or not yet shown
-  beyond it);
-- EQUIVALENT: those left are each *shown* within the margin of the simplest of them (an
-  equivalence test, not a failure to find a difference), which wins: fewest devices,
-  then processes, then the plainest strategy (registry ``plainness``);
-- STANDS: some comparison among those left is open, but each open configuration is no
-  simpler than the answer and is shown not to beat it by more than the margin, so no
-  outcome changes it;
-- NOT SETTLED at this precision: some configuration left is neither shown apart from
-  the simplest nor within the margin of it, and could change the answer. The simplest
-  of those left is shown for now, marked as such, with the runs a configuration that
-  would settle it at the noise measured;
-- ALONE: nothing to compare it with.
-
-Also:
-
-- a speed-up above the device count (super-ideal) is flagged with what it means and
-  kept in the ranking: on logical CPU devices a speed-up below the device count is
-  possible (one process may use the cores worse than several) and is never discarded;
-- a cause ("because ...") is given only for a difference beyond the noise, and only
-  from both configurations' profiles (``reports.explain``: the step-time difference
-  by part and by op), never as a template over noise nor from a strategy's
-  description; the best multi-device configuration against a single-device answer
-  is compared by its profile even where the runs do not call them apart;
-- a configuration whose batch is per worker (asynchronous training) does more work
-  per step than a synchronous one at the same global batch: it is ranked apart, and
-  compared with synchronous configurations on equal per-device work where the sweep
-  has them.
+One answer per place (machine, workload, batch setting), comparing configurations of
+one variant only. The answer is never a configuration the data shows slower; it is
+FASTER, EQUIVALENT, STANDS, NOT SETTLED at this precision, or ALONE, and a "because"
+comes only from both configurations' profiles (``reports.explain``). The rules, and
+why they are so: docs/how-it-decides.md ("The answer").
 """
 
 from __future__ import annotations

@@ -17,10 +17,9 @@ import pandas as pd
 from bench.results.schema import RunResult
 from bench.results.store import SweepStore, load_sweep
 from reports.columns import SCALING_FIGURES
-from reports.configs import ConfigView, Ratio, group_configs
+from reports.configs import ConfigView, Ratio, group_configs, pool_noise
 from reports.loops import LoopCost, loop_costs
 from reports.machines import Machine, by_machine
-from reports.noise import NoisePool
 from reports.recommend import WorkloadAnswer, answer_workload
 from reports.results_table import to_frame
 from reports.runs import RunView, Variant, views
@@ -69,9 +68,7 @@ def build_machine(machine: Machine, looks: Looks | None = None) -> MachineReport
     """Group the machine's runs into configurations and answer per workload (each
     answer read at its place's last look, ``reports.sequential``)."""
     configs = group_configs(machine.runs)
-    pool = NoisePool.of(configs)
-    for config in configs:
-        config.pool = pool
+    pool_noise(configs)
     index = Index(configs)
     scaling = {c.key: scaling_of(c, index) for c in configs}
     inputs = RuleInputs(machine=machine, index=index, scaling=scaling, runs=configs)

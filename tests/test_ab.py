@@ -40,7 +40,8 @@ BUDGET_PAIRS = pairs_for_budget(600.0, 9.0)  # the default 10 min at ~9 s a run:
 # REGRESSED needs the whole interval past the threshold (the reports' rule), so a 10%
 # slowdown (2x the 5% threshold) is caught 90% of the time with: the budget's 33 pairs at
 # the in-process noise; 60 at the quiet machine's; 380 at the measured process noise
-# (about 2 hours at 9 s a run: separate processes need a quieter pair, see the README).
+# (about 2 hours at 9 s a run: separate processes need a quieter pair; see
+# docs/regression-tracking.md).
 PAIRS_FOR_10_AT_QUIET = 60
 PAIRS_FOR_10_AT_MEASURED = 380
 

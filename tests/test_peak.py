@@ -208,7 +208,8 @@ def test_flops_per_cycle_follow_the_vector_flags() -> None:
 
 def test_a_probe_figure_above_the_theoretical_maximum_is_a_probe_error() -> None:
     rome = peak.cpu_theoretical(ROME)
-    ok = peak.probe_errors({"float32": 205e9}, rome)  # the README's other machine: possible
+    # The other machine of docs/where-the-time-goes.md: possible.
+    ok = peak.probe_errors({"float32": 205e9}, rome)
     assert ok == {}
     wrong = peak.probe_errors({"float32": 260e9}, rome)
     assert "probe error" in wrong["float32"] and "249.6 GFLOP/s" in wrong["float32"]
