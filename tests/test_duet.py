@@ -69,8 +69,13 @@ def test_a_side_that_exits_at_start_fails_both_at_once(tmp_path: Path) -> None:
     assert no_children_left(tmp_path)
 
 
-def test_a_side_killed_after_its_warm_up_fails_both(tmp_path: Path) -> None:
-    a, b = run_duet([spec(), spec()], logs(tmp_path), rounds=3,
+@pytest.mark.parametrize("seed,first", [(0, 1), (1, 0)])
+def test_a_side_killed_after_its_warm_up_fails_both(tmp_path: Path, seed: int,
+                                                    first: int) -> None:
+    # The dead side's turn first (the launcher's write finds a broken pipe), or the
+    # live side's (the dead one is found when its own turn comes).
+    assert round_orders(2, 3, random.Random(seed))[0][0] == first
+    a, b = run_duet([spec(), spec()], logs(tmp_path), rounds=3, seed=seed,
                     envs=(None, {"STRATBENCH_FAULT": "single0:kill_after_warmup"}))
     assert a.status == b.status == "failed"
     assert "side 1" in (b.reason or "") and "exited with code -9" in (b.reason or "")

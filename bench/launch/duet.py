@@ -112,6 +112,19 @@ def _hear(side: _Side, deadline: float, what: str) -> bytes:
                                   f"{what}", side.index)
 
 
+def _give_turn(side: _Side) -> None:
+    """Tell the side to measure its next window; _Stop when its process has gone (the
+    pipe is then broken: a dead side must end the duet, never raise past it)."""
+    try:
+        os.write(side.turn_w, b"g")
+    except BrokenPipeError:
+        assert side.proc is not None
+        side.proc.proc.wait(timeout=5)
+        raise _Stop("failed", f"side {side.index} ({side.spec.label()}) exited with code "
+                              f"{side.proc.proc.returncode} before its window", side.index
+                    ) from None
+
+
 def run_duet(specs: Sequence[RunSpec], log_paths: Sequence[Path], *, rounds: int,
              seed: int = 0, envs: Sequence[Mapping[str, str] | None] = (None, None),
              pythons: Sequence[str | None] = (None, None), rewarm_calls: int = 1,
@@ -161,7 +174,7 @@ def run_duet(specs: Sequence[RunSpec], log_paths: Sequence[Path], *, rounds: int
             for order in round_orders(SIDES, rounds, random.Random(seed)):
                 for i in order:
                     side = sides[i]
-                    os.write(side.turn_w, b"g")
+                    _give_turn(side)
                     turn_s = TURN_FACTOR * side.spec.max_seconds + TURN_ALLOWANCE_S
                     word = _hear(side, min(t0 + timeout, time.monotonic() + turn_s),
                                  "finish a window")
