@@ -29,6 +29,7 @@ from bench.launch.sweep import Replication, SweepOutcome, run_sweep
 from bench.results.schema import RunResult
 from bench.results.store import SweepStore, load_sweep
 from bench.spec import RunSpec
+from reports.answers import answer_rows, answers_text
 from reports.recommend import Recommendation, answer_line, place_of
 from reports.report import build_from_results
 from reports.sequential import LookPlan, Looks, look_event
@@ -78,12 +79,14 @@ def to_measure(rec: Recommendation) -> tuple[str, ...]:
 
 
 def print_answers(results: Sequence[RunResult], source: Path, heading: str,
-                  echo: Callable[[str], None] = print, looks: Looks | None = None) -> None:
-    """Each answer on one line under ``heading``, settled or not (read at ``looks``)."""
+                  echo: Callable[[str], None] = print, looks: Looks | None = None,
+                  explain: bool = False) -> None:
+    """The answers' table under ``heading``, settled or not (read at ``looks``); with
+    ``explain``, each answer in full after it."""
     echo(heading)
-    for where, rec in answers(results, source, looks):
-        mark = "settled" if rec.settled else "open"
-        echo(f"  [{mark}] {where}: {answer_line(rec)}")
+    for line in answers_text(answer_rows(build_from_results(results, source, looks=looks)),
+                             explain):
+        echo(line)
 
 
 def spend(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: float,

@@ -10,7 +10,7 @@ from typing import Any
 
 from bench.cli.ab import duration
 from bench.cli.budget import BUDGET_LOOKS, DEFAULT_BUDGET_S, print_answers, spend
-from bench.cli.common import add_matrix_args, specs_from_args, writable_dir
+from bench.cli.common import add_explain, add_matrix_args, specs_from_args, writable_dir
 from bench.cli.report import report_after_sweep
 from bench.cli.tensorboard_export import export_after_sweep
 from bench.errors import UsageError
@@ -71,7 +71,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return Exit.INTERRUPTED
     # The report never decides the exit code: a report failure is printed and the
     # sweep's results and status stand.
-    report_after_sweep(out)
+    report_after_sweep(out, args.explain)
     export_after_sweep(out)
     if outcome.problems:
         print(f"\n{len(outcome.problems)} configuration(s) failed, ran out of memory or timed "
@@ -105,7 +105,7 @@ def _budgeted(specs: list[RunSpec], out: Path, budget: float, t0: float,
                                      f"one session each"
                                      + (", the multi-process configurations still to come"
                                         if phases[0] and phases[1] else "") + "):",
-                          looks=Looks(default=BUDGET_LOOKS.interim))
+                          looks=Looks(default=BUDGET_LOOKS.interim), explain=args.explain)
     if args.runs is not None:
         outcome = merge(outcome, run_sweep(specs, out, replication=replication_from_args(args),
                                            interleave=args.interleave, evidence=evidence,
@@ -171,4 +171,5 @@ def add_parser(sub: Any) -> None:
                         "answers are not settled while the budget allows; provisional "
                         "answers after the first pass (default 10m for --preset default, "
                         "else none; 0 turns it off)")
+    add_explain(p)
     p.set_defaults(func=cmd_run, needs_tensorflow=True)
