@@ -211,7 +211,8 @@ class WorkloadAnswer:
 
 
 def answer_line(r: Recommendation) -> str:
-    """One answer in a line, for the terminal, the Markdown answers and stability."""
+    """One answer in a sentence: what ``--explain`` and the reports' collapsed details show
+    under the answers' table (``reports.answers``), and what stability compares."""
     if r.best is None:
         return f"{r.ranking.label}: {r.text}"
     m = f"+-{r.margin:.0%}"
