@@ -431,23 +431,52 @@ def _settle(reference: StatsRuns, candidate: StatsRuns, margin: float, alpha: fl
                        floor_sd_log=math.sqrt(math.log1p(floor_cv * floor_cv)), pooled=pooled)
 
 
-def describe_noise(configs: Sequence[ConfigView]) -> str:
-    """``run-to-run cv 4% (3 runs each); windows 2%``: the noise behind a comparison."""
+@dataclass(frozen=True)
+class Noise:
+    """The noise behind a comparison, as figures: the fewest and most runs of its
+    configurations, their lowest and highest run-to-run cv (None: no configuration has
+    two runs), and the median window cv (None: no window spread measured)."""
+
+    runs: tuple[int, int]
+    between: tuple[float, float] | None
+    windows: float | None
+
+    @property
+    def _runs(self) -> str:
+        lo, hi = self.runs
+        return f"{lo} run{'s' if lo > 1 else ''} each" if lo == hi else f"{lo}-{hi} runs each"
+
+    @property
+    def cv(self) -> str | None:
+        """``4%`` or ``2%-5%``: the run-to-run cv, one figure where both ends round alike."""
+        if self.between is None:
+            return None
+        lo, hi = (f"{v:.0%}" for v in self.between)
+        return hi if lo == hi else f"{lo}-{hi}"
+
+    @property
+    def text(self) -> str:
+        """``run-to-run cv 4% (3 runs each); windows 2%``."""
+        parts = [f"run-to-run cv {self.cv} ({self._runs})" if self.cv is not None
+                 else f"run-to-run noise not measured ({self._runs})"]
+        if self.windows is not None:
+            parts.append(f"windows {self.windows:.0%}")
+        return "; ".join(parts)
+
+    @property
+    def short(self) -> str:
+        """``cv 4%``, for a table cell (``1 run each`` where no cv is measured)."""
+        return f"cv {self.cv}" if self.cv is not None else self._runs
+
+
+def noise_of(configs: Sequence[ConfigView]) -> Noise | None:
+    """The noise of ``configs``' successful runs (None: no successful one)."""
     ok = [c for c in configs if c.ok]
     if not ok:
-        return "no runs"
-    counts = sorted({c.n_runs for c in ok})
-    runs = (f"{counts[0]} run{'s' if counts[0] > 1 else ''} each" if len(counts) == 1
-            else f"{counts[0]}-{counts[-1]} runs each")
+        return None
+    counts = [c.n_runs for c in ok]
     between = [c.between_cv for c in ok if c.between_cv is not None]
     within = [c.within_cv for c in ok if c.within_cv is not None]
-    parts = []
-    if between:
-        lo, hi = min(between), max(between)
-        spread = f"{hi:.0%}" if f"{lo:.0%}" == f"{hi:.0%}" else f"{lo:.0%}-{hi:.0%}"
-        parts.append(f"run-to-run cv {spread} ({runs})")
-    else:
-        parts.append(f"run-to-run noise not measured ({runs})")
-    if within:
-        parts.append(f"windows {statistics.median(within):.0%}")
-    return "; ".join(parts)
+    return Noise((min(counts), max(counts)), (min(between), max(between)) if between else None,
+                 statistics.median(within) if within else None)
+

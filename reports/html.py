@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from bench.results.figures import why_missing
+from reports.answers import HEADERS, LEGEND, answer_row
 from reports.breakdown import breakdown_table
 from reports.columns import Notes, definitions
 from reports.configs import ConfigView
@@ -262,6 +263,24 @@ def _machine(mr: MachineReport, n: int) -> str:
     return "".join(parts)
 
 
+def _answers(mr: MachineReport, n: int) -> str:
+    """One machine's answers: a row per place, its place linking to the workload's
+    section, and each answer in full under a collapsed summary."""
+    rows = [(i, answer_row(mr.machine, w.variant, rec))
+            for i, w in enumerate(mr.workloads, 1) for rec in w.recommendations]
+    head = "".join(f"<th class='l'>{e(h)}</th>" for h in HEADERS)
+    body = "".join(f"<tr><td class='l'><a href='#m{n}-w{i}'>{e(r.place)}</a></td>"
+                   + "".join(f"<td class='l'>{e(c)}</td>" for c in r.cells[1:]) + "</tr>"
+                   for i, r in rows)
+    full = "".join(f"<li>{e(r.sentence)}</li>" for _, r in rows)
+    return (f"<p><a href='#machine-{n}'>{e(mr.machine.hardware)}</a> "
+            f"<span class='muted'>({len(mr.machine.runs)} results)</span></p>"
+            f"<div class='scroll'><table class='answers'><thead><tr>{head}</tr></thead>"
+            f"<tbody>{body}</tbody></table></div>"
+            + (f"<details><summary>The answers in full</summary><ul>{full}</ul></details>"
+               if full else ""))
+
+
 def _definitions() -> str:
     items = definitions()
     return ("<h2 id='definitions'>Definitions</h2><dl class='defs'>"
@@ -271,14 +290,7 @@ def _definitions() -> str:
 
 def render_html(report: SweepReport) -> str:
     """The whole report as one HTML document."""
-    toc = []
-    for n, mr in enumerate(report.machines, 1):
-        subs = "".join(f"<li><a href='#m{n}-w{i}'>{e(w.variant.label())}</a><ul>"
-                       + "".join(f"<li>{e(line)}</li>" for line in w.lines()) + "</ul></li>"
-                       for i, w in enumerate(mr.workloads, 1))
-        toc.append(f"<li><a href='#machine-{n}'>{e(mr.machine.hardware)}</a> "
-                   f"<span class='muted'>({len(mr.machine.runs)} results)</span>"
-                   f"<ul>{subs}</ul></li>")
+    toc = [_answers(mr, n) for n, mr in enumerate(report.machines, 1)]
     warnings = "".join(f"<li>{e(w)}</li>" for w in report.warnings)
     body = [f"<h1>stratbench report</h1><p class='muted'>{e(report.source)}: "
             f"{len(report.results)} result(s), generated {e(report.generated_at)}</p>"]
@@ -292,8 +304,8 @@ def render_html(report: SweepReport) -> str:
     if not report.machines:
         body.append("<p>No results to report.</p>")
     body.append(f"<div class='box rec'><b>Answers</b> (per workload and batch: what to use, "
-                f"whether it is faster, equivalent within the margin or not settled, and the "
-                f"noise behind it)<ul>{''.join(toc)}</ul></div>")
+                f"what kind of answer it is, against what, the noise, and what would settle "
+                f"it; {e(LEGEND)}){''.join(toc)}</div>")
     body.extend(_machine(mr, n) for n, mr in enumerate(report.machines, 1))
     body.append(_definitions())
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"

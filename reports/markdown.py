@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from reports.answers import HEADERS, LEGEND, machine_rows
 from reports.breakdown import breakdown_table
 from reports.columns import definitions
 from reports.loops import cost_line
@@ -29,10 +30,12 @@ def _machine(mr: MachineReport, n: int, many: bool) -> list[str]:
            f"commit {m.facts.get('git commit(s)')}, {m.dates}, machine_id `{m.machine_id}`.", ""]
     if m.disclaimer:
         out += [f"> **Note.** {m.disclaimer}", ""]
-    answers = [f"- {w.variant.label()}, {line}" for w in mr.workloads for line in w.lines()]
+    answers = machine_rows(mr)
     if answers:
-        out += ["**Answers** (details, what settled them and the other strategies below):",
-                "", *answers, ""]
+        out += [f"**Answers** (one row per place, details below; {LEGEND}):", "",
+                md_table(HEADERS, [r.cells for r in answers]), "",
+                "<details><summary>The answers in full</summary>", "",
+                *[f"- {r.sentence}" for r in answers], "", "</details>", ""]
     for w in mr.workloads:
         out += [f"### {w.variant.label()}", ""]
         for rec in w.recommendations:

@@ -25,7 +25,7 @@ from bench.results.stats import (
 )
 from bench.strategies import STRATEGIES
 from reports.columns import change_ci, fmt_rate, pct_ci, times_ci
-from reports.configs import ConfigView, Ratio, describe_noise, settle_of
+from reports.configs import ConfigView, Noise, Ratio, noise_of, settle_of
 from reports.explain import because, compared, why_not
 from reports.machines import Machine
 from reports.runs import Variant
@@ -93,7 +93,7 @@ class Recommendation:
     equivalent: list[ConfigView] = field(default_factory=list)
     unsettled: list[ConfigView] = field(default_factory=list)
     settlements: dict[str, Settlement] = field(default_factory=dict)
-    noise: str = ""
+    spread: Noise | None = None  # the candidates' noise, as figures (``noise``: in words)
     super_ideal: list[ConfigView] = field(default_factory=list)  # flagged, kept
     margin: float = DEFAULT_MARGIN
     # Open against the answer, but shown unable to change it (kind STANDS).
@@ -106,6 +106,11 @@ class Recommendation:
     @property
     def settled(self) -> bool:
         return self.kind in (FASTER, EQUIVALENT, STANDS, ALONE)
+
+    @property
+    def noise(self) -> str:
+        """``run-to-run cv 4% (3 runs each); windows 2%``: the noise behind the answer."""
+        return self.spread.text if self.spread is not None else "no runs"
 
     @property
     def verb(self) -> str:
@@ -168,13 +173,10 @@ class WorkloadAnswer:
         each))``."""
         return [answer_line(r) for r in self.recommendations]
 
-    @property
-    def short(self) -> str:
-        return "; ".join(self.lines())
-
 
 def answer_line(r: Recommendation) -> str:
-    """One answer in a line, for the terminal, the Markdown answers and stability."""
+    """One answer in a sentence: what ``--explain`` and the reports' collapsed details show
+    under the answers' table (``reports.answers``), and what stability compares."""
     if r.best is None:
         return f"{r.ranking.label}: {r.text}"
     m = f"+-{r.margin:.0%}"
@@ -187,7 +189,7 @@ def answer_line(r: Recommendation) -> str:
     if r.kind == FASTER:
         assert r.runner is not None
         return (f"{head}; faster beyond the noise than {r.runner.choice}, "
-                f"{_change(d.flipped())}{_against_margin(d)}; {r.noise})")
+                f"{change_of(d.flipped())}{_against_margin(d)}; {r.noise})")
     slower = _beaten_phrase(r)
     if r.kind == EQUIVALENT:
         return (f"{head}; equivalent within {m} to {_listed([c.choice for c in r.equivalent])}"
@@ -196,7 +198,7 @@ def answer_line(r: Recommendation) -> str:
         return (f"{head}; stands: {_listed([_bounded_phrase(c, r) for c in r.bounded])} "
                 f"not settled against it, but shown not to beat it by more than {m}, and "
                 f"no simpler{slower}; {r.noise})")
-    open_ = _listed([f"{c.choice} {_change(s)}" for c, s in _open(r)])
+    open_ = _listed([f"{c.choice} {change_of(s)}" for c, s in _open(r)])
     return (f"{r.ranking.label}: NOT SETTLED at this precision, {r.best.choice} for now "
             f"({fmt_rate(r.best.throughput or 0)} examples/s; no configuration is shown "
             f"faster; not settled against it: {open_} (neither beyond the noise nor within "
@@ -222,14 +224,14 @@ def _beaten_phrase(r: Recommendation) -> str:
     if not near:
         return ""
     return "; shown slower beyond the noise: " + _listed(
-        [f"{c.choice} {_change(s)} vs {by.choice}" for c, by, s in near])
+        [f"{c.choice} {change_of(s)} vs {by.choice}" for c, by, s in near])
 
 
 def _bounded_phrase(c: ConfigView, r: Recommendation) -> str:
     """``central_storage on 2 devices -5% [90%: -7%, -3%] vs default on 1 device``."""
     assert r.best is not None
     s = settle_of(c, r.best, r.margin, r.alpha)
-    return f"{c.choice} {_change_shown(s) if s else '-'} vs {r.best.choice}"
+    return f"{c.choice} {shown_change(s) if s else '-'} vs {r.best.choice}"
 
 
 def _rank_key(config: ConfigView) -> tuple[int, float, str]:
@@ -297,7 +299,7 @@ def evidence_of(s: Settlement) -> str:
     return f"{s.sizes[1]} and {s.sizes[0]} runs{pooled}"
 
 
-def _change(s: Settlement) -> str:
+def change_of(s: Settlement) -> str:
     """``-3% [-9%, +4%]`` (the 95% interval); another level is named: ``[96%: ...]``
     (a budget's look reads at its own alpha, ``reports.sequential``)."""
     text = change_ci(_as_ratio(s))
@@ -306,7 +308,7 @@ def _change(s: Settlement) -> str:
     return text.replace(" [", f" [{level(1 - s.alpha)}: ", 1)
 
 
-def _change_shown(s: Settlement) -> str:
+def shown_change(s: Settlement) -> str:
     """``-2% [90%: -4%, +0%]``: the interval an equivalence test puts inside the margin."""
     text = change_ci(_as_ratio(s, shown=True))
     return text.replace(" [", f" [{level(1 - 2 * s.alpha)}: ", 1) if s.decided else text
@@ -317,16 +319,20 @@ def _open(r: Recommendation) -> list[tuple[ConfigView, Settlement]]:
     return [(c, r.settlements[c.key]) for c in r.unsettled]
 
 
-def _needed(r: Recommendation) -> str:
-    """What would settle an answer: the plan of its hardest open comparison."""
-    plans = [s for _, s in _open(r)]
-    if not plans:
-        return ""
-
-    def hardness(s: Settlement) -> tuple[int, int]:
+def hardest_open(r: Recommendation) -> tuple[ConfigView, Settlement] | None:
+    """The open comparison that takes the most to settle (noise unmeasured, then a plan
+    beyond reach, then the most runs or pairs): what the answer waits for."""
+    def hardness(pair: tuple[ConfigView, Settlement]) -> tuple[int, int]:
+        s = pair[1]
         return (2, 0) if s.sd_log is None else (1, 0) if s.needed is None else (0, s.needed)
 
-    return max(plans, key=hardness).plan
+    return max(_open(r), key=hardness, default=None)
+
+
+def _needed(r: Recommendation) -> str:
+    """What would settle an answer: the plan of its hardest open comparison."""
+    hardest = hardest_open(r)
+    return hardest[1].plan if hardest is not None else ""
 
 
 def _scaling_phrase(best: ConfigView, sc: Scaling, machine: Machine) -> str:
@@ -369,10 +375,10 @@ def _answer(r: Recommendation, candidates: list[ConfigView], sc: Scaling,
                   f"other configuration: " if beyond_margin else
                   f" Faster beyond the noise than every other configuration, not by more "
                   f"than the {m} margin everywhere: ")
-                 + f"the next best, {runner.choice}, is {_change(d)}{_against_margin(d)} "
+                 + f"the next best, {runner.choice}, is {change_of(d)}{_against_margin(d)} "
                  f"({level(1 - d.alpha)} interval from {evidence_of(d)}).")
     elif r.kind == EQUIVALENT:
-        shown = [f"{c.choice} {_change_shown(r.settlements[c.key])}" for c in r.equivalent]
+        shown = [f"{c.choice} {shown_change(r.settlements[c.key])}" for c in r.equivalent]
         test = "an equivalence test: the interval lies inside the margin"
         text += (f" Equivalent within {m} to {_listed(shown)} (each vs {best.choice}, shown "
                  f"by {test}), and no configuration is shown faster than it beyond the "
@@ -390,7 +396,7 @@ def _answer(r: Recommendation, candidates: list[ConfigView], sc: Scaling,
                  f"interval), and no simpler: "
                  f"slower or within the margin, {best.choice} is the answer either way.")
     else:
-        open_ = [f"{c.choice} ({_change(s)} vs {best.choice})" for c, s in _open(r)]
+        open_ = [f"{c.choice} ({change_of(s)} vs {best.choice})" for c, s in _open(r)]
         text = (f"NOT SETTLED at this precision; for now {text} "
                 f"{_listed(open_)} {'is' if len(open_) == 1 else 'are'} neither shown faster "
                 f"nor slower beyond the noise nor shown within {m}, so this is the simplest of "
@@ -406,7 +412,7 @@ def _answer(r: Recommendation, candidates: list[ConfigView], sc: Scaling,
         s = r.settlements[top.key]
         cause = because(top, fastest)
         text += (f" More devices do not pay off: the best multi-device configuration "
-                 f"({top.choice}) is {_change(s)} vs {fastest.choice}, slower beyond the noise"
+                 f"({top.choice}) is {change_of(s)} vs {fastest.choice}, slower beyond the noise"
                  + (" (expected on logical CPU devices sharing the same cores)"
                     if machine.cpu_only else "")
                  + (f", because {cause}." if cause else f"; {why_not(top, fastest)}."))
@@ -432,14 +438,14 @@ def _other_line(c: ConfigView, best: ConfigView, margin: float, inputs: RuleInpu
         return head
     m = f"+-{margin:.0%}"
     if s.verdict == EQUIVALENT:
-        return f"{head}: {_change_shown(s)} vs {best.choice}, shown within {m} (equivalent)"
+        return f"{head}: {shown_change(s)} vs {best.choice}, shown within {m} (equivalent)"
     if s.verdict == NOT_SETTLED and s.direction is None:
-        return f"{head}: {_change(s)} vs {best.choice}, not settled at this precision ({s.plan})"
+        return f"{head}: {change_of(s)} vs {best.choice}, not settled at this precision ({s.plan})"
     if s.direction == FASTER:
-        return (f"{head}: {_change(s)} vs {best.choice}, faster beyond the noise"
+        return (f"{head}: {change_of(s)} vs {best.choice}, faster beyond the noise"
                 f"{_against_margin(s)}")
     if s.verdict == NOT_SETTLED:
-        return (f"{head}: {_change(s)} vs {best.choice}, slower beyond the noise"
+        return (f"{head}: {change_of(s)} vs {best.choice}, slower beyond the noise"
                 f"{_against_margin(s)}")
     slower = (f"{head}: {1 - s.ratio:.0%} slower [{1 - s.high:.0%}-{1 - s.low:.0%}] than "
               f"{best.choice}, beyond the noise")
@@ -470,7 +476,7 @@ def _per_worker_line(c: ConfigView, pool: Sequence[ConfigView], margin: float,
                f"{s.verdict} beyond the noise" if s.verdict in (FASTER, SLOWER) else
                f"shown within +-{margin:.0%}" if s.verdict == EQUIVALENT else
                f"not settled at this precision ({s.plan})")
-    return (f"{text}; on equal per-device work it is {_change(s) if s else '-'} vs "
+    return (f"{text}; on equal per-device work it is {change_of(s) if s else '-'} vs "
             f"{ref.choice} at global batch {ref.global_batch}, {verdict}")
 
 
@@ -539,7 +545,7 @@ def recommend(ranking: Ranking, machine: Machine, scaling: dict[str, Scaling],
         ranking, best, "", others, kind, fastest,
         sorted(equivalent, key=lambda c: c.simplicity),
         sorted(open_, key=lambda c: c.simplicity),
-        settlements, describe_noise(candidates), [c for c, _ in flagged], margin,
+        settlements, noise_of(candidates), [c for c, _ in flagged], margin,
         sorted(bounded, key=lambda c: c.simplicity), beaten, alpha)
     rec.text = _answer(rec, candidates, scaling.get(best.key, Scaling()), machine)
 

@@ -3,7 +3,7 @@
     .venv/bin/python -m scripts.sequential_check [--series 1000] [--seed 0]
 
 A budgeted sweep reads each open answer after every session and stops measuring it once
-it settles (``bench.cli.budget.spend``). This replays that schedule
+it settles (``bench.adaptive.budget.spend``). This replays that schedule
 (``reports.sequential.read_sequentially``, with the report's own decision,
 ``stats.settle_pairs``) on seeded series of session log ratios of one comparison, and
 prints per case how often it ends in each kind of answer, for the plan the budget uses

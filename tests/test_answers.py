@@ -15,11 +15,13 @@ import html
 import math
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import reports.html
-from bench.cli.report import recommendations_text
+from bench.cli.main import main
+from bench.results.schema import RunResult
 from bench.results.stats import (
     EQUIVALENT,
     FASTER,
@@ -31,11 +33,13 @@ from bench.results.stats import (
     settle_pairs,
     settle_runs,
 )
+from bench.results.store import SweepStore, save
+from reports.answers import KIND_WORDS, MAX_ROW_WORDS, answer_rows, recommendations_text
 from reports.html import render_html
 from reports.markdown import render_markdown
-from reports.recommend import STANDS, Recommendation, answer_line
+from reports.recommend import ALONE, STANDS, Recommendation, answer_line
 from reports.report import SweepReport, build_from_results
-from tests.helpers import fake_environment, replicated
+from tests.helpers import fake_environment, measured, replicated
 
 GPU = fake_environment("gpu-box", gpus=2)
 # (gap, noise, the comparison's verdict, the answer's kind) with the candidate ahead;
@@ -223,12 +227,13 @@ def test_every_rendering_carries_the_answer_and_its_evidence(
     # The plots say nothing about the answers and take seconds to draw: left out here.
     monkeypatch.setattr(reports.html, "workload_plots", lambda *_: [])
     page = html.unescape(re.sub(r"<[^>]+>", "", render_html(sweep)))
-    cli = recommendations_text(sweep)
+    cli = recommendations_text(sweep, explain=True)
     for (case, ahead), rec in answers.items():
         label = rec.ranking.label
         (line,) = [x for m in sweep.machines for x in m.workloads[0].lines()
                    if x.startswith(label + ":")]
-        assert line in cli and line in md  # the terminal and the Markdown answers
+        # The terminal with --explain, the Markdown and the HTML answers in full
+        assert line in cli and line in md and line in page
         assert f"**{label}**: {rec.verb}{rec.text}" in md  # the Markdown details
         assert f"{label}: {rec.verb}{rec.text}" in page  # the HTML recommendation box
         kind = CASES[case][3]
@@ -267,3 +272,98 @@ def test_an_open_comparison_that_cannot_change_the_answer_leaves_it_settled(
         assert rec.fastest is not None and rec.fastest.base_strategy == "mirrored"
         assert not rec.bounded and rec.text.startswith("NOT SETTLED at this precision")
         assert [c.base_strategy for c in rec.unsettled] == ["mirrored"]
+
+
+# -- the answers at a glance: a row per place ------------------------------------------------
+def _place(*configs: tuple[str, int, float, float], batch: int = 8) -> list[RunResult]:
+    """One place (mlp, global ``batch``) on a machine of its own: each configuration
+    (strategy, devices, throughput, noise) in 3 runs."""
+    env = fake_environment("rows-box", gpus=2)
+    return [r for strategy, devices, level, noise in configs
+            for r in replicated(strategy, devices, batch, level, env=env, run_cv=noise,
+                                cv=noise)]
+
+
+ONE, TWO, MWM = "one_device", "mirrored", "multi_worker_mirrored"
+# Each kind of answer at one place, and what its row says: (results, answer, kind,
+# against, the start of "answer vs it", noise, to settle; None: checked apart).
+ROWS = {
+    FASTER: (_place((ONE, 1, 1000.0, 0.01), (TWO, 2, 1500.0, 0.01)),
+             "mirrored on 2 devices", "faster", "one_device on 1 device", "+50% [+", "cv 1%",
+             "-"),
+    EQUIVALENT: (_place((ONE, 1, 1000.0, 0.01), (TWO, 2, 1005.0, 0.01)),
+                 "one_device on 1 device", "equivalent", "mirrored on 2 devices",
+                 "0% [90%: ", "cv 1%", "-"),
+    STANDS: (_place((ONE, 1, 1000.0, 0.02), (TWO, 2, 970.0, 0.02)),
+             "one_device on 1 device", "stands", "mirrored on 2 devices", "+3% [90%: ",
+             "cv 2%", "-"),
+    NOT_SETTLED: (_place((ONE, 1, 1000.0, 0.20), (TWO, 2, 1020.0, 0.20)),
+                  "one_device on 1 device", "not settled", "mirrored on 2 devices", "-2% [",
+                  "cv 20%", None),
+    "open twice": (_place((ONE, 1, 1000.0, 0.20), (TWO, 2, 1020.0, 0.20),
+                          (MWM, 2, 1010.0, 0.20)),
+                   "one_device on 1 device", "not settled", None, None, "cv 20%", None),
+    ALONE: (_place((ONE, 1, 1000.0, 0.03)), "one_device on 1 device", "alone", "-", "-",
+            "cv 3%", "-"),
+    "": ([measured(TWO, 2, 8, 0.0, status="failed")],
+         "no successful run (see the runs without figures)", "no answer", "-", "-", "-", "-"),
+}
+
+
+@pytest.mark.parametrize("case", list(ROWS))
+def test_each_kind_of_answer_is_a_short_row_from_its_fields(case: str) -> None:
+    results, answer, kind, against, change, noise, to_settle = ROWS[case]
+    report = build_from_results(results, Path("/nonexistent/rows"))
+    (rec,) = [r for m in report.machines for w in m.workloads for r in w.recommendations]
+    (row,) = answer_rows(report)
+    assert kind == KIND_WORDS[rec.kind] and row.kind == kind
+    assert row.place == "mlp[tiny], batch 8" and row.answer == answer
+    assert row.words <= MAX_ROW_WORDS, row.cells
+    assert row.sentence == f"mlp[tiny], {answer_line(rec)}"  # --explain's, in full
+    assert (row.noise, row.answer) == (noise, answer)
+    for cell, expected in ((row.against, against), (row.to_settle, to_settle)):
+        assert expected is None or cell == expected, (case, row.cells)
+    assert change is None or row.change.startswith(change), (case, row.change)
+    if kind == "not settled":
+        # The hardest open comparison: what it would take, in the plan's own count.
+        assert rec.runs_needed is not None
+        assert row.to_settle == f"~{rec.runs_needed:,} runs each"
+    if case == "open twice":
+        assert row.against.endswith(" (+1)") and len(rec.unsettled) == 2
+
+
+def test_rows_of_long_labels_stay_under_the_word_limit() -> None:
+    # The longest cells a sweep gives: a workload with parameters, the longest strategy
+    # name, two open comparisons, and a budget's look at another alpha.
+    env = fake_environment("long-box", gpus=2)
+    over = {"workload": "resnet50", "params": {"classes": 10, "image_size": 32}}
+    results = [r for s, n, level in ((ONE, 1, 1000.0), (MWM, 2, 1020.0), (TWO, 2, 1010.0))
+               for r in replicated(s, n, 16, level, env=env, run_cv=0.2, cv=0.2, **over)]
+    from reports.sequential import Looks
+
+    report = build_from_results(results, Path("/x"), looks=Looks(default=0.001))
+    (row,) = answer_rows(report)
+    assert row.kind == "not settled" and "[99.9%: " in row.change, row.cells
+    assert row.words <= MAX_ROW_WORDS, (row.words, row.cells)
+
+
+def test_the_terminal_shows_the_table_and_explain_adds_the_sentences(tmp_path: Path,
+                                                                   capsys: Any) -> None:
+    sweep = tmp_path / "sweep"
+    store = SweepStore(sweep)
+    # Two places: a clear answer at batch 8 and an open one at batch 16.
+    results = [*_place((ONE, 1, 1000.0, 0.01), (TWO, 2, 1500.0, 0.01)),
+               *_place((ONE, 1, 1000.0, 0.20), (TWO, 2, 1020.0, 0.20), batch=16)]
+    for r in results:
+        save(r, store.paths(r.spec, r.replicate).result)
+    sentences = [row.sentence for row in answer_rows(build_from_results(results, sweep))]
+    assert len(sentences) == 2
+    for explain in (False, True):
+        rc = main(["report", str(sweep), "--out", str(tmp_path / "out"),
+                   *(["--explain"] if explain else [])])
+        out = capsys.readouterr().out
+        assert rc == 0
+        header = out.splitlines()[1].split()
+        assert header[:3] == ["place", "answer", "kind"]
+        assert all((s in out) == explain for s in sentences), out
+        assert ("--explain: each answer in full" in out) != explain

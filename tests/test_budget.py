@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench.cli import budget as budget_mod
+from bench.adaptive import budget as budget_mod
+from bench.adaptive import sweep as sweep_mod
+from bench.launch.evidence import OFF
 from bench.launch.sweep import Replication, SweepOutcome
 from bench.results.schema import Interleaving, RunResult
 from bench.results.store import SweepStore, save
 from bench.spec import RunSpec
+from reports.places import places
+from reports.report import build_from_results
 from tests.helpers import fake_figures, fake_result, replicated
 
 ONE = RunSpec(workload="mlp", strategy="one_device", devices=1, batch=32, size="tiny")
@@ -81,7 +86,8 @@ def test_open_answers_get_sessions_until_settled(monkeypatch: pytest.MonkeyPatch
     assert looks.alpha(where) == LookPlan().interim
     still, places = budget_mod.open_answers(load_sweep(tmp_path).results, tmp_path, looks)
     assert (still, places) == ([], [where])
-    (_, rec), = budget_mod.answers(load_sweep(tmp_path).results, tmp_path, looks)
+    report = build_from_results(load_sweep(tmp_path).results, tmp_path, looks=looks)
+    (rec,) = report.machines[0].workloads[0].recommendations
     assert rec.deciding is not None and rec.deciding.evidence == "pairs"
     assert rec.alpha == LookPlan().interim
 
@@ -114,18 +120,18 @@ def test_an_open_answer_measures_again_only_what_its_open_comparisons_need(
     for strategy in ("mirrored", "multi_worker_mirrored"):
         level, cv = (990.0, 0.2) if strategy == open_one else (500.0, 0.01)
         results += replicated(strategy, 2, 32, level, run_cv=cv)
-    (_, rec), = budget_mod.answers(results, Path("/nonexistent"))
-    assert not rec.settled
+    (place,) = places(results, Path("/nonexistent"))
+    assert place.is_open
     keys = {r.spec.strategy: r.key for r in results}
     # The in-process ones run together as one session whenever one of them is needed.
     expected = {keys["one_device"], keys["mirrored"]} | (
         {keys[open_one]} if open_one == "multi_worker_mirrored" else set())
-    assert set(budget_mod.to_measure(rec)) == expected
+    assert set(budget_mod.to_measure(place)) == expected
 
 
 def test_open_answers_are_taken_cheapest_first_as_far_as_the_budget_goes() -> None:
     def answer(*keys: str) -> budget_mod.OpenAnswer:
-        return budget_mod.OpenAnswer("x", "x", keys)
+        return budget_mod.OpenAnswer("x", keys)
 
     cost = {"a": 10.0, "b": 20.0, "c": 100.0, "d": 5.0}
     specs = {k: ONE for k in cost}
@@ -134,6 +140,35 @@ def test_open_answers_are_taken_cheapest_first_as_far_as_the_budget_goes() -> No
     assert keys == {"a", "b", "d"} and cheapest == 5.0
     keys, cheapest = budget_mod._affordable(still, specs, [], dict(cost), 4.0)
     assert keys == set() and cheapest == 5.0
+
+
+def test_a_budgeted_sweep_runs_shared_arms_first_then_says_its_provisional_answers(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # What bench run --budget does, phase by phase, without TensorFlow: the answer's
+    # in-process configurations as one session, the provisional answers, the
+    # multi-process one, the planned passes (an explicit --runs 2), then the budget.
+    alone = ONE.replace(strategy="multi_worker_mirrored", devices=2)
+    calls: list[tuple[list[str], int]] = []
+
+    def fake(specs: Sequence[RunSpec], out: Path, *, replication: Replication,
+             **_: Any) -> SweepOutcome:
+        calls.append(([s.strategy for s in specs], replication.runs))
+        return SweepOutcome(out, [_store(out, s, replication.runs, [1000.0] * 3)
+                                  for s in specs])
+
+    monkeypatch.setattr(sweep_mod, "run_sweep", fake)
+    monkeypatch.setattr(budget_mod, "run_sweep", fake)
+    lines: list[str] = []
+    outcome = sweep_mod.budgeted_sweep(
+        [ONE, TWO, alone], tmp_path, budget_s=1.0, started=time.monotonic(), interleave=True,
+        evidence=OFF, passes=Replication(runs=2), echo=lines.append)
+    assert calls == [(["one_device", "mirrored"], 1), (["multi_worker_mirrored"], 1),
+                     (["one_device", "mirrored", "multi_worker_mirrored"], 2)]
+    assert len(outcome.ran) == 6 and not outcome.interrupted
+    assert lines[0].startswith("budget 1 s: provisional answers after each answer's first")
+    assert lines[1].startswith("\nprovisional answers (") and "still to come" in lines[1]
+    assert lines[2].split()[:3] == ["place", "answer", "kind"]  # the answers' table
+    assert lines[-1].startswith("budget: ")  # then the budget's looks
 
 
 def test_a_budget_of_0_turns_it_off_and_a_bad_one_names_the_value() -> None:

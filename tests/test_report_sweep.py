@@ -58,7 +58,7 @@ def test_report_of_a_tiny_sweep(tmp_path: Path, tiny_sweep: tuple[Path, Any]) ->
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report_dir = out / "report"
     assert f"report: {report_dir / 'report.html'}" in proc.stdout
-    assert "recommendations:" in proc.stdout and "mlp[tiny]:" in proc.stdout
+    assert "recommendations:" in proc.stdout and "mlp[tiny], batch 16" in proc.stdout
     loaded = load_sweep(out)
     results: list[RunResult] = loaded.results
     by_key: dict[str, list[RunResult]] = {}

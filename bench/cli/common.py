@@ -51,6 +51,13 @@ def writable_dir(path: Path, flag: str = "--out") -> Path:
     return path
 
 
+def add_explain(p: argparse.ArgumentParser) -> None:
+    """``--explain``, on every command that prints answers."""
+    p.add_argument("--explain", action="store_true",
+                   help="after the answers' table, each answer in full: what was shown, "
+                        "against what, and what would settle it")
+
+
 def on_off(text: str) -> bool:
     """``on``/``off`` (or true/false, 1/0) as a bool; KeyError otherwise."""
     table = {"true": True, "on": True, "1": True, "false": False, "off": False, "0": False}

@@ -8,10 +8,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.cli.common import writable_dir
+from bench.cli.common import add_explain, writable_dir
 from bench.errors import UsageError
 from bench.exits import Exit
 from bench.results.store import SweepStore
+from reports.answers import recommendations_text
 from reports.files import Written, write
 from reports.report import SweepReport, build
 
@@ -24,20 +25,12 @@ def generate(sweep_dir: Path, out_dir: Path | None = None) -> tuple[SweepReport,
     return report, write(report, out_dir or SweepStore(sweep_dir).report_dir)
 
 
-def recommendations_text(report: SweepReport) -> str:
-    """One line per workload (and machine): what to use, for the terminal."""
-    lines = []
-    for mr in report.machines:
-        where = f" [{mr.machine.hardware}]" if len(report.machines) > 1 else ""
-        lines += [f"  {w.variant.label()}{where}: {w.short}" for w in mr.workloads]
-    return "recommendations:\n" + "\n".join(lines) if lines else "recommendations: none"
-
-
-def report_after_sweep(sweep_dir: Path) -> Written | None:
+def report_after_sweep(sweep_dir: Path, explain: bool = False) -> Written | None:
     """The report at the end of ``bench run``; any failure is printed, never raised.
 
-    A sweep's results are already stored when this runs, and its exit code says how
-    the runs went; a bug in the report must not turn either into a crash.
+    ``explain``: each answer's full sentence after the table. A sweep's results are
+    already stored when this runs, and its exit code says how the runs went; a bug in
+    the report must not turn either into a crash.
     """
     t0 = time.monotonic()
     try:
@@ -47,7 +40,7 @@ def report_after_sweep(sweep_dir: Path) -> Written | None:
               f"{type(exc).__name__}: {exc}. Results are intact; retry with "
               f"`python -m bench report {sweep_dir}`", file=sys.stderr)
         return None
-    print(f"\n{recommendations_text(report)}\nreport: {paths.html} (summary: "
+    print(f"\n{recommendations_text(report, explain)}\nreport: {paths.html} (summary: "
           f"{paths.markdown}, csv: {paths.csv}; {time.monotonic() - t0:.1f} s)")
     return paths
 
@@ -60,7 +53,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     out = writable_dir(args.out or SweepStore(args.sweep_dir).report_dir)  # before any work
     t0 = time.monotonic()
     report, paths = generate(args.sweep_dir, out)
-    print(recommendations_text(report))
+    print(recommendations_text(report, args.explain))
     print(f"report: {paths.html}\nsummary: {paths.markdown}\ncsv: {paths.csv}\n"
           f"({time.monotonic() - t0:.1f} s)")
     if args.print_markdown:
@@ -79,4 +72,5 @@ def add_parser(sub: Any) -> None:
                         "(default: SWEEP_DIR/report)")
     p.add_argument("--print-markdown", action="store_true", dest="print_markdown",
                    help="also print the Markdown summary after the file locations")
+    add_explain(p)
     p.set_defaults(func=cmd_report)

@@ -8,21 +8,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.adaptive.budget import DEFAULT_BUDGET_S
+from bench.adaptive.sweep import budgeted_sweep
 from bench.cli.ab import duration
-from bench.cli.budget import BUDGET_LOOKS, DEFAULT_BUDGET_S, print_answers, spend
-from bench.cli.common import add_matrix_args, specs_from_args, writable_dir
+from bench.cli.common import add_explain, add_matrix_args, specs_from_args, writable_dir
 from bench.cli.report import report_after_sweep
 from bench.cli.tensorboard_export import export_after_sweep
 from bench.errors import UsageError
 from bench.exits import Exit
 from bench.hardware import detect
 from bench.launch.evidence import OFF, Evidence, cost_line
-from bench.launch.groups import sweep_units
-from bench.launch.sweep import Replication, SweepOutcome, measured_line, run_sweep
+from bench.launch.sweep import Replication, measured_line, run_sweep
 from bench.results.store import SweepStore, load_sweep, new_sweep_dir
-from bench.spec import RunSpec
 from reports.results_table import LEGEND, format_table
-from reports.sequential import Looks
 
 # Two processes is the least that shows run-to-run noise, which on a shared machine is
 # larger than the noise between windows of one process.
@@ -45,7 +43,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         DEFAULT_BUDGET_S if args.preset == "default" else 0.0)
     t0 = time.monotonic()
     if budget:
-        outcome = _budgeted(specs, out, budget, t0, args, evidence)
+        outcome = budgeted_sweep(specs, out, budget_s=budget, started=t0,
+                                 interleave=args.interleave, evidence=evidence,
+                                 passes=replication if args.runs is not None else None,
+                                 explain=args.explain)
     else:
         extra = replication.passes - replication.runs
         print(f"each configuration in {replication.runs} separate process(es), alternating "
@@ -71,57 +72,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         return Exit.INTERRUPTED
     # The report never decides the exit code: a report failure is printed and the
     # sweep's results and status stand.
-    report_after_sweep(out)
+    report_after_sweep(out, args.explain)
     export_after_sweep(out)
     if outcome.problems:
         print(f"\n{len(outcome.problems)} configuration(s) failed, ran out of memory or timed "
               f"out; logs in {SweepStore(out).logs_dir}", file=sys.stderr)
         return Exit.RUNS_FAILED
     return Exit.OK
-
-
-def _budgeted(specs: list[RunSpec], out: Path, budget: float, t0: float,
-              args: argparse.Namespace, evidence: Evidence) -> SweepOutcome:
-    """A sweep on a budget: each answer's in-process configurations first, as one
-    process each, then provisional answers, then everything else once, then (with an
-    explicit --runs) the planned passes, then sessions where answers are open."""
-    print(f"budget {budget:.0f} s: provisional answers after each answer's first session, "
-          f"then more runs where answers are not settled while the budget allows")
-    units = sweep_units(specs) if args.interleave else [(s,) for s in specs]
-    shared = {s.key() for u in units if len(u) > 1 for s in u}
-    phases = [[s for s in specs if s.key() in shared], [s for s in specs if s.key() not in shared]]
-    outcome = SweepOutcome(out)
-    keys = {s.key() for s in specs}
-    for i, phase in enumerate(p for p in phases if p):
-        outcome = merge(outcome, run_sweep(phase, out, replication=Replication(runs=1),
-                                           interleave=args.interleave, evidence=evidence,
-                                           shared_from=1))
-        if outcome.interrupted:
-            return outcome
-        if i == 0:
-            mine = [r for r in load_sweep(out).results if r.key in keys]
-            # Read as the budget's looks are: at the interim alpha (reports.sequential).
-            print_answers(mine, out, f"\nprovisional answers ({time.monotonic() - t0:.0f} s; "
-                                     f"one session each"
-                                     + (", the multi-process configurations still to come"
-                                        if phases[0] and phases[1] else "") + "):",
-                          looks=Looks(default=BUDGET_LOOKS.interim))
-    if args.runs is not None:
-        outcome = merge(outcome, run_sweep(specs, out, replication=replication_from_args(args),
-                                           interleave=args.interleave, evidence=evidence,
-                                           shared_from=1))
-    if not outcome.interrupted:
-        for session in spend(specs, out, budget_s=budget, started=t0,
-                             interleave=args.interleave):
-            outcome = merge(outcome, session)
-    outcome.wall_s = time.monotonic() - t0
-    return outcome
-
-
-def merge(a: SweepOutcome, b: SweepOutcome) -> SweepOutcome:
-    """Two invocations of one sweep as one outcome."""
-    return SweepOutcome(a.sweep_dir, [*a.ran, *b.ran], b.skipped,
-                        a.interrupted or b.interrupted, a.wall_s + b.wall_s)
 
 
 def replication_from_args(args: argparse.Namespace) -> Replication:
@@ -171,4 +128,5 @@ def add_parser(sub: Any) -> None:
                         "answers are not settled while the budget allows; provisional "
                         "answers after the first pass (default 10m for --preset default, "
                         "else none; 0 turns it off)")
+    add_explain(p)
     p.set_defaults(func=cmd_run, needs_tensorflow=True)

@@ -29,8 +29,7 @@ from bench.launch.sweep import Replication, SweepOutcome, run_sweep
 from bench.results.schema import RunResult
 from bench.results.store import SweepStore, load_sweep
 from bench.spec import RunSpec
-from reports.recommend import Recommendation, answer_line, place_of
-from reports.report import build_from_results
+from reports.places import Place, places, places_text
 from reports.sequential import LookPlan, Looks, look_event
 
 DEFAULT_BUDGET_S = 600.0  # the default sweep on a 2-core machine
@@ -42,48 +41,38 @@ class OpenAnswer:
     """An answer that is not settled yet, and the configurations that would settle it."""
 
     where: str
-    line: str
     keys: tuple[str, ...]
-
-
-def answers(results: Sequence[RunResult], source: Path, looks: Looks | None = None
-            ) -> list[tuple[str, Recommendation]]:
-    """Every answer of ``results``: (where, recommendation), read at ``looks``."""
-    report = build_from_results(results, source, looks=looks)
-    return [(place_of(m.machine.machine_id, w.variant, rec.ranking), rec)
-            for m in report.machines for w in m.workloads for rec in w.recommendations]
 
 
 def open_answers(results: Sequence[RunResult], source: Path, looks: Looks | None = None
                  ) -> tuple[list[OpenAnswer], list[str]]:
     """The answers not settled yet (with the keys of the configurations to measure
     again: ``to_measure``), and where every answer is."""
-    found = answers(results, source, looks)
-    out = [OpenAnswer(where, answer_line(rec), to_measure(rec))
-           for where, rec in found if rec.best is not None and not rec.settled]
-    return out, [where for where, _ in found]
+    found = places(results, source, looks)
+    return ([OpenAnswer(p.where, to_measure(p)) for p in found if p.is_open],
+            [p.where for p in found])
 
 
-def to_measure(rec: Recommendation) -> tuple[str, ...]:
+def to_measure(place: Place) -> tuple[str, ...]:
     """What an open answer needs measured again: the configurations of its open
     comparisons (the answer, the fastest, those not settled against it), and with an
     in-process one among them every in-process configuration of the answer, so that
     its sessions hold the same arms (their noise is pooled session by session)."""
-    core = [c for c in (rec.best, rec.fastest, *rec.unsettled) if c is not None]
-    shared = [c for c in rec.ranking.ok_configs()
-              if shareable_reason(c.first.result.spec) is None]
-    if any(c in shared for c in core):
-        core += shared
-    return tuple(sorted({c.key for c in core}))
+    core = set(place.needs)
+    shared = {k for k, spec in place.measured.items() if shareable_reason(spec) is None}
+    if core & shared:
+        core |= shared
+    return tuple(sorted(core))
 
 
 def print_answers(results: Sequence[RunResult], source: Path, heading: str,
-                  echo: Callable[[str], None] = print, looks: Looks | None = None) -> None:
-    """Each answer on one line under ``heading``, settled or not (read at ``looks``)."""
+                  echo: Callable[[str], None] = print, looks: Looks | None = None,
+                  explain: bool = False) -> None:
+    """The answers' table under ``heading``, settled or not (read at ``looks``); with
+    ``explain``, each answer in full after it."""
     echo(heading)
-    for where, rec in answers(results, source, looks):
-        mark = "settled" if rec.settled else "open"
-        echo(f"  [{mark}] {where}: {answer_line(rec)}")
+    for line in places_text(places(results, source, looks), explain):
+        echo(line)
 
 
 def spend(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: float,

@@ -1,0 +1,65 @@
+"""A sweep on a budget, phase by phase: each answer's in-process configurations first,
+the provisional answers, everything else once, the planned passes, then the budget's
+sessions where answers are open (``bench.adaptive.budget.spend``)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from bench.adaptive.budget import BUDGET_LOOKS, print_answers, spend
+from bench.launch.evidence import Evidence
+from bench.launch.groups import sweep_units
+from bench.launch.sweep import Replication, SweepOutcome, run_sweep
+from bench.results.store import load_sweep
+from bench.spec import RunSpec
+from reports.sequential import Looks
+
+
+def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: float,
+                   interleave: bool, evidence: Evidence, passes: Replication | None = None,
+                   explain: bool = False, echo: Callable[[str], None] = print) -> SweepOutcome:
+    """Run ``specs`` into ``out`` within ``budget_s`` seconds from ``started``
+    (``time.monotonic``): each answer's in-process configurations first, as one process
+    each, then the provisional answers (with ``explain``, in full), then everything else
+    once, then ``passes`` (an explicit ``--runs``) of every configuration, then sessions
+    where answers are open. Returns the whole sweep's outcome."""
+    echo(f"budget {budget_s:.0f} s: provisional answers after each answer's first session, "
+         f"then more runs where answers are not settled while the budget allows")
+    units = sweep_units(specs) if interleave else [(s,) for s in specs]
+    shared = {s.key() for u in units if len(u) > 1 for s in u}
+    phases = [[s for s in specs if s.key() in shared], [s for s in specs if s.key() not in shared]]
+    outcome = SweepOutcome(out)
+    keys = {s.key() for s in specs}
+    for i, phase in enumerate(p for p in phases if p):
+        outcome = merge(outcome, run_sweep(phase, out, replication=Replication(runs=1),
+                                           interleave=interleave, evidence=evidence,
+                                           shared_from=1))
+        if outcome.interrupted:
+            return outcome
+        if i == 0:
+            mine = [r for r in load_sweep(out).results if r.key in keys]
+            # Read as the budget's looks are: at the interim alpha (reports.sequential).
+            print_answers(mine, out, f"\nprovisional answers ({time.monotonic() - started:.0f} "
+                                     f"s; one session each"
+                                     + (", the multi-process configurations still to come"
+                                        if phases[0] and phases[1] else "") + "):",
+                          echo=echo, looks=Looks(default=BUDGET_LOOKS.interim),
+                          explain=explain)
+    if passes is not None:
+        outcome = merge(outcome, run_sweep(specs, out, replication=passes,
+                                           interleave=interleave, evidence=evidence,
+                                           shared_from=1))
+    if not outcome.interrupted:
+        for session in spend(specs, out, budget_s=budget_s, started=started,
+                             interleave=interleave, echo=echo):
+            outcome = merge(outcome, session)
+    outcome.wall_s = time.monotonic() - started
+    return outcome
+
+
+def merge(a: SweepOutcome, b: SweepOutcome) -> SweepOutcome:
+    """Two invocations of one sweep as one outcome."""
+    return SweepOutcome(a.sweep_dir, [*a.ran, *b.ran], b.skipped,
+                        a.interrupted or b.interrupted, a.wall_s + b.wall_s)
