@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from bench.errors import SpecError
@@ -188,6 +189,36 @@ def test_parameters_are_read_from_the_functions_source(tmp_path: Path) -> None:
         RunSpec(workload=f"{where}:Net", strategy="default", params={"width": 1, "size": 1})
     with pytest.raises(SpecError, match="size must be default for a model of your own"):
         RunSpec(workload=f"{where}:build", strategy="default", size="tiny")
+
+
+def test_the_teacher_feeds_several_inputs_and_token_ids() -> None:
+    from workloads.synth import InputSpec, LabelSpec, make_pool
+
+    inputs = (InputSpec("tokens", (6,), "int32", 50), InputSpec("features", (5,)))
+    x, y = make_pool(inputs, LabelSpec("class_ids", 3), 64, seed=0)
+    assert set(x) == {"tokens", "features"} and x["tokens"].dtype == np.int32
+    assert x["tokens"].min() >= 0 and x["tokens"].max() < 50 and x["features"].shape == (64, 5)
+    assert y.shape == (64,) and set(np.unique(y)) == {0, 1, 2}  # every class occurs
+    again, y2 = make_pool(inputs, LabelSpec("class_ids", 3), 64, seed=0)
+    assert np.array_equal(again["tokens"], x["tokens"]) and np.array_equal(y, y2)
+    # Labels in each form a loss takes; an example's label does not depend on the pool.
+    one = (InputSpec("x", (4, 4, 3)),)
+    for kind, shape in (("one_hot", (32, 3)), ("binary", (32, 3)), ("real", (32, 3))):
+        _, labels = make_pool(one, LabelSpec(kind, 3), 32, seed=1)
+        assert labels.shape == shape and labels.dtype == np.float32
+    _, small = make_pool(one, LabelSpec("class_ids", 3), 8, seed=1)
+    _, large = make_pool(one, LabelSpec("class_ids", 3), 32, seed=1)
+    assert np.array_equal(small, large[:8])
+
+
+def test_einsum_flops_follow_the_batch_matmul_rule() -> None:
+    from bench.child.flops import _einsum_flops
+
+    assert _einsum_flops("abc,cd->abd", [(2, 3, 4), (4, 5)]) == 2 * 2 * 3 * 4 * 5
+    assert _einsum_flops("...ij,jk->...ik", [(2, 3, 4, 5), (5, 6)]) == 2 * 2 * 3 * 4 * 5 * 6
+    assert _einsum_flops("aecd,abcd->acbe", [(2, 7, 4, 8), (2, 9, 4, 8)]) \
+        == 2 * 2 * 7 * 4 * 8 * 9  # attention scores: d summed over
+    assert _einsum_flops("ab,ab->ab", [(3, 4), (3, 4)]) == 12  # nothing summed: products
 
 
 # The bad inputs the parent finds, each through the command line: exit 2, the value named,

@@ -122,23 +122,35 @@ def matrix_flops(by_type: dict[str, float]) -> float:
     return sum(v for k, v in by_type.items() if k in MATRIX_OPS)
 
 
-def traced_step_flops(tf: Any, model: Any, inputs: Any, batch: int
+def traced_step_flops(tf: Any, model: Any, inputs: Any, batch: int, labels: Any = None,
+                      loss: Callable[[Any, Any], Any] | None = None
                       ) -> tuple[dict[str, float], dict[str, float]]:
     """``(forward, training step)`` FLOPs per op type of ``model`` at ``batch``
-    examples, ``inputs`` its InputSpecs (workloads.synth). The loss is the mean output:
-    whatever the real loss, the backward pass through the model is the same ops."""
+    examples, ``inputs`` its InputSpecs and ``labels`` its LabelSpec (workloads.synth),
+    ``loss`` the per-example loss (the task's). Without labels (a model fed by its own
+    dataset_fn) the loss is the mean output: the backward pass through the model is
+    the same ops, but a gradient of unknown shape leaves a matmul uncounted (the MLP's
+    logits layer: 0.3% of its step)."""
     specs = [tf.TensorSpec((batch, *s.shape), s.dtype) for s in inputs]
+    if labels is not None and loss is not None:
+        shape = (batch,) if labels.kind == "class_ids" else (batch, labels.width)
+        specs.append(tf.TensorSpec(shape, "int32" if labels.kind == "class_ids" else "float32"))
+    scored = len(specs) > len(inputs)
 
     def feed(xs: tuple[Any, ...]) -> Any:
         return xs[0] if len(xs) == 1 else {s.name: x for s, x in zip(inputs, xs, strict=True)}
 
-    def forward(*xs: Any) -> Any:
-        return tf.reduce_mean(tf.cast(model(feed(xs), training=True), tf.float32))
+    def forward(*args: Any) -> Any:
+        xs = args[:len(inputs)]
+        out = model(feed(xs), training=True)
+        if scored and loss is not None:
+            return tf.reduce_mean(loss(args[-1], out))
+        return tf.reduce_mean(tf.cast(out, tf.float32))
 
-    def step(*xs: Any) -> Any:
+    def step(*args: Any) -> Any:
         with tf.GradientTape() as tape:
-            loss = forward(*xs)
-        return tape.gradient(loss, model.trainable_variables)
+            value = forward(*args)
+        return tape.gradient(value, model.trainable_variables)
 
     return graph_flops(tf, forward, *specs), graph_flops(tf, step, *specs)
 
@@ -153,7 +165,8 @@ def task_stats(tf: Any, task: Any, spec: RunSpec,
     if task.flops == "graph":
         batch = spec.per_replica_batch
         try:
-            fwd, train = traced_step_flops(tf, task.model, task.inputs, batch)
+            fwd, train = traced_step_flops(tf, task.model, task.inputs, batch, task.labels,
+                                           task.per_example_loss)
             stats = dataclasses.replace(
                 stats, forward_flops_per_example=matrix_flops(fwd) / batch,
                 train_flops_per_example=matrix_flops(train) / batch,
