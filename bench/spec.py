@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -13,7 +14,7 @@ from typing import Any, Literal
 
 from bench.errors import SpecError
 from bench.strategies import STRATEGIES
-from workloads import WORKLOADS
+from workloads import UserWorkload, find_workload
 
 BATCH_MODES = ("global", "per_replica")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
@@ -197,8 +198,22 @@ def label_tokens(holder: Any, among: Iterable[SpecField]) -> list[str]:
 
 
 def workload_label(workload: str, size: str) -> str:
-    """``mlp``, or ``mlp[tiny]`` for a variant other than the default."""
+    """``mlp``, or ``mlp[tiny]`` for a variant other than the default; a model of the
+    user's own without its file's directories (``two_input.py:build``)."""
+    from workloads.user import looks_like_user_model, parse_ref
+
+    if looks_like_user_model(workload):
+        with contextlib.suppress(SpecError):
+            workload = parse_ref(workload).display
     return workload if size == "default" else f"{workload}[{size}]"
+
+
+def workload_slug(workload: str) -> str:
+    """The workload's name in result keys (filename-safe): a built-in name, or a user
+    model's file stem and function (``two_input.build``)."""
+    from workloads.user import looks_like_user_model, parse_ref
+
+    return parse_ref(workload).slug if looks_like_user_model(workload) else workload
 
 
 def strategy_label(spec: RunSpec) -> str:
@@ -221,7 +236,8 @@ class RunSpec:
     matrix axes are derived from it.
     """
 
-    workload: str = spec_field(help="{choices}")
+    workload: str = spec_field(help="{choices}, or a model of your own: package.module:"
+                                    "function, path/to/file.py:function, model.keras")
     strategy: str = spec_field(help="{choices}", variant=False)
     devices: int = spec_field(1, help="device counts, e.g. 1,2,4", variant=False)
     batch: int = spec_field(64, help="batch sizes (see --batch-mode)", hparam=False,
@@ -231,6 +247,11 @@ class RunSpec:
     # Shown apart (the reports' variant keeps them as JSON, HParams as param.<name>).
     params: Mapping[str, Any] = spec_field(default_factory=dict, cli=None, hparam=False,
                                            variant=False)
+    # A user's model: sha256 of the file that defines it (the .py file, the module's
+    # source or the .keras file), set when the spec is made (bench.spec.RunSpec
+    # __post_init__), so that two versions of a model are never compared as one: it is
+    # part of the key and of the reports' variant. Empty for the built-in workloads.
+    workload_digest: str = spec_field("", cli=None, label="code={:.8}")
     cross_device_ops: str = spec_field(
         "default", help="mirrored all-reduce: default, hierarchical_copy, "
                         "reduction_to_one_device, nccl",
@@ -307,8 +328,13 @@ class RunSpec:
                             label="keras{}")
 
     def __post_init__(self) -> None:
-        workload = WORKLOADS.get(self.workload)
+        workload = find_workload(self.workload)
         strategy = STRATEGIES.get(self.strategy)
+        if isinstance(workload, UserWorkload):
+            self._bind_user_model(workload)
+        elif self.workload_digest:
+            raise _fail("workload_digest", self.workload_digest,
+                        f"is only for a model of your own, not the built-in {self.workload}")
         for name in ("devices", "batch", "grad_accum", "steps_per_call", "min_steps",
                      "max_steps", "repeats", "workers_per_device"):
             _positive_int(name, getattr(self, name))
@@ -362,6 +388,20 @@ class RunSpec:
                 f"{self.replicas * max(1, self.batch // self.replicas)} or batch_mode=per_replica",
             )
 
+    def _bind_user_model(self, workload: Any) -> None:
+        """A fresh spec of a user's model (no digest yet) finds its file, checks the
+        parameters against the function's and records the file's digest, with a file's
+        path made absolute (the child may start elsewhere). A spec loaded from a stored
+        result has its digest and is left alone: its file may be gone."""
+        if self.workload_digest:
+            return
+        from workloads.user import bind
+
+        workload.resolve(self.size, self.params)  # one size: refuse tiny before the files
+        bound = bind(workload.ref, self.params)
+        object.__setattr__(self, "workload", bound.text)
+        object.__setattr__(self, "workload_digest", bound.digest)
+
     # -- derived -------------------------------------------------------------
     @property
     def replicas(self) -> int:
@@ -381,7 +421,8 @@ class RunSpec:
         return self.global_batch * self.grad_accum
 
     def workload_params(self) -> dict[str, Any]:
-        return WORKLOADS.get(self.workload).resolve(self.size, self.params)
+        """The built-in workload's resolved parameters, or a user model's keyword arguments."""
+        return find_workload(self.workload).resolve(self.size, self.params)
 
     # -- identity and serialisation -----------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -400,6 +441,9 @@ class RunSpec:
 
     def replace(self, **changes: Any) -> RunSpec:
         d = self.to_dict()
+        if changes.get("workload", self.workload) != self.workload \
+                and "workload_digest" not in changes:
+            d["workload_digest"] = ""  # another model: its own file's digest
         d.update(changes)
         return type(self).from_dict(d)
 
@@ -430,7 +474,8 @@ class RunSpec:
         # that every key written before they existed stays the same.
         lane = ("" if self.loop == "custom" else f".{self.loop}") + \
             ("" if self.keras == 3 else f".keras{self.keras}")
-        return (f"{mode}{self.workload}-{self.size}.{self.strategy}{cdo}.n{self.devices}"
+        return (f"{mode}{workload_slug(self.workload)}-{self.size}.{self.strategy}{cdo}"
+                f".n{self.devices}"
                 f".b{self.global_batch}.{self.precision}{lane}.{digest}")
 
 

@@ -20,7 +20,7 @@ def test_registries_hold_the_product_axes() -> None:
     assert STRATEGIES.names() == ["default", "one_device", "mirrored", "central_storage",
                                   "multi_worker_mirrored", "parameter_server", "independent",
                                   "tpu"]
-    assert WORKLOADS.names() == ["mlp", "cnn", "resnet50"]
+    assert WORKLOADS.names() == ["mlp", "cnn", "resnet50", "transformer"]
 
 
 def test_registry_rejects_duplicates_and_lists_names() -> None:

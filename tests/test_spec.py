@@ -24,8 +24,9 @@ def test_bad_field_names_field_and_value(field: str, value: object) -> None:
 
 
 def test_unknown_names_list_valid_ones() -> None:
-    with pytest.raises(UnknownNameError, match="valid: mlp, cnn, resnet50"):
-        tiny_spec(workload="transformer")
+    with pytest.raises(UnknownNameError, match="valid: mlp, cnn, resnet50, transformer, or "
+                                               "a model of your own: package.module:function"):
+        tiny_spec(workload="bert")
     with pytest.raises(UnknownNameError, match="valid: default, one_device, mirrored"):
         tiny_spec(strategy="horovod")
 

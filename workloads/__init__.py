@@ -1,10 +1,14 @@
-"""Workload registry: MLP, CNN and ResNet50, each with a default and a tiny variant."""
+"""Workload registry: MLP, CNN, ResNet50 and a Transformer encoder, each with a default
+and a tiny variant; and ``find_workload``, which also reads a model of the user's own
+(``module:function``, ``file.py:function``, ``model.keras``: workloads.user)."""
 
 from __future__ import annotations
 
+from bench.errors import UnknownNameError
 from bench.registry import Registry
 from workloads.base import Workload
-from workloads.models import build_cnn, build_mlp, build_resnet50
+from workloads.models import build_cnn, build_mlp, build_resnet50, build_transformer
+from workloads.user import SPELLINGS, UserWorkload, looks_like_user_model, parse_ref
 
 WORKLOADS: Registry[Workload] = Registry("workload")
 
@@ -41,5 +45,33 @@ WORKLOADS.register("resnet50", Workload(
     check=lambda p: None if p["image_size"] >= 32 else "image_size must be >= 32 for ResNet50",
     cost_hint=4.0,
 ))
+WORKLOADS.register("transformer", Workload(
+    name="transformer",
+    description=("Transformer encoder, token and position embeddings, sequence "
+                 "classification (default: BERT-mini's 4 layers of width 256, 4 heads, "
+                 "feed-forward 1024, vocabulary 30522, 128 tokens)"),
+    defaults={"vocab": 30522, "seq_len": 128, "width": 256, "heads": 4, "layers": 4,
+              "ffn": 1024, "classes": 2},
+    tiny={"vocab": 64, "seq_len": 8, "width": 16, "heads": 2, "layers": 1, "ffn": 32,
+          "classes": 4},
+    build=build_transformer,
+    input_shape=lambda p: (p["seq_len"],),
+    vocab=lambda p: p["vocab"],
+    check=lambda p: None if p["width"] % p["heads"] == 0 else "width must be a multiple of heads",
+    flops="graph",
+    cost_hint=3.0,
+))
 
-__all__ = ["WORKLOADS", "Workload"]
+
+def find_workload(text: str) -> Workload | UserWorkload:
+    """The workload ``text`` names: a built-in name, or a model of the user's own by its
+    spelling (checked for form only: nothing is read). UnknownNameError lists both."""
+    if text in WORKLOADS:
+        return WORKLOADS.get(text)
+    if looks_like_user_model(text):
+        return UserWorkload(parse_ref(text))
+    raise UnknownNameError(f"unknown workload {text!r}; valid: {', '.join(WORKLOADS.names())}, "
+                           f"or a model of your own: {SPELLINGS}. Received: {text!r}")
+
+
+__all__ = ["WORKLOADS", "UserWorkload", "Workload", "find_workload"]

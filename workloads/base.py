@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 
 from bench.errors import SpecError
+from workloads.synth import InputSpec, LabelSpec
+from workloads.synth import make_pool as synth_pool
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,13 @@ class Workload:
     # Rough wall time of one configuration relative to the MLP's; only used to
     # estimate the time left in a sweep before this workload has run once.
     cost_hint: float = 1.0
+    # Token inputs: the vocabulary (ids in [0, vocab)); None: float inputs. A token
+    # workload's pool comes from the general teacher (workloads.synth).
+    vocab: Callable[[Mapping[str, Any]], int] | None = None
+    # How the child counts its FLOPs: "analytic" (workloads.flops, Dense and
+    # convolution layers) or "graph" (TensorFlow's op statistics of the traced step,
+    # bench.child.flops: attention's einsums are no Dense layer).
+    flops: str = "analytic"
 
     def resolve(self, size: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
         """Parameters for a variant with overrides applied; unknown keys are errors."""
@@ -64,6 +73,13 @@ class Workload:
     def num_classes(self, params: Mapping[str, Any]) -> int:
         return int(params["classes"])
 
+    def input_specs(self, params: Mapping[str, Any]) -> tuple[InputSpec, ...]:
+        """The model's one input, as the general teacher describes inputs."""
+        shape = tuple(self.input_shape(params))
+        if self.vocab is not None:
+            return (InputSpec("tokens", shape, "int32", self.vocab(params)),)
+        return (InputSpec("x", shape),)
+
     def make_pool(self, params: Mapping[str, Any], examples: int,
                   seed: int) -> tuple[np.ndarray, np.ndarray]:
         """``examples`` synthetic examples with labels from a fixed random teacher.
@@ -72,7 +88,11 @@ class Workload:
         linear map of the, possibly pooled, inputs), so the task is learnable and
         the loss after training is lower than at the start. Generated once per
         run on the host, then placed on the devices (see bench.data).
+        Token workloads label with the general teacher (workloads.synth).
         """
+        if self.vocab is not None:
+            return synth_pool(self.input_specs(params),
+                              LabelSpec("class_ids", self.num_classes(params)), examples, seed)
         rng = np.random.default_rng(seed)
         shape = self.input_shape(params)
         x = rng.standard_normal((examples, *shape), dtype=np.float32)

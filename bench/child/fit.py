@@ -2,9 +2,10 @@
 
 Most users train with ``fit``; this mode gives the number for that code. The work is
 the custom loop's (bench.child.trainer): the same model and optimizer from
-``build_model`` (seed, precision policy, loss scaling), the same loss (sparse
-categorical cross-entropy on float32 logits, averaged over the global batch), the
-same examples in the same order (global batch j of the same synthetic pool, each
+``build_task`` (seed, precision policy, loss scaling), the same loss (the task's:
+sparse categorical cross-entropy on float32 logits for the built-in workloads, a
+user's model's own compile() loss or the harness default, averaged over the global
+batch), the same examples in the same order (global batch j of the same synthetic pool, each
 replica and input pipeline taking its shard with ``shard_rows``), so loss parity
 with the custom loop can be tested. XLA is pinned from the spec (``jit_compile`` is
 ``spec.xla``: Keras 3 would otherwise compile outside a strategy scope and not inside
@@ -43,12 +44,13 @@ from typing import Any
 import numpy as np
 
 from bench.child.devices import DeviceSetup
+from bench.child.flops import task_stats
 from bench.child.keras_lane import variable_handle
 from bench.child.memory import DeviceMemory, host_peak_rss_bytes, reset_host_peak
 from bench.child.probes.profile import Annotate
+from bench.child.task import build_task, check_data
 from bench.child.trainer import (
     Trainer,
-    build_model,
     pool_batches,
     replica_divergence,
     shard_rows,
@@ -61,8 +63,8 @@ from bench.registry import Registry
 from bench.results.samples import step_time_stats
 from bench.results.schema import Figures, Startup, Warmup, Window
 from bench.spec import RunSpec
-from workloads import WORKLOADS
-from workloads.flops import ModelStats, model_stats
+from workloads.flops import ModelStats
+from workloads.synth import input_bytes, map_inputs
 
 # Upper bound on the steps of one ``fit`` call: the callback stops it after the last
 # window; reaching the bound means the windows never ended (a bug, raised).
@@ -277,7 +279,6 @@ class FitTrainer:
     """
 
     def __init__(self, spec: RunSpec, strategy: Any, devices: DeviceSetup) -> None:
-        import keras
         import tensorflow as tf
 
         self.tf, self.spec, self.strategy, self.devices = tf, spec, strategy, devices
@@ -286,22 +287,26 @@ class FitTrainer:
         if self.replicas != spec.replicas:
             raise RuntimeError(f"strategy made {self.replicas} replicas, spec expects "
                                f"{spec.replicas}")
-        self.model, self.optimizer = build_model(spec, strategy)
-        self.stats: ModelStats = model_stats(self.model)
+        self.task = build_task(spec, strategy)
+        check_data(self.task, spec)
+        self.model, self.optimizer = self.task.model, self.task.optimizer
+        self.stats: ModelStats = task_stats(tf, self.task, spec)
         self.variables = self.model.trainable_variables
         self._probe = variable_handle(
             min(self.variables, key=lambda v: int(np.prod(v.shape))))
         with strategy.scope():
-            self.model.compile(
-                optimizer=self.optimizer,
-                loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                jit_compile=spec.xla, steps_per_execution=spec.steps_per_call)
+            self.model.compile(optimizer=self.optimizer, loss=self.task.keras_loss,
+                               jit_compile=spec.xla, steps_per_execution=spec.steps_per_call)
 
-        workload, params = WORKLOADS.get(spec.workload), spec.workload_params()
         g, b = spec.global_batch, spec.per_replica_batch
-        x1, _ = workload.make_pool(params, 1, spec.seed)
-        self.pool = pool_batches(x1.nbytes * g)
-        x, y = workload.make_pool(params, self.pool * g, spec.seed)
+        user = self.task.dataset_fn if spec.data == "tfdata" else None
+        if user is not None:  # the user's own pipeline
+            self.pool = 1
+            self.dataset = strategy.distribute_datasets_from_function(lambda ctx: user(ctx, b))
+            return
+        x1, _ = self.task.make_pool(1, spec.seed)
+        self.pool = pool_batches(input_bytes(x1) * g)
+        x, y = self.task.make_pool(self.pool * g, spec.seed)
 
         def pipeline(ctx: Any) -> Any:
             # The custom loop's pipeline (Trainer): shard w of every global batch for
@@ -312,8 +317,9 @@ class FitTrainer:
                 ds = tf.data.Dataset.from_tensor_slices(tuple(rows))
                 ds = ds.repeat().batch(b, drop_remainder=True)
             else:  # whole batches as elements: nothing to assemble per step
-                ds = tf.data.Dataset.from_tensor_slices(
-                    tuple(a.reshape(-1, b, *a.shape[1:]) for a in rows)).repeat()
+                ds = tf.data.Dataset.from_tensor_slices(tuple(
+                    map_inputs(lambda a: a.reshape(-1, b, *a.shape[1:]), r)
+                    for r in rows)).repeat()
             return ds.prefetch(tf.data.AUTOTUNE)
 
         self.dataset = strategy.distribute_datasets_from_function(pipeline)

@@ -26,14 +26,16 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.child.build import build as build_strategy
-from bench.child.trainer import build_model, make_apply, pool_batches
+from bench.child.flops import task_stats
+from bench.child.task import TrainingTask, build_task, check_data
+from bench.child.trainer import make_apply, pool_batches
 from bench.child.windows import Loop, NoDeviceMemory, Rules, measure
 from bench.errors import Unsupported
 from bench.results.payload import TaskReport
 from bench.spec import RunSpec
 from bench.strategies import STRATEGIES
-from workloads import WORKLOADS
-from workloads.flops import model_stats
+from workloads import Workload, find_workload
+from workloads.synth import input_bytes
 
 STEPS_PER_CHUNK_PER_WORKER = 4
 
@@ -55,8 +57,36 @@ def check_data_source(spec: RunSpec, gpus: int) -> None:
 
 def pool_size(spec: RunSpec) -> int:
     """Batches in a worker's pool: as many as the in-process trainer holds."""
-    shape = WORKLOADS.get(spec.workload).input_shape(spec.workload_params())
+    workload = find_workload(spec.workload)
+    assert isinstance(workload, Workload)
+    shape = workload.input_shape(spec.workload_params())
     return pool_batches(4 * math.prod(shape) * spec.per_replica_batch)  # float32 inputs
+
+
+def task_dataset_fn(spec: RunSpec, task: TrainingTask) -> Callable[..., Any]:
+    """Each worker's input pipeline for a model of the user's own or a token workload:
+    its own ``dataset_fn`` under ``data=tfdata`` (per worker, through the strategy), else
+    the teacher's pool (workloads.synth), made here on the coordinator and sent inside
+    the traced pipeline as constants. The pool's byte budget (pool_batches: 256 MiB)
+    keeps that under protobuf's 2 GB limit, which the built-in image workloads, whose
+    pools are generated on the workers, would pass at 224x224 and large batches."""
+    import tensorflow as tf
+
+    b = spec.per_replica_batch
+    if spec.data == "tfdata" and task.dataset_fn is not None:
+        user = task.dataset_fn
+        return lambda ctx: user(ctx, b)
+    x1, _ = task.make_pool(1, spec.seed)
+    pool = pool_batches(input_bytes(x1) * b)
+    x, y = task.make_pool(pool * b, spec.seed)
+
+    def dataset_fn() -> Any:
+        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        if spec.data == "synthetic":  # pre-built batches, handed out in turn
+            return ds.batch(b, drop_remainder=True).cache().repeat()
+        return ds.repeat().batch(b, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+    return dataset_fn
 
 
 def worker_dataset_fn(spec: RunSpec) -> Callable[[], Any]:
@@ -74,7 +104,8 @@ def worker_dataset_fn(spec: RunSpec) -> Callable[[], Any]:
     """
     import tensorflow as tf
 
-    workload = WORKLOADS.get(spec.workload)
+    workload = find_workload(spec.workload)
+    assert isinstance(workload, Workload)
     params = spec.workload_params()
     shape = tuple(workload.input_shape(params))
     classes = workload.num_classes(params)
@@ -131,10 +162,18 @@ def run_coordinator(spec: RunSpec, launch_ts: float, mark_ready: Callable[[], No
     # (theirs on one machine), whatever this process's CUDA_VISIBLE_DEVICES hides.
     gpu = GpuRun()
     gpu.begin()
-    model, opt = build_model(spec, strategy)
-    apply = make_apply(spec, model, opt)
-    stats = model_stats(model)
-    iterator = iter(coordinator.create_per_worker_dataset(worker_dataset_fn(spec)))
+    task = build_task(spec, strategy)
+    check_data(task, spec)
+    apply = make_apply(spec, task)
+    stats = task_stats(tf, task, spec, progress=log)
+    workload = find_workload(spec.workload)
+    if isinstance(workload, Workload) and workload.vocab is None:
+        dataset_fn = worker_dataset_fn(spec)  # generated on the workers (see there)
+    else:
+        made = task_dataset_fn(spec, task)
+        dataset_fn = made if not (spec.data == "tfdata" and task.dataset_fn) else \
+            strategy.distribute_datasets_from_function(made)
+    iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
 
     @tf.function
     def step(it: Any) -> Any:

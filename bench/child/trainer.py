@@ -18,14 +18,15 @@ from typing import Any
 import numpy as np
 
 from bench.child.devices import DeviceSetup
+from bench.child.flops import task_stats
 from bench.child.keras_lane import variable_handle
 from bench.child.memory import DeviceMemory
 from bench.child.probes.profile import Annotate, call_steps
+from bench.child.task import TrainingTask, build_task, check_data
 from bench.child.windows import Loop, Rules, measure
 from bench.results.schema import Figures
 from bench.spec import RunSpec
-from workloads import WORKLOADS
-from workloads.flops import model_stats
+from workloads.synth import first_input, input_bytes, map_inputs
 
 POOL_BYTES_BUDGET = 256 * 2**20  # host/device bytes for the synthetic pool
 MAX_POOL_BATCHES = 8
@@ -36,14 +37,17 @@ def pool_batches(global_batch_bytes: int) -> int:
     return max(1, min(MAX_POOL_BATCHES, POOL_BYTES_BUDGET // max(1, global_batch_bytes)))
 
 
-def shard_rows(a: np.ndarray, pool: int, shards: int, index: int) -> np.ndarray:
+def shard_rows(a: Any, pool: int, shards: int, index: int) -> Any:
     """Rows of shard ``index`` (of ``shards`` equal parts) of every global batch.
 
     ``a`` holds ``pool`` global batches in order. Input pipeline w of W (one per
     worker process) gets shard w of each global batch, replica r of R gets shard r;
     concatenating the shards of batch j gives back global batch j whatever the
-    topology, which is what makes loss parity across strategies testable.
+    topology, which is what makes loss parity across strategies testable. ``a`` may be
+    a dict of such arrays (a model's several inputs).
     """
+    if isinstance(a, dict):  # several inputs: every one sharded alike
+        return {k: shard_rows(v, pool, shards, index) for k, v in a.items()}
     per = a.shape[0] // (pool * shards)
     return a.reshape(pool, shards, per, *a.shape[1:])[:, index].reshape(pool * per,
                                                                          *a.shape[1:])
@@ -51,18 +55,19 @@ def shard_rows(a: np.ndarray, pool: int, shards: int, index: int) -> np.ndarray:
 
 def build_model(spec: RunSpec, strategy: Any) -> tuple[Any, Any]:
     """Model and optimizer (slots created) under ``strategy``, seeded by ``spec.seed``."""
-    import keras
+    task = build_task(spec, strategy)
+    return task.model, task.optimizer
 
-    keras.mixed_precision.set_global_policy(spec.precision)
-    keras.utils.set_random_seed(spec.seed)  # same initial weights across strategies
-    with strategy.scope():
-        model = WORKLOADS.get(spec.workload).build(spec.workload_params())
-        opt: Any = (keras.optimizers.SGD(spec.learning_rate, momentum=0.9)
-                    if spec.optimizer == "sgd" else keras.optimizers.Adam(spec.learning_rate))
-        if spec.precision == "mixed_float16":
-            opt = keras.optimizers.LossScaleOptimizer(opt)
-        opt.build(model.trainable_variables)  # slots now, not inside tf.function
-    return model, opt
+
+def _accumulate(a: Any, g: Any) -> Any:
+    """Two micro-batches' gradients of one variable added; an embedding's sparse ones
+    (IndexedSlices, which have no ``+``) stay sparse: their rows are concatenated."""
+    import tensorflow as tf
+
+    if isinstance(a, tf.IndexedSlices) and isinstance(g, tf.IndexedSlices):
+        return tf.IndexedSlices(tf.concat([a.values, g.values], 0),
+                                tf.concat([a.indices, g.indices], 0), a.dense_shape)
+    return tf.convert_to_tensor(a) + tf.convert_to_tensor(g)
 
 
 def weights_checksum(strategy: Any, variables: list[Any]) -> float:
@@ -82,7 +87,7 @@ def replica_divergence(strategy: Any, variables: list[Any]) -> float:
     return worst
 
 
-def make_apply(spec: RunSpec, model: Any, opt: Any) -> Callable[[list[tuple[Any, Any]]], Any]:
+def make_apply(spec: RunSpec, task: TrainingTask) -> Callable[[list[tuple[Any, Any]]], Any]:
     """The per-replica step: gradients over micro-batches, then one optimizer update.
 
     Returns a function of the micro-batches (``grad_accum`` (x, y) pairs) that
@@ -90,15 +95,14 @@ def make_apply(spec: RunSpec, model: Any, opt: Any) -> Callable[[list[tuple[Any,
     """
     import tensorflow as tf
 
+    model, opt, loss_of = task.model, task.optimizer, task.per_example_loss
     variables = model.trainable_variables
     scale = spec.precision == "mixed_float16"
     denom = spec.global_batch * spec.grad_accum
 
     def grads_of(x: Any, y: Any) -> tuple[Any, list[Any]]:
         with tf.GradientTape() as tape:
-            logits = tf.cast(model(x, training=True), tf.float32)
-            per_example = tf.keras.losses.sparse_categorical_crossentropy(
-                y, logits, from_logits=True)
+            per_example = loss_of(y, model(x, training=True))
             loss = tf.nn.compute_average_loss(per_example, global_batch_size=denom)
             target = opt.scale_loss(loss) if scale else loss
         return loss, tape.gradient(target, variables)
@@ -112,7 +116,8 @@ def make_apply(spec: RunSpec, model: Any, opt: Any) -> Callable[[list[tuple[Any,
         for x, y in micro_batches:
             loss, grads = grads_of(x, y)
             total = loss if total is None else total + loss
-            acc = list(grads) if not acc else [a + g for a, g in zip(acc, grads, strict=True)]
+            acc = list(grads) if not acc else [_accumulate(a, g)
+                                               for a, g in zip(acc, grads, strict=True)]
         opt.apply_gradients(zip(acc, variables, strict=True))
         return total
 
@@ -138,10 +143,10 @@ class Trainer:
         if self.replicas != spec.replicas:
             raise RuntimeError(f"strategy made {self.replicas} replicas, spec expects "
                                f"{spec.replicas}")
-        workload = WORKLOADS.get(spec.workload)
-        params = spec.workload_params()
-        self.model, self.optimizer = build_model(spec, strategy)
-        self.stats = model_stats(self.model)
+        self.task = build_task(spec, strategy)
+        check_data(self.task, spec)
+        self.model, self.optimizer = self.task.model, self.task.optimizer
+        self.stats = task_stats(tf, self.task, spec, progress=lambda _: None)
         self.variables = self.model.trainable_variables
         # Smallest variable: reading every replica's copy of it forces every device
         # to finish its queued updates (the window synchronisation).
@@ -149,9 +154,14 @@ class Trainer:
             min(self.variables, key=lambda v: int(np.prod(v.shape))))
 
         g, n = spec.global_batch, self.replicas
-        x1, _ = workload.make_pool(params, 1, spec.seed)
-        self.pool = pool_batches(x1.nbytes * g)
-        x, y = workload.make_pool(params, self.pool * g, spec.seed)
+        user_pipeline = spec.data == "tfdata" and self.task.dataset_fn is not None
+        if user_pipeline:  # the user's own: no pool is made
+            self.pool = 1
+            x = y = np.zeros((0,))
+        else:
+            x1, _ = self.task.make_pool(1, spec.seed)
+            self.pool = pool_batches(input_bytes(x1) * g)
+            x, y = self.task.make_pool(self.pool * g, spec.seed)
         # Three ways to feed the step, all with the same examples in global batch j:
         #  - steps_per_call == 1: P per-replica batches placed on the devices once and
         #    picked in Python, so the compiled step is exactly a hand-written one;
@@ -188,7 +198,12 @@ class Trainer:
             with tf.device(local_devices[ctx.replica_id_in_sync_group % len(local_devices)]):
                 return make()
 
-        if spec.data == "tfdata":
+        if user_pipeline:
+            user = self.task.dataset_fn
+            assert user is not None
+            self._args = (iter(strategy.distribute_datasets_from_function(
+                lambda ctx: user(ctx, b))),)
+        elif spec.data == "tfdata":
             def pipeline(ctx: Any) -> Any:
                 rows = [shard_rows(a, self.pool, ctx.num_input_pipelines,
                                    ctx.input_pipeline_id) for a in (x, y)]
@@ -201,7 +216,8 @@ class Trainer:
                 def rows(ctx: Any) -> tuple[Any, Any]:
                     px, py = replica_rows(ctx)
                     return on_replica_device(ctx, lambda: (
-                        tf.constant(px[j * b:(j + 1) * b]), tf.constant(py[j * b:(j + 1) * b])))
+                        map_inputs(lambda a: tf.constant(a[j * b:(j + 1) * b]), px),
+                        tf.constant(py[j * b:(j + 1) * b])))
                 return self._on_device(
                     strategy.experimental_distribute_values_from_function(rows), devices)
 
@@ -214,7 +230,8 @@ class Trainer:
         else:
             def replica_pool(ctx: Any) -> tuple[Any, Any]:
                 px, py = replica_rows(ctx)
-                return on_replica_device(ctx, lambda: (tf.constant(px), tf.constant(py)))
+                return on_replica_device(ctx, lambda: (map_inputs(tf.constant, px),
+                                                        tf.constant(py)))
 
             pool_xy = strategy.experimental_distribute_values_from_function(replica_pool)
             self._args = self._on_device(pool_xy, devices)
@@ -225,17 +242,17 @@ class Trainer:
     def _on_device(self, xy: Any, devices: DeviceSetup) -> tuple[Any, Any]:
         """Single-replica strategies hand back host tensors: pin them to the device."""
         x, y = xy
-        if hasattr(x, "values"):  # PerReplica: already placed by the strategy
+        if hasattr(first_input(x), "values"):  # PerReplica: already placed by the strategy
             return x, y
         with self.tf.device(devices.names[0]):
-            return self.tf.identity(x), self.tf.identity(y)
+            return map_inputs(self.tf.identity, x), self.tf.identity(y)
 
     # -- graph construction -------------------------------------------------------
     def _make_train_fn(self) -> Callable[..., Any]:
         tf, spec, strategy = self.tf, self.spec, self.strategy
         accum, k = spec.grad_accum, spec.steps_per_call
         b, pool = spec.per_replica_batch, self.pool
-        apply = make_apply(spec, self.model, self.optimizer)
+        apply = make_apply(spec, self.task)
 
         if spec.data == "tfdata":
             def one_step(args: tuple[Any, ...], step: Any) -> Any:
@@ -253,7 +270,9 @@ class Trainer:
                 micro = []
                 for a in range(accum):
                     j = tf.math.floormod(step * accum + a, pool) * b
-                    micro.append((px[j:j + b], py[j:j + b]))
+                    def rows(t: Any, j: Any = j) -> Any:
+                        return t[j:j + b]
+                    micro.append((map_inputs(rows, px), py[j:j + b]))
                 return apply(micro)
 
             def one_step(args: tuple[Any, ...], step: Any) -> Any:

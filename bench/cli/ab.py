@@ -24,6 +24,7 @@ from bench.cli.common import add_matrix_args, env_var, param, specs_from_args, w
 from bench.errors import UsageError
 from bench.launch.interpreter import Interpreter, probe
 from bench.launch.sweep import run_replicate
+from bench.launch.usermodel import preflight
 from bench.regress.ab import DEFAULT_ALPHA, DEFAULT_BUDGET_S, DEFAULT_THRESHOLD
 from bench.regress.compare import CompareError, parse_fraction
 from bench.regress.interleave import (
@@ -182,6 +183,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
         raise UsageError("the axes name no configuration to compare")
     alpha = check_alpha(args.alpha)
     sides = sides_from_args(args)
+    preflight(specs)  # models of the user's own: one short process builds each (exit 2)
     out: Path = writable_dir(args.out or new_sweep_dir("ab"))
     sessions = run_ab(specs, sides, out, budget_s=args.budget, threshold=args.threshold,
                       alpha=alpha, seed=args.order_seed, pairs=args.pairs,

@@ -19,6 +19,7 @@ from bench.exits import Exit
 from bench.hardware import detect
 from bench.launch.evidence import OFF, Evidence, cost_line
 from bench.launch.sweep import Replication, measured_line, run_sweep
+from bench.launch.usermodel import preflight
 from bench.results.store import SweepStore, load_sweep, new_sweep_dir
 from reports.results_table import LEGEND, format_table
 
@@ -30,6 +31,7 @@ DEFAULT_RUNS = 2
 def cmd_run(args: argparse.Namespace) -> int:
     specs = specs_from_args(args)
     replication = replication_from_args(args)  # every usage error before a directory is made
+    preflight(specs)  # models of the user's own: one short process builds each (exit 2)
     out = writable_dir(args.out or new_sweep_dir("sweep"))
     hw = detect()
     where = (f"{len(hw.gpus)} GPU(s)" if hw.gpus

@@ -71,13 +71,13 @@ class Progress:
             return None
         # Per-workload means (a ResNet50 run costs far more than an MLP run); a workload
         # not seen yet is priced from the seen ones through the workloads' cost hints.
-        from workloads import WORKLOADS
+        from workloads import find_workload
 
-        per_unit = [sum(ws) / len(ws) / WORKLOADS.get(w).cost_hint
+        per_unit = [sum(ws) / len(ws) / find_workload(w).cost_hint
                     for w, ws in self._walls.items()]
         unit = sum(per_unit) / len(per_unit)
         return sum(sum(ws) / len(ws) if (ws := self._walls.get(s.workload))
-                   else unit * WORKLOADS.get(s.workload).cost_hint for s in remaining)
+                   else unit * find_workload(s.workload).cost_hint for s in remaining)
 
     def start(self, spec: RunSpec, remaining: Sequence[RunSpec], replicate: int = 1,
               shared: Sequence[str] = ()) -> None:

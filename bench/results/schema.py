@@ -234,6 +234,13 @@ class ModelInfo:
     forward_flops_per_example: float = unit("FLOP")
     train_flops_per_example: float = unit("FLOP")
     flops_method: str = unit("")
+    # What the run fed the model and how it scored it (a user's model: inferred from the
+    # model, bench.child.task). None in results written before they were recorded.
+    inputs: list[str] | None = None  # one "name dtype[shape]" per input
+    labels: str | None = None
+    loss: str | None = None
+    optimizer: str | None = None
+    data: str | None = None
 
 
 @dataclass

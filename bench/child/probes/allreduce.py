@@ -195,11 +195,19 @@ class AllReduceProbe:
 
 def gradient_buffers(spec: RunSpec) -> Buffers:
     """The exact gradient shapes of the spec's workload (one tensor per variable)."""
-    from workloads import WORKLOADS
+    import tensorflow as tf
 
-    model = WORKLOADS.get(spec.workload).build(spec.workload_params())
+    from bench.child.task import build_task
+    from bench.spec import workload_label
+    from workloads import Workload, find_workload
+
+    workload = find_workload(spec.workload)
+    if isinstance(workload, Workload):
+        model = workload.build(spec.workload_params())
+    else:  # a model of the user's own, built as a run builds it: only shapes are read
+        model = build_task(spec, tf.distribute.get_strategy()).model
     shapes = tuple(tuple(int(d) for d in v.shape) for v in model.trainable_variables)
-    return Buffers(f"gradients:{spec.workload}", shapes, "float32")
+    return Buffers(f"gradients:{workload_label(spec.workload, 'default')}", shapes, "float32")
 
 
 def plan(spec: RunSpec) -> list[Buffers]:
