@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from bench.results.schema import RunResult
+from bench.spec import workload_label
 from reports.columns import SCHEMA_FIGURES, Notes, SchemaFigure
 from reports.runs import strategy_label
 
@@ -25,7 +26,8 @@ def to_frame(results: Sequence[RunResult]) -> pd.DataFrame:
     for r in results:
         s = r.spec
         row: dict[str, object] = {
-            "workload": s.workload if s.size == "default" else f"{s.workload}[{s.size}]",
+            # A user's model by its file name and function (the stored spec has the path).
+            "workload": workload_label(s.workload, s.size),
             "strategy": strategy_label(s), "devices": s.devices, "replicas": r.replicas,
             "global_batch": r.global_batch, "precision": s.precision,
             "replicate": r.replicate, "status": r.status,

@@ -382,6 +382,11 @@ def test_the_sweep_and_its_report_take_a_users_file(user_dir: Path, tmp_path: Pa
                      "--out", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"{MODULE}.py:two_input" in proc.stdout
+    # What the preflight read the model to need, before the runs.
+    assert (f"model {MODULE}.py:two_input (width=4): inputs tokens int32[6] (ids < 50), "
+            f"features float32[5]; labels class ids in [0, 3) (int32); loss sparse "
+            f"categorical cross-entropy from logits (harness default); optimizer adam "
+            f"lr=0.001 (harness); data synthetic (teacher)") in proc.stdout
     (doc,) = (json.loads(p.read_text()) for p in (out / "results").rglob("*.json"))
     assert doc["status"] == "ok"
     assert doc["spec"]["workload"] == f"{user_dir / MODULE}.py:two_input"

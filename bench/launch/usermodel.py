@@ -23,13 +23,13 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from bench.errors import UsageError
 from bench.launch.interpreter import _read_json, tensorflow_check_cache
 from bench.launch.launcher import checkout_pythonpath
-from bench.spec import RunSpec
+from bench.spec import RunSpec, workload_label
 from workloads.user import looks_like_user_model
 
 # Importing TensorFlow and building a model: seconds; a large model on a slow disk more.
@@ -63,14 +63,26 @@ def models_to_check(specs: Iterable[RunSpec]) -> list[RunSpec]:
     return list(out.values())
 
 
+def describe(record: dict[str, object]) -> str:
+    """What a model was read to need, one line: ``inputs ...; labels ...; loss ...``."""
+    inputs = record.get("inputs") or []
+    parts = [f"inputs {', '.join(map(str, inputs))}" if isinstance(inputs, list) else ""]
+    parts += [f"{k} {record[k]}" for k in ("labels", "loss", "optimizer", "data")
+              if record.get(k)]
+    return "; ".join(p for p in parts if p)
+
+
 def preflight(specs: Iterable[RunSpec], python: str | None = None,
-              timeout_s: float = PREFLIGHT_TIMEOUT_S, cache: Path | None = None) -> None:
+              timeout_s: float = PREFLIGHT_TIMEOUT_S, cache: Path | None = None,
+              echo: Callable[[str], None] = print) -> None:
     """UsageError (exit 2) listing every user model of ``specs`` that cannot be
-    trained, each with the reason its child found; nothing for built-in workloads."""
+    trained, each with the reason its child found; nothing for built-in workloads.
+    ``echo`` gets one line per model that can: what it was read to need."""
     python = python or sys.executable
     path = cache or cache_path()
     known = _read_json(path)
-    todo = [s for s in models_to_check(specs) if _cache_key(s, python) not in known]
+    checked = models_to_check(specs)
+    todo = [s for s in checked if _cache_key(s, python) not in known]
     problems: list[str] = []
     for lane in sorted({s.keras for s in todo}):
         batch = [s for s in todo if s.keras == lane]
@@ -86,6 +98,12 @@ def preflight(specs: Iterable[RunSpec], python: str | None = None,
         head = "a model of your own cannot be trained" if len(problems) == 1 else \
             f"{len(problems)} models of your own cannot be trained"
         raise UsageError(f"{head}; nothing was run:\n  " + "\n  ".join(problems))
+    for spec in checked:
+        record = known.get(_cache_key(spec, python))
+        if isinstance(record, dict):
+            given = ", ".join(f"{k}={v}" for k, v in sorted(spec.params.items()))
+            echo(f"model {workload_label(spec.workload, spec.size)}"
+                 f"{f' ({given})' if given else ''}: {describe(record)}")
 
 
 def _ask(python: str, keras: int, specs: list[RunSpec],
