@@ -221,19 +221,33 @@ def test_einsum_flops_follow_the_batch_matmul_rule() -> None:
     assert _einsum_flops("ab,ab->ab", [(3, 4), (3, 4)]) == 12  # nothing summed: products
 
 
-# The bad inputs the parent finds, each through the command line: exit 2, the value named,
-# no traceback, nothing run (the output directory is never made).
+# The bad inputs the parent finds, without importing the user's code: each refused when
+# the spec is made, the value named (the command line turns SpecError into exit 2).
 PARENT_ERRORS = [
-    ("missing.py:build", "names a Python file that does not exist"),
-    ("no_such_module_xyz:build", "no module no_such_module_xyz on the import path"),
-    (f"{MODULE}:no_such_function", "has no function no_such_function"),
-    ("syntax.py:build", "does not import: SyntaxError: invalid syntax (line 1)"),
-    ("missing.keras", "names a saved Keras model that does not exist"),
-    (f"{MODULE}:two_input --param bogus=1", "takes no parameter bogus; its parameters: "
-                                            "vocab, seq, features, width, classes"),
-    ("mlpp", "unknown workload 'mlpp'; valid: mlp, cnn, resnet50, transformer, or a "
-             "model of your own"),
+    ("missing.py:build", {}, "names a Python file that does not exist"),
+    ("no_such_module_xyz:build", {}, "no module no_such_module_xyz on the import path"),
+    (f"{MODULE}:no_such_function", {}, "has no function no_such_function"),
+    ("syntax.py:build", {}, "does not import: SyntaxError: invalid syntax (line 1)"),
+    ("missing.keras", {}, "names a saved Keras model that does not exist"),
+    (f"{MODULE}:two_input", {"bogus": 1}, "takes no parameter bogus; its parameters: vocab, "
+                                          "seq, features, width, classes"),
+    ("mlpp", {}, "unknown workload 'mlpp'; valid: mlp, cnn, resnet50, transformer, or a "
+                 "model of your own"),
 ]
+
+
+@pytest.mark.parametrize(("workload", "params", "message"), PARENT_ERRORS,
+                         ids=[w for w, _, _ in PARENT_ERRORS])
+def test_bad_input_found_by_the_parent_names_it(user_dir: Path, monkeypatch: pytest.MonkeyPatch,
+                                                workload: str, params: dict[str, Any],
+                                                message: str) -> None:
+    (user_dir / "syntax.py").write_text("def build(:\n")
+    monkeypatch.chdir(user_dir)
+    with pytest.raises(SpecError) as caught:
+        RunSpec(workload=workload, strategy="default", params=params)
+    assert message in str(caught.value) and "Received: " in str(caught.value)
+    assert (workload.split(":")[0] in str(caught.value)
+            or f"--param {next(iter(params), '')}" in str(caught.value))
 
 
 def bench_run(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -243,16 +257,13 @@ def bench_run(cwd: Path, *args: str, timeout: float = 300) -> subprocess.Complet
                           capture_output=True, timeout=timeout, env=env)
 
 
-@pytest.mark.parametrize(("workload", "message"), PARENT_ERRORS,
-                         ids=[w.split()[0] for w, _ in PARENT_ERRORS])
-def test_bad_input_found_by_the_parent_exits_2_naming_it(user_dir: Path, tmp_path: Path,
-                                                         workload: str, message: str) -> None:
-    (user_dir / "syntax.py").write_text("def build(:\n")
-    name, *rest = workload.split()
-    proc = bench_run(user_dir, "--workload", name, "--strategy", "default", *rest,
-                     "--out", str(tmp_path / "out"))
+def test_bad_input_found_by_the_parent_exits_2(user_dir: Path, tmp_path: Path) -> None:
+    """Through the command line: exit 2, the value named, no traceback, nothing run."""
+    proc = bench_run(user_dir, "--workload", f"{MODULE}:two_input", "--param", "bogus=1",
+                     "--strategy", "default", "--out", str(tmp_path / "out"))
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert message in proc.stderr and name.split(":")[0].split(".keras")[0] in proc.stderr
+    assert "stratbench: error: stratbench_test_user_models:two_input takes no parameter " \
+           "bogus" in proc.stderr and "Received: --param bogus=1" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "out").exists()
 
 
