@@ -77,6 +77,23 @@ def saved(path):
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     model.save(path)
 '''
+# A model the teacher cannot feed (a string input), with its own pipeline: trains with
+# --data tfdata.
+TEXTS_PY = '''import keras
+import tensorflow as tf
+
+
+def build():
+    text = keras.Input((), dtype="string", name="text")
+    words = keras.layers.StringLookup(vocabulary=["a", "b", "c"], output_mode="one_hot")(text)
+    return keras.Model(text, keras.layers.Dense(2)(words))
+
+
+def dataset_fn(input_context):
+    text = tf.constant(["a", "b", "c", "a"] * 16)
+    label = tf.constant([0, 1, 1, 0] * 16)
+    return tf.data.Dataset.from_tensor_slices(({"text": text}, label))
+'''
 # What the preflight child must refuse, one file each (the parent cannot see these).
 BAD_PY = {
     "broken_import.py": ("import keras\nraise ImportError(\"no module named 'missingdep'\")\n"
@@ -102,7 +119,11 @@ PARITY_REL = 1e-4  # as tests/test_training and tests/test_fit
 # ParameterServer the workers step asynchronously on their own batches: Adam there, as
 # the built-ins' ParameterServer test, only to see it learn.
 TRANSFORMER = {**FIXED, "learning_rate": 0.01}
-TRANSFORMER_PS = {**FIXED, "optimizer": "adam", "learning_rate": 0.01}
+# ParameterServer's last step ran on whichever worker came last, on that worker's next
+# batch: after 6 steps its loss was above the first step's in one run of the compiled
+# .keras model. 48 steps (6 chunks of 8) leave every batch's loss well below the start.
+PS_STEPS = {"min_steps": 48, "max_steps": 48}
+TRANSFORMER_PS = {**FIXED, **PS_STEPS, "optimizer": "adam", "learning_rate": 0.01}
 
 
 def user_spec(workload: str, **over: Any) -> RunSpec:
@@ -120,6 +141,7 @@ def user_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     for name, text in BAD_PY.items():
         (where / name).write_text(text)
     (where / "not_a_model.keras").write_text("this is not a zip archive")
+    (where / "texts.py").write_text(TEXTS_PY)
     with pytest.MonkeyPatch.context() as mp:
         mp.syspath_prepend(str(where))
         mp.setenv("PYTHONPATH", os.pathsep.join(
@@ -327,6 +349,17 @@ def test_what_each_model_needs_is_read_from_it(in_process: dict[str, Any]) -> No
 
 
 @pytest.mark.logical_cpu
+def test_a_model_the_teacher_cannot_feed_trains_on_its_dataset_fn(
+        in_process: dict[str, Any]) -> None:
+    for loop in ("custom", "fit"):
+        r = in_process["texts"][loop]
+        assert r["learned"], r
+        assert r["model"]["inputs"] == ["text string[]"]
+        assert r["model"]["data"] == "the module's dataset_fn"
+        assert r["model"]["loss"].startswith("sparse categorical cross-entropy from logits")
+
+
+@pytest.mark.logical_cpu
 @pytest.mark.parametrize("model", ["two_input", "subclassed", "keras_file"])
 def test_users_model_under_multi_worker_mirrored(in_process: dict[str, Any], user_dir: Path,
                                                  tmp_path: Path, model: str) -> None:
@@ -344,7 +377,8 @@ def test_users_model_under_multi_worker_mirrored(in_process: dict[str, Any], use
 @pytest.mark.logical_cpu
 @pytest.mark.parametrize("model", ["two_input", "subclassed", "keras_file"])
 def test_users_model_under_parameter_server(user_dir: Path, tmp_path: Path, model: str) -> None:
-    spec = user_spec(model_workloads(user_dir)[model], strategy="parameter_server", devices=2)
+    spec = user_spec(model_workloads(user_dir)[model], strategy="parameter_server", devices=2,
+                     **PS_STEPS)
     r = run_spec(tmp_path, spec)
     assert r.status == "ok", r.reason
     f = r.figures
@@ -415,7 +449,7 @@ def _measure(trainer: Any) -> dict[str, Any]:
             "divergence": f.replica_divergence, "flops_method": m.flops_method,
             "train_flops": m.train_flops_per_example,
             "model": {"inputs": m.inputs, "labels": m.labels, "loss": m.loss,
-                      "optimizer": m.optimizer}}
+                      "optimizer": m.optimizer, "data": m.data}}
 
 
 def case_in_process(setup: Any, directory: str) -> dict[str, Any]:
@@ -446,6 +480,9 @@ def case_in_process(setup: Any, directory: str) -> dict[str, Any]:
             for loop in ("custom", "fit"):
                 spec = user_spec(workload, strategy=strategy, devices=devices, loop=loop)
                 out[model][f"{strategy}/{loop}"] = _measure(trainer(spec))
+    spec = user_spec(str(Path(directory) / "texts.py:build"), data="tfdata",
+                     optimizer="adam", learning_rate=0.05)
+    out["texts"] = {loop: _measure(trainer(spec.replace(loop=loop))) for loop in ("custom", "fit")}
     out["transformer"] = {}
     built = {}
     for strategy, devices in (("default", 1), ("one_device", 1), ("mirrored", 2),

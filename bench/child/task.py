@@ -142,7 +142,8 @@ def _builtin_task(spec: RunSpec, workload: Workload) -> TrainingTask:
         per_example_loss=per_example,
         keras_loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         pool=lambda n, seed: workload.make_pool(params, n, seed), flops=workload.flops,
-        record=_record(inputs, labels, "sparse categorical cross-entropy on float32 logits",
+        record=_record([s.describe() for s in inputs], labels,
+                       "sparse categorical cross-entropy on float32 logits",
                        _optimizer_text(spec, None), "synthetic (teacher)"))
 
 
@@ -259,10 +260,12 @@ _WITHOUT_PIPELINE = ("define dataset_fn(input_context) in the module, beside the
                      "with --data tfdata")
 
 
-def _input_specs(model: Any, ref: ModelRef) -> tuple[tuple[InputSpec, ...], list[str], list[Any]]:
-    """``(specs, problems, tensors)``: what each input takes, why the teacher cannot
-    make one (strings, ragged or sparse, an unknown dimension, integers without an
-    embedding), and the symbolic inputs (empty for a subclassed model)."""
+def _input_specs(model: Any, ref: ModelRef
+                 ) -> tuple[tuple[InputSpec, ...], list[str], list[Any], list[str]]:
+    """``(specs, problems, tensors, declared)``: what each input takes, why the teacher
+    cannot make one (strings, ragged or sparse, an unknown dimension, integers without
+    an embedding), the symbolic inputs (empty for a subclassed model), and every input
+    as the model declares it (``name dtype[shape]``, for the record)."""
     try:
         tensors = list(getattr(model, "inputs", None) or [])
     except (AttributeError, ValueError):  # an unbuilt Sequential has none
@@ -289,9 +292,10 @@ def _input_specs(model: Any, ref: ModelRef) -> tuple[tuple[InputSpec, ...], list
                 f"model(inputs)), which also declares integer and several inputs. "
                 f"Received: workload={ref.text!r}")
         entries.append(("x", tuple(shapes[0]), "float32", None))
-    specs, problems = [], []
+    specs, problems, declared = [], [], []
     for name, shape, dtype, tensor in entries:
         example = shape[1:]
+        declared.append(f"{name} {dtype}[{','.join(str(d) for d in example)}]")
         if getattr(tensor, "ragged", False) or getattr(tensor, "sparse", False):
             kind = "ragged" if getattr(tensor, "ragged", False) else "sparse"
             problems.append(f"input {name!r} is {kind}")
@@ -309,7 +313,8 @@ def _input_specs(model: Any, ref: ModelRef) -> tuple[tuple[InputSpec, ...], list
                                 f"range of its ids is unknown")
                 continue
         specs.append(InputSpec(name, tuple(int(d) for d in example), dtype, vocab))
-    return tuple(specs), problems, [t for *_, t in entries if t is not None]
+        declared[-1] = specs[-1].describe()
+    return tuple(specs), problems, [t for *_, t in entries if t is not None], declared
 
 
 def _output_layer(model: Any) -> Any:
@@ -387,7 +392,7 @@ def _user_task(spec: RunSpec, workload: UserWorkload) -> TrainingTask:
 
     ref = workload.ref
     model, module = load_user_model(spec, ref)
-    inputs, problems, tensors = _input_specs(model, ref)
+    inputs, problems, tensors, declared = _input_specs(model, ref)
     # A subclassed model makes its variables at its first call: here, in the scope
     # (a variable made inside strategy.run would be a replica's own).
     outputs = list(getattr(model, "outputs", None) or [])
@@ -472,7 +477,7 @@ def _user_task(spec: RunSpec, workload: UserWorkload) -> TrainingTask:
         inputs=inputs, labels=labels, per_example_loss=_per_example(keras_loss),
         keras_loss=keras_loss, pool=pool, flops="graph", synth_problem=synth_problem,
         dataset_fn=dataset_fn,
-        record=_record(inputs, labels, loss_text,
+        record=_record(declared, labels, loss_text,
                        _optimizer_text(spec, optimizer if uses_own else None), data))
 
 
@@ -514,9 +519,9 @@ def _optimizer_text(spec: RunSpec, own: Any) -> str:
             f"do not apply)")
 
 
-def _record(inputs: tuple[InputSpec, ...], labels: LabelSpec | None, loss: str,
+def _record(inputs: list[str], labels: LabelSpec | None, loss: str,
             optimizer: str, data: str) -> dict[str, Any]:
-    return {"inputs": [s.describe() for s in inputs],
+    return {"inputs": inputs,
             "labels": labels.describe() if labels is not None else None,
             "loss": loss, "optimizer": optimizer, "data": data}
 
