@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bench.errors import SpecError
@@ -157,8 +157,14 @@ CPU_WORKLOADS: list[CpuWorkload] = [
 ]
 
 
-def preset_default(hw: Hardware) -> list[RunSpec]:
+def preset_default(hw: Hardware, workloads: Sequence[str] = (), batches: Sequence[int] = (),
+                   params: Mapping[str, Any] | None = None) -> list[RunSpec]:
     """What `make bench` runs: a matrix that fits the hardware found.
+
+    ``workloads`` (``--workload``, a built-in name or a user's model) replaces the
+    preset's workloads: a built-in one keeps its points, any other gets the generic
+    points (``cpu_workload``); ``batches`` (``--batch``) and ``params`` (``--param``)
+    replace theirs.
 
     CPU (logical devices sharing the cores): all three workloads; the in-process
     strategies at 1, 2 (and for the MLP 4) devices and two batch sizes; the
@@ -172,17 +178,21 @@ def preset_default(hw: Hardware) -> list[RunSpec]:
         n = len(hw.gpus)
         fixed = {"batch_mode": "per_replica", "repeats": 3, "max_seconds": 10.0,
                  "warmup_steps": 10, "timeout_s": 900.0}
-        return expand({"workload": ["resnet50"],
+        if params is not None:
+            fixed["params"] = dict(params)
+        return expand({"workload": list(workloads) or ["resnet50"],
                        "strategy": [*IN_PROCESS, "multi_worker_mirrored", "independent"],
-                       "devices": list(range(1, n + 1)), "batch": [64, 128]}, fixed)
+                       "devices": list(range(1, n + 1)), "batch": list(batches) or [64, 128]},
+                      fixed)
     # Ten windows a run, ten rounds a session of arms: the sessions' pair noise on the
     # Intel machine was mostly its windows' (round log ratios 0.07-0.18 SD, 3 rounds), and
     # a session's start-up and builds cost twice its three rounds (31% of a sweep measured;
     # 43% with six).
     fixed = {"repeats": 10, "max_seconds": 0.5, "min_steps": 3, "max_steps": 400,
              "warmup_steps": 3, "timeout_s": 300.0}
+    chosen = [cpu_workload(name, batches, params) for name in workloads] or CPU_WORKLOADS
     specs: list[RunSpec] = []
-    for w in CPU_WORKLOADS:
+    for w in chosen:
         knobs = {**fixed, "params": w.params}
         # The second single-device reference at the first batch only: a cross-check.
         specs += expand({"workload": [w.name], "strategy": w.single_device[:1],
@@ -192,7 +202,7 @@ def preset_default(hw: Hardware) -> list[RunSpec]:
                              "devices": [1], "batch": w.batches[:1]}, knobs)
         specs += expand({"workload": [w.name], "strategy": w.in_process,
                          "devices": w.mirrored_devices, "batch": w.batches}, knobs)
-    for w in CPU_WORKLOADS:
+    for w in chosen:
         knobs = {**fixed, "params": w.params}
         specs += expand({"workload": [w.name], "strategy": w.multi_process, "devices": [2],
                          "batch": w.batches[:1]}, knobs)
@@ -207,23 +217,45 @@ def preset_default(hw: Hardware) -> list[RunSpec]:
     return [s for s in specs if unique.pop(s.key(), None) is s and _runs_on(s, hw)]
 
 
+def cpu_workload(name: str, batches: Sequence[int] = (),
+                 params: Mapping[str, Any] | None = None) -> CpuWorkload:
+    """The CPU preset's points for workload ``name``: a built-in one's own, any other
+    (the Transformer, a user's model) the CNN's: one single-device reference, the
+    in-process strategies at 2 devices and two batches, the multi-process ones at the
+    first. ``batches`` and ``params``, where given, replace the points' own."""
+    known = {w.name: w for w in CPU_WORKLOADS}
+    base = known.get(name) or replace(known["cnn"], name=name, params={})
+    return replace(base, batches=list(batches) or base.batches,
+                   params=dict(params) if params is not None else base.params)
+
+
 def _runs_on(spec: RunSpec, hw: Hardware) -> bool:
     # The default preset leaves out what is unsupported by construction (one_device
     # at 4 devices is not a finding); `bench run` with explicit axes keeps them.
     return STRATEGIES.get(spec.strategy).unsupported_reason(spec, hw) is None
 
 
-def preset_smoke(hw: Hardware) -> list[RunSpec]:
-    """A tiny end-to-end sweep: tiny MLP and CNN, three strategies, 1-2 devices."""
-    fixed = {"size": "tiny", "repeats": 2, "max_seconds": 0.5, "min_steps": 3,
-             "max_steps": 50, "warmup_steps": 2, "timeout_s": 120.0}
-    specs = expand({"workload": ["mlp", "cnn"], "strategy": ["one_device", "mirrored",
-                                                             "central_storage"],
-                    "devices": [1, 2], "batch": [32]}, fixed)
+def preset_smoke(hw: Hardware, workloads: Sequence[str] = (), batches: Sequence[int] = (),
+                 params: Mapping[str, Any] | None = None) -> list[RunSpec]:
+    """A tiny end-to-end sweep: tiny MLP and CNN (or ``workloads``), three strategies,
+    1-2 devices, batch 32 (or ``batches``)."""
+    fixed: dict[str, Any] = {"size": "tiny", "repeats": 2, "max_seconds": 0.5, "min_steps": 3,
+                             "max_steps": 50, "warmup_steps": 2, "timeout_s": 120.0}
+    if params is not None:
+        fixed["params"] = dict(params)
+    specs = expand({"workload": list(workloads) or ["mlp", "cnn"],
+                    "strategy": ["one_device", "mirrored", "central_storage"],
+                    "devices": [1, 2], "batch": list(batches) or [32]}, fixed)
     return [s for s in specs if _runs_on(s, hw)]
 
 
-PRESETS = {"default": preset_default, "smoke": preset_smoke}
+# A preset takes the hardware, and the workloads, batches and parameters that narrow it
+# (``--workload``, ``--batch``, ``--param`` beside ``--preset``; empty: its own).
+Preset = Callable[[Hardware, Sequence[str], Sequence[int], "Mapping[str, Any] | None"],
+                  list[RunSpec]]
+PRESETS: dict[str, Preset] = {"default": preset_default, "smoke": preset_smoke}
+# The axes a preset can be narrowed by; the others are its own.
+PRESET_AXES = ("workload", "batch")
 
 
 # -- benchmark matrices: pytest-benchmark (benchmarks/), `bench nightly`, scripts ------

@@ -72,7 +72,8 @@ def test_tiny_sweep_end_to_end(tiny_sweep: tuple[Path, Any]) -> None:
      "divisible by the 3 replicas"),
     (["run", "--workload", "mlp", "--strategy", "mirrored", "--devices", "two"],
      "--devices takes comma-separated integers"),
-    (["run", "--preset", "smoke", "--workload", "mlp"], "cannot be combined"),
+    (["run", "--preset", "smoke", "--strategy", "mlp"],
+     "--preset smoke sets its own --strategy; it can be narrowed by --workload"),
     (["show", "/nonexistent/sweep"], "no sweep directory"),
 ])
 def test_bad_arguments_exit_2_with_a_clear_message(args: list[str], needle: str) -> None:

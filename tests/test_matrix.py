@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bench.errors import SpecError
@@ -56,6 +58,39 @@ def test_default_cpu_preset_covers_the_issue_matrix() -> None:
     assert all(s.devices == 1 for s in specs if s.strategy in ("default", "one_device"))
     # Keys are unique: no configuration would overwrite another's result.
     assert len({s.key() for s in specs}) == len(specs)
+
+
+def test_the_default_preset_narrowed_to_a_workload_keeps_its_points() -> None:
+    full = preset_default(CPU)
+    mlp = preset_default(CPU, ["mlp"])
+    assert {s.key() for s in mlp} == {s.key() for s in full if s.workload == "mlp"}
+    batches = preset_default(CPU, ["cnn"], [32])
+    assert {s.workload for s in batches} == {"cnn"}
+    assert {s.global_batch for s in batches} == {32}
+
+
+def test_the_default_preset_of_any_other_model_has_the_generic_points(tmp_path: Path) -> None:
+    """A user's model (``make bench ARGS='--workload mine.py:build'``) and the Transformer
+    get the CNN's points: default on 1 device, mirrored and central_storage at 2, the
+    multi-process strategies and the baseline at the first batch; their params given."""
+    path = tmp_path / "mine.py"
+    path.write_text("def build(width=8):\n    return None\n")
+    for name, params in ((f"{path}:build", {"width": 16}), ("transformer", None)):
+        specs = preset_default(CPU, [name], (), params)
+        cnn = preset_default(CPU, ["cnn"])
+        shape = sorted((s.strategy, s.devices, s.global_batch, s.workers_per_device)
+                       for s in specs)
+        assert shape == sorted((s.strategy, s.devices, s.global_batch, s.workers_per_device)
+                               for s in cnn)
+        assert all(s.params == (params or {}) for s in specs)
+        assert len({s.key() for s in specs}) == len(specs)
+    assert {s.workload_digest for s in preset_default(CPU, [f"{path}:build"])} != {""}
+
+
+def test_the_gpu_preset_narrowed_to_a_workload_and_batch() -> None:
+    specs = preset_default(GPUS, ["cnn"], [32])
+    assert {s.workload for s in specs} == {"cnn"} and {s.batch for s in specs} == {32}
+    assert {s.devices for s in specs} == {1, 2, 3, 4}
 
 
 def test_default_gpu_preset_sweeps_all_gpus_with_resnet224() -> None:

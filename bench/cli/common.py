@@ -14,7 +14,7 @@ from typing import Any
 
 from bench.errors import UsageError
 from bench.hardware import detect
-from bench.matrix import AXES, PRESETS, expand_axes
+from bench.matrix import AXES, PRESET_AXES, PRESETS, expand_axes
 from bench.registry import Registry
 from bench.spec import RunSpec, SpecField, declaration
 from bench.strategies import STRATEGIES
@@ -154,10 +154,15 @@ def specs_from_args(args: argparse.Namespace) -> list[RunSpec]:
     knobs = {k: getattr(args, k) for k in _KNOBS if getattr(args, k) is not None}
     axes = {a: getattr(args, a) for a in AXES if getattr(args, a, None) is not None}
     if args.preset:
-        if axes or args.param:
-            raise UsageError(f"--preset {args.preset} cannot be combined with axes "
-                             f"({', '.join(sorted(axes)) or '--param'})")
-        specs = PRESETS[args.preset](detect())
+        # --workload, --batch and --param narrow a preset (make bench ARGS='--workload
+        # mine.py:build' is the default sweep of the user's model); other axes are its own.
+        fixed_axes = sorted(set(axes) - set(PRESET_AXES))
+        if fixed_axes:
+            raise UsageError(f"--preset {args.preset} sets its own "
+                             f"{', '.join('--' + a.replace('_', '-') for a in fixed_axes)}; "
+                             f"it can be narrowed by --workload, --batch and --param only")
+        specs = PRESETS[args.preset](detect(), axes.get("workload", ()), axes.get("batch", ()),
+                                     dict(args.param) if args.param else None)
         return [s.replace(**knobs) for s in specs] if knobs else specs
     if "workload" not in axes or "strategy" not in axes:
         raise UsageError("give --workload and --strategy (or --preset default|smoke)")
