@@ -87,5 +87,20 @@ def format_table(results: Sequence[RunResult]) -> str:
     return "\n".join([str(shown.to_string(index=False)), *notes.lines()])
 
 
+def median_runs(results: Sequence[RunResult]) -> list[RunResult]:
+    """One run per configuration: the run with its median throughput (the lower one of
+    an even count), a configuration without a successful run by its last run, in the
+    order of ``results``. A sweep of many runs shows these; ``bench show`` every run."""
+    by_key: dict[str, list[RunResult]] = {}
+    for r in results:
+        by_key.setdefault(r.key, []).append(r)
+    out = []
+    for runs in by_key.values():
+        ok = sorted((r for r in runs if r.figures is not None),
+                    key=lambda r: r.figures.global_throughput if r.figures else 0.0)
+        out.append(ok[(len(ok) - 1) // 2] if ok else max(runs, key=lambda r: r.replicate))
+    return out
+
+
 LEGEND = "\n".join(f"{f.header}: {f.define}" for f in SCHEMA_FIGURES
                    if f.name not in _TERMINAL_HIDDEN)

@@ -529,3 +529,20 @@ def test_a_per_worker_batch_is_weak_scaling_ranked_on_equal_per_device_work() ->
     # equal per-device work: mirrored on 2 devices at global batch 128 (64 per device)
     assert "vs mirrored on 2 devices at global batch 128" in ps
     assert f"{2500 / 1900 - 1:+.0%} [" in ps
+
+
+def test_a_sweep_of_many_runs_prints_each_configurations_median_run() -> None:
+    from reports.results_table import format_table, median_runs
+
+    runs = replicated("mirrored", 2, 32, 1000.0, runs=4, run_cv=0.1)
+    runs[1].figures = None  # a failed run is never the median of the successful ones
+    one = measured("one_device", 1, 32, 700.0)
+    failed = [measured("central_storage", 2, 32, 0.0, status="failed", reason="boom")]
+    failed.append(measured("central_storage", 2, 32, 0.0, status="failed", reason="again"))
+    failed[1].replicate = 2
+    picked = median_runs([*runs, one, *failed])
+    ok = sorted((r for r in runs if r.figures is not None),
+                key=lambda r: r.figures.global_throughput if r.figures else 0.0)
+    assert picked == [ok[1], one, failed[1]]
+    table = format_table(picked)
+    assert len(table.splitlines()) >= 4 and "again" in table

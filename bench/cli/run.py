@@ -21,7 +21,7 @@ from bench.launch.evidence import OFF, Evidence, cost_line
 from bench.launch.sweep import Replication, measured_line, run_sweep
 from bench.launch.usermodel import preflight
 from bench.results.store import SweepStore, load_sweep, new_sweep_dir
-from reports.results_table import LEGEND, format_table
+from reports.results_table import LEGEND, format_table, median_runs
 
 # Two processes is the least that shows run-to-run noise, which on a shared machine is
 # larger than the noise between windows of one process.
@@ -62,7 +62,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     runs_of = {r.key for r in mine}
     print(f"\nresults: {SweepStore(out).results_dir} ({len(mine)} runs of {len(runs_of)} of "
           f"{len(specs)} configurations; sweep wall time {outcome.wall_s:.0f} s)")
-    print(format_table(mine))
+    if len(mine) > len(runs_of):
+        # A budget's dozens of runs: one row per configuration, what the answers stand on.
+        print(f"one row per configuration: its median run (every run: python -m bench show "
+              f"{out})")
+        print(format_table(median_runs(mine)))
+    else:
+        print(format_table(mine))
     print("\n" + LEGEND)
     for line in (cost_line(outcome.ran, outcome.wall_s),
                  measured_line(outcome.ran, outcome.wall_s)):
