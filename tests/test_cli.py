@@ -129,7 +129,8 @@ def test_interrupt_keeps_results_kills_children_and_resumes(tmp_path: Path) -> N
         assert load(path).status == "ok"
     again = bench(*args)
     assert again.returncode == 0, again.stdout + again.stderr
-    assert f"{len(kept)} run(s) already stored, {3 - len(kept)} to run" in again.stdout
+    assert f"{len(kept)} run(s) of these 3 configuration(s) already stored, " \
+        f"{3 - len(kept)} to run" in again.stdout
     assert len(list(results.glob("*.json"))) == 3
     journal = [json.loads(line) for line in (out / "sweep.jsonl").read_text().splitlines()]
     assert [e["event"] for e in journal] == ["start", "interrupted", "start", "finished"]

@@ -79,7 +79,7 @@ def test_resume_runs_only_the_missing_runs(tmp_path: Path, specs: list[RunSpec],
     # Pass 1 only needs batch 32; pass 2 (reverse order) needs every second run.
     assert [b for b, _ in fake.calls] == [32, 32, 16, 8]
     assert out.skipped == []
-    assert "2 run(s) already stored, 4 to run" in lines[0]
+    assert "2 run(s) of these 3 configuration(s) already stored, 4 to run" in lines[0]
 
 
 def test_failed_or_unsupported_first_runs_are_not_repeated(

@@ -187,8 +187,9 @@ def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
     outcome.skipped = [s for s in specs if len(done[s.key()]) >= rep.runs]
     planned = sum(max(0, rep.runs - len(done[s.key()])) for s in specs)
     if any(done.values()):
-        echo(f"resuming {sweep_dir}: {sum(len(d) for d in done.values())} run(s) already "
-             f"stored, {planned} to run")
+        # Of these configurations only: a budget's session passes a few of the sweep's.
+        echo(f"resuming {sweep_dir}: {sum(len(d) for d in done.values())} run(s) of these "
+             f"{len(specs)} configuration(s) already stored, {planned} to run")
     store.journal({"event": "start", "at": now_iso(), "configurations": len(specs),
                    "runs_per_configuration": rep.runs, "max_runs": rep.passes,
                    "to_run": planned, "specs": [s.to_dict() for s in specs],
