@@ -222,11 +222,12 @@ def cpu_workload(name: str, batches: Sequence[int] = (),
     """The CPU preset's points for workload ``name``: a built-in one's own, any other
     (the Transformer, a user's model) the CNN's: one single-device reference, the
     in-process strategies at 2 devices and two batches, the multi-process ones at the
-    first. ``batches`` and ``params``, where given, replace the points' own."""
+    first. ``batches``, where given, replace the points' own; ``params`` are laid over
+    theirs (ResNet50's 32x32 images stay unless ``image_size`` is given)."""
     known = {w.name: w for w in CPU_WORKLOADS}
     base = known.get(name) or replace(known["cnn"], name=name, params={})
     return replace(base, batches=list(batches) or base.batches,
-                   params=dict(params) if params is not None else base.params)
+                   params={**base.params, **(params or {})})
 
 
 def _runs_on(spec: RunSpec, hw: Hardware) -> bool:

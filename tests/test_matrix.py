@@ -67,6 +67,10 @@ def test_the_default_preset_narrowed_to_a_workload_keeps_its_points() -> None:
     batches = preset_default(CPU, ["cnn"], [32])
     assert {s.workload for s in batches} == {"cnn"}
     assert {s.global_batch for s in batches} == {32}
+    # Parameters are laid over the preset's own: ResNet50 keeps its 10 classes.
+    resnet = preset_default(CPU, ["resnet50"], (), {"image_size": 64})
+    assert {tuple(sorted(s.params.items())) for s in resnet} == {(("classes", 10),
+                                                                  ("image_size", 64))}
 
 
 def test_the_default_preset_of_any_other_model_has_the_generic_points(tmp_path: Path) -> None:
