@@ -139,6 +139,7 @@ def case_executed_flops(setup: Any, models: list[dict[str, Any]],
     """
     import tensorflow as tf
 
+    from bench.child.flops import executed_ops
     from workloads import WORKLOADS
     from workloads.flops import model_stats
 
@@ -158,15 +159,7 @@ def case_executed_flops(setup: Any, models: list[dict[str, Any]],
             return tape.gradient(loss, model.trainable_variables)
 
         graph = step.get_concrete_function(tf.constant(x), tf.constant(y)).graph
-        needed: set[str] = set()
-        todo = [t.op for t in graph.outputs]
-        while todo:  # every op the gradients depend on
-            op = todo.pop()
-            if op.name in needed:
-                continue
-            needed.add(op.name)
-            todo.extend(t.op for t in op.inputs)
-            todo.extend(op.control_inputs)
+        needed = executed_ops(graph)  # every op the gradients depend on
         counted: dict[str, float] = {}
         for op in graph.get_operations():
             if op.name not in needed:

@@ -79,7 +79,7 @@ def register_einsum(tf: Any) -> None:
         ops.RegisterStatistics("Einsum", "flops")(stats)
 
 
-def _needed(graph: Any) -> set[str]:
+def executed_ops(graph: Any) -> set[str]:
     """Names of the ops ``graph``'s outputs depend on: what running it executes. A
     gradient function also builds gradients nobody asked for (a first layer's input
     gradient); they are pruned when the graph runs, and not counted here."""
@@ -103,7 +103,7 @@ def graph_flops(tf: Any, fn: Callable[..., Any], *signature: Any) -> dict[str, f
 
     register_einsum(tf)
     graph = tf.function(fn).get_concrete_function(*signature).graph
-    needed = _needed(graph)
+    needed = executed_ops(graph)
     by_type: dict[str, float] = {}
     for node in graph.as_graph_def().node:
         if node.name not in needed:
