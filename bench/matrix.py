@@ -190,7 +190,8 @@ def preset_default(hw: Hardware, workloads: Sequence[str] = (), batches: Sequenc
     # 43% with six).
     fixed = {"repeats": 10, "max_seconds": 0.5, "min_steps": 3, "max_steps": 400,
              "warmup_steps": 3, "timeout_s": 300.0}
-    chosen = [cpu_workload(name, batches, params) for name in workloads] or CPU_WORKLOADS
+    chosen = [cpu_workload(name, batches, params)
+              for name in workloads or [w.name for w in CPU_WORKLOADS]]
     specs: list[RunSpec] = []
     for w in chosen:
         knobs = {**fixed, "params": w.params}

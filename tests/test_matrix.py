@@ -64,6 +64,8 @@ def test_the_default_preset_narrowed_to_a_workload_keeps_its_points() -> None:
     full = preset_default(CPU)
     mlp = preset_default(CPU, ["mlp"])
     assert {s.key() for s in mlp} == {s.key() for s in full if s.workload == "mlp"}
+    # --batch alone narrows every workload of the preset (it was dropped without one).
+    assert {s.global_batch for s in preset_default(CPU, (), [32])} == {32}
     batches = preset_default(CPU, ["cnn"], [32])
     assert {s.workload for s in batches} == {"cnn"}
     assert {s.global_batch for s in batches} == {32}
