@@ -17,15 +17,28 @@ start-up ("launch to first step") is the process's import and device set-up plus
 own build and first step, without the arms built before it. Only the custom loop of
 in-process strategies can be an arm (the launcher checks).
 
-ARMS.json holds ``{"specs": [...], "rounds": R, "seed": S, "rewarm_calls": C,
+ARMS.json holds ``{"specs": [...], "rounds": R, "builds": B, "rebuild_share": F,
+"seed": S, "rewarm_calls": C,
 "profile": {"dirs": [...], "steps": N}}``: after the rounds, arm i with a directory in
 ``dirs`` is profiled for up to N steps (a sweep's evidence), alone: the other arms
 are idle then, so the profile shows this arm's step as its own process would.
 The process leaves ``payload.arm<i>.json`` (arm i's ``TaskReport``) for every arm,
 whatever happened to the others, then its own ``payload.<task>.json``; an arm
 that fails is reported failed and leaves the rounds, the other arms go on.
-``C`` untimed calls of an arm run before each of its windows: the arm measured
-before it left its own weights in the caches.
+``C`` untimed calls of an arm run before each of its windows whose call is short
+(``rewarms``): the arm measured before it left its own weights in the caches, which
+a call of a fraction of a millisecond feels and one of 50 ms does not.
+
+``"builds": B`` (default 1) splits the rounds into B blocks and builds every arm
+afresh before each block. An arm's level inside one process depends on its build:
+two identical MLP arms differed by 4-5% (SD of their log ratio over processes),
+a difference that stayed put while the same builds were measured again (SD 1.2%,
+the windows' own noise) and moved as much as between processes once they were
+rebuilt (SD 3.9%; no process share left beyond it). So each block is a unit of its
+own (``Window.build`` says which), and a session gives B pairs where it gave one.
+Rebuilding costs the arms' build and warm-up again, so it happens only while that
+costs at most ``F`` (default ``REBUILD_SHARE``) of a block's measuring (``rebuild_pays``): a
+ResNet50's 30 s of builds against 6 s of windows is measured on one build.
 
 ``--pace R,W`` (two inherited pipe ends): the launcher paces the windows, so that
 two live processes (one per side of an A/B comparison, each its own environment or
@@ -38,6 +51,7 @@ arm that failed answers ``x``. End of file on R (the launcher gone) ends the rou
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -74,16 +88,48 @@ from bench.results.payload import TaskReport, arm_name
 from bench.spec import RunSpec
 from bench.tasks import Task
 
+# Rebuild the arms for another block only while their build and warm-up cost at most
+# this share of a block's measuring time (the rest of the session's rounds then run
+# on the builds at hand).
+REBUILD_SHARE = 0.5
+# Untimed calls before a window only where a call is shorter than this share of a
+# window: a longer call refills the caches in a negligible part of its own time, and
+# its re-warm would cost a quarter of a CNN's session.
+REWARM_SHARE = 0.05
+
+
+def block_rounds(rounds: int, builds: int) -> list[int]:
+    """``rounds`` split into ``builds`` blocks as evenly as possible, the larger first,
+    none below 2 rounds (a block's round orders pair a round with its reverse)."""
+    blocks = max(1, min(builds, rounds // 2))
+    return [rounds // blocks + (1 if b < rounds % blocks else 0) for b in range(blocks)]
+
+
+def rebuild_pays(set_up_s: float, block_s: float, share: float = REBUILD_SHARE) -> bool:
+    """Whether building every arm again (``set_up_s``, as the last build took) costs
+    at most ``share`` of measuring a block (``block_s``)."""
+    return set_up_s <= share * block_s
+
+
+def rewarms(call_s: float, window_s: float, calls: int) -> int:
+    """The untimed calls before a window of an arm whose call takes ``call_s``."""
+    return calls if call_s < REWARM_SHARE * window_s else 0
+
 
 @dataclass
 class Arm:
-    """One configuration of the session, its trainer once built, its windows."""
+    """One configuration of the session, its trainer once built, its windows.
+
+    ``warm`` is its first build's (its start-up figures); ``current`` the build its
+    windows run on now."""
 
     index: int
     spec: RunSpec
     memory: ArmMemory
     trainer: Any = None
     warm: Warm | None = None
+    current: Warm | None = None
+    call_s: float = 0.0  # one call of its current build, from its warm-up
     runs: list[WindowRun] = field(default_factory=list)
     report: TaskReport | None = None  # set once the arm failed (or at the end)
 
@@ -123,10 +169,12 @@ def _fail(arm: Arm, exc: BaseException) -> None:
 
 def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, seed: int,
              rewarm_calls: int, launch_ts: float, profile_dirs: list[Path | None] | None = None,
-             profile_steps: int = 0, pacer: Pacer | None = None
+             profile_steps: int = 0, pacer: Pacer | None = None, builds: int = 1,
+             rebuild_share: float = REBUILD_SHARE
              ) -> tuple[list[TaskReport], dict[str, Any]]:
-    """Build, warm up and measure every arm in interleaved rounds, then profile the
-    arms given a directory in ``profile_dirs`` for up to ``profile_steps`` steps.
+    """Build, warm up and measure every arm in interleaved rounds (in ``builds`` blocks,
+    every arm built afresh before each while that pays: ``rebuild_pays``), then profile
+    the arms given a directory in ``profile_dirs`` for up to ``profile_steps`` steps.
     ``pacer``: each window waits for the launcher's turn (one arm a process then).
 
     Returns one report per arm (in ``specs``' order) and the process's environment.
@@ -149,62 +197,99 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
     rng = random.Random(seed)
     allocator = DeviceMemory(tf, devices.kind, len(devices.names))
     arms = [Arm(i, s, ArmMemory(allocator)) for i, s in enumerate(specs)]
-    # Built and warmed in a random order: whatever the first-built arm gains or loses
-    # (allocator state, caches) is then noise over sessions, not a bias.
-    set_up = time.time()
-    for arm in rng.sample(arms, len(arms)):
-        try:
-            # Its start-up as its own process would have it: the process's import and
-            # device set-up, then its own build and first step, not the arms built before.
-            own_launch = launch_ts + (time.time() - set_up)
-            arm.memory.building()
-            t = time.perf_counter()
-            own = DeviceSetup(devices.kind, devices.names[:arm.spec.devices], devices.logical)
-            strategy = build_strategy(arm.spec, own.names)
-            arm.trainer = TRAINERS.get(arm.spec.loop)(arm.spec, strategy, own)
-            arm_phases = {**phases, "build_s": time.perf_counter() - t}
-            arm.warm = warm_up(arm.trainer.loop(), Rules.of(arm.spec), launch_ts=own_launch,
-                               phases=arm_phases, progress=child_log)
-            arm.memory.built()
-            child_log(f"arm {arm.index} built and warm: {arm.spec.label()}")
-        except BaseException as exc:
-            _fail(arm, exc)
+
+    def build_all(first: bool) -> float:
+        """Build and warm every live arm in a random order (whatever the first-built
+        arm gains or loses, allocator state or caches, is then noise over sessions,
+        not a bias); returns the seconds it took."""
+        set_up, t0 = time.time(), time.perf_counter()
+        for arm in rng.sample(arms, len(arms)):
+            if not arm.live:
+                continue
+            try:
+                # Its start-up as its own process would have it: the process's import and
+                # device set-up, then its own build and first step, not the arms built
+                # before. A rebuild's start-up is not reported: the first build's is.
+                own_launch = launch_ts + (time.time() - set_up)
+                if first:
+                    arm.memory.building()
+                else:
+                    arm.trainer = arm.current = None
+                    gc.collect()
+                t = time.perf_counter()
+                own = DeviceSetup(devices.kind, devices.names[:arm.spec.devices],
+                                  devices.logical)
+                strategy = build_strategy(arm.spec, own.names)
+                arm.trainer = TRAINERS.get(arm.spec.loop)(arm.spec, strategy, own)
+                arm_phases = {**phases, "build_s": time.perf_counter() - t}
+                arm.current = warm_up(arm.trainer.loop(), Rules.of(arm.spec),
+                                      launch_ts=own_launch, phases=arm_phases,
+                                      progress=child_log)
+                if first:
+                    arm.warm = arm.current
+                    arm.memory.built()
+                child_log(f"arm {arm.index} built and warm: {arm.spec.label()}")
+            except BaseException as exc:
+                _fail(arm, exc)
+        return time.perf_counter() - t0
+
+    set_up_s = build_all(first=True)
     (run_dir / f"ready.{task.name}").touch()
     if pacer is not None:
         pacer.say(b"R")
     inject_fault(task, "kill_after_warmup")
     slowdown = announce_slowdown(child_log)
     stopped = False
-    for r, order in enumerate(round_orders(len(arms), rounds, rng)):
-        for i in order:
-            arm = arms[i]
-            if pacer is not None and not pacer.wait_turn():
-                child_log(f"the launcher ended the rounds before round {r + 1}")
-                stopped = True
-                break
-            if not arm.live or arm.warm is None:
+    blocks = block_rounds(rounds, builds)
+    r, build, rebuilding, block_s = 0, 0, True, 0.0
+    for b, block in enumerate(blocks):
+        if b and rebuilding:
+            rebuilding = rebuild_pays(set_up_s, block_s, rebuild_share)
+            if rebuilding:
+                set_up_s = build_all(first=False)
+                build = b
+            else:
+                child_log(f"building the arms took {set_up_s:.1f} s against a block's "
+                          f"{block_s:.1f} s of windows: the remaining rounds run on build "
+                          f"{build}")
+        t_block = time.perf_counter()
+        for order in round_orders(len(arms), block, rng):
+            for i in order:
+                arm = arms[i]
+                if pacer is not None and not pacer.wait_turn():
+                    child_log(f"the launcher ended the rounds before round {r + 1}")
+                    stopped = True
+                    break
+                if not arm.live or arm.current is None:
+                    if pacer is not None:
+                        pacer.say(b"x")
+                    continue
+                try:
+                    loop, rules = arm.trainer.loop(), Rules.of(arm.spec)
+                    out = (arm.runs[-1].out if arm.runs and arm.runs[-1].window.build == build
+                           else arm.current.out)
+                    for _ in range(rewarms(arm.call_s, arm.spec.max_seconds, rewarm_calls)):
+                        out = loop.call()
+                        loop.fetch(out)
+                    run = run_window(loop, rules, r, out, memory=arm.memory,
+                                     fixed_steps=arm.current.fixed_steps, slowdown=slowdown,
+                                     host_memory=False)
+                    run.window.build = build
+                    arm.call_s = run.window.wall_s * loop.steps_per_call / max(1, run.window.steps)
+                    arm.runs.append(run)
+                except BaseException as exc:
+                    _fail(arm, exc)
                 if pacer is not None:
-                    pacer.say(b"x")
-                continue
-            try:
-                loop, rules = arm.trainer.loop(), Rules.of(arm.spec)
-                out = arm.runs[-1].out if arm.runs else arm.warm.out
-                for _ in range(rewarm_calls):
-                    out = loop.call()
-                    loop.fetch(out)
-                run = run_window(loop, rules, r, out, memory=arm.memory,
-                                 fixed_steps=arm.warm.fixed_steps, slowdown=slowdown,
-                                 host_memory=False)
-                arm.runs.append(run)
-            except BaseException as exc:
-                _fail(arm, exc)
-            if pacer is not None:
-                pacer.say(b"d" if arm.live else b"x")
+                    pacer.say(b"d" if arm.live else b"x")
+            if stopped:
+                break
+            child_log(f"round {r + 1}/{rounds} (build {build}): " + ", ".join(
+                f"arm{a.index} {a.runs[-1].window.global_throughput:,.0f}"
+                for a in arms if a.live and a.runs))
+            r += 1
         if stopped:
             break
-        child_log(f"round {r + 1}/{rounds}: " + ", ".join(
-            f"arm{a.index} {a.runs[-1].window.global_throughput:,.0f}"
-            for a in arms if a.live and a.runs))
+        block_s = time.perf_counter() - t_block
     reports: list[TaskReport] = []
     for arm in arms:
         if arm.report is None and arm.warm is not None:
@@ -250,7 +335,10 @@ def main(argv: list[str] | None = None) -> int:
         profile = doc.get("profile") or {}
         dirs = [Path(d) if d else None for d in profile.get("dirs", [])] or None
         reports, env = run_arms(specs, task, args.run_dir, rounds=int(doc["rounds"]),
-                                seed=int(doc["seed"]), rewarm_calls=int(doc.get("rewarm_calls", 1)),
+                                builds=int(doc.get("builds", 1)),
+                                rebuild_share=float(doc.get("rebuild_share", REBUILD_SHARE)),
+                                seed=int(doc["seed"]),
+                                rewarm_calls=int(doc.get("rewarm_calls", 1)),
                                 launch_ts=args.launch_ts, profile_dirs=dirs,
                                 profile_steps=int(profile.get("steps", 0)), pacer=args.pace)
         for i, report in enumerate(reports):

@@ -77,8 +77,12 @@ def run_interleaved(specs: Sequence[RunSpec], log_path: Path, *, rounds: int = D
                     seed: int = 0, rewarm_calls: int = 1, timeout_s: float | None = None,
                     env: Mapping[str, str] | None = None, python: str | None = None,
                     profile_dirs: Sequence[Path | None] = (),
-                    profile_steps: int = 0) -> list[RunResult]:
-    """Measure ``specs`` in one process, ``rounds`` windows each, interleaved.
+                    profile_steps: int = 0, builds: int = 1,
+                    rebuild_share: float | None = None) -> list[RunResult]:
+    """Measure ``specs`` in one process, ``rounds`` windows each, interleaved; with
+    ``builds`` above 1 the rounds come in that many blocks, every arm built afresh
+    before each where the builds are cheap enough (``bench.child.arms``; ``rebuild_share``
+    None: the child's own ``REBUILD_SHARE``).
 
     ``profile_dirs[i]`` (if given and not None): spec i is profiled there for up to
     ``profile_steps`` steps after every arm's windows, alone (a sweep's evidence).
@@ -117,7 +121,9 @@ def run_interleaved(specs: Sequence[RunSpec], log_path: Path, *, rounds: int = D
         run_dir = Path(tmp)
         arms_file = run_dir / "arms.json"
         arms_file.write_text(json.dumps({
-            "specs": [s.to_dict() for s in arm_specs], "rounds": rounds, "seed": seed,
+            "specs": [s.to_dict() for s in arm_specs], "rounds": rounds, "builds": builds,
+            **({"rebuild_share": rebuild_share} if rebuild_share is not None else {}),
+            "seed": seed,
             "rewarm_calls": rewarm_calls, "profile": {
                 "dirs": [str(d.resolve()) if d else None for d in dirs],
                 "steps": profile_steps}}), encoding="utf-8")
@@ -153,8 +159,10 @@ def run_interleaved(specs: Sequence[RunSpec], log_path: Path, *, rounds: int = D
             if status is not None else None
         result = arm_result(specs[i], failure, own, reports[k], run.tails,
                             started_at=started, wall_s=wall, launcher=info)
+        done = 1 + max((w.build for w in result.figures.windows), default=0) \
+            if result.figures is not None else 1
         result.interleaved = Interleaving(session=session, arms=labels, arm=k,
-                                          rounds=rounds, seed=seed)
+                                          rounds=rounds, seed=seed, builds=done)
         results[i] = result
     return [results[i] for i in range(len(specs))]
 

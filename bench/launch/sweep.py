@@ -24,6 +24,12 @@ from bench.results.schema import RunResult
 from bench.results.store import SweepStore, load, save
 from bench.spec import RunSpec
 
+# A session of arms measures its rounds in this many blocks, every arm built afresh for
+# each (where the builds are cheap against a block: ``bench.child.arms``). An arm's
+# level in a process belongs to its build, so each block is a pair of its own: three
+# per session where there was one, for two extra builds of each arm.
+SESSION_BUILDS = 3
+
 
 @dataclass
 class SweepOutcome:
@@ -311,6 +317,7 @@ def _run_group(store: SweepStore, specs: Sequence[RunSpec], replicate: int,
     steps = [evidence.steps_for(s, replicate) for s in specs]
     results = run_interleaved(
         specs, shared_log, rounds=rounds, seed=replicate, profile_steps=max(steps),
+        builds=SESSION_BUILDS,
         profile_dirs=[store.paths(s, replicate).profile if n else None
                       for s, n in zip(specs, steps, strict=True)])
     for result in results:

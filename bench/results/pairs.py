@@ -2,15 +2,18 @@
 interleaved (``bench.child.arms``; ``RunResult.interleaved`` says which process).
 
 Window r of two arms of one process ran seconds apart, so their ratio is free of
-the machine's drift and of each process's own luck. A process gives one statistic
-per pair of arms: the median over its rounds of log(candidate / reference window),
-leaving out rounds where either window lost CPU to another process. Several such
-processes are the pairs of a paired test (``stats.settle_pairs``, ``bench ab``).
-Parent side, numpy-free.
+the machine's drift and of each process's own luck. A unit gives one statistic per
+pair of arms: the median over its rounds of log(candidate / reference window),
+leaving out rounds where either window lost CPU to another process. A unit is a
+process, or, where the process built its arms afresh for each block of rounds, one
+block (``units``): an arm's level in a process belongs to its build, and rebuilt
+arms draw it again (``bench.child.arms``). Several units are the pairs of a paired
+test (``stats.settle_pairs``, ``bench ab``). Parent side, numpy-free.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -57,6 +60,28 @@ def undisturbed(use: Sequence[Sequence[float]]) -> list[int]:
     return keep if 2 * len(keep) >= len(every) else every
 
 
+def units(result: RunResult) -> list[RunResult]:
+    """``result`` as its units: itself where its arms were built once, else one result
+    per build holding that build's windows, its session named ``<session>/<build>``."""
+    if result.figures is None or result.interleaved is None:
+        return [result]
+    builds = sorted({w.build for w in result.figures.windows})
+    if len(builds) < 2:
+        return [result]
+    return [dataclasses.replace(
+        result,
+        figures=dataclasses.replace(result.figures, windows=[
+            w for w in result.figures.windows if w.build == b]),
+        interleaved=dataclasses.replace(result.interleaved,
+                                        session=f"{result.interleaved.session}/{b}"))
+            for b in builds]
+
+
+def unit_results(results: Sequence[RunResult]) -> list[RunResult]:
+    """Every result of ``results`` as its units (``units``), in order."""
+    return [u for r in results for u in units(r)]
+
+
 def process_log_ratio(reference: RunResult, candidate: RunResult) -> float:
     """One process's statistic for candidate / reference (two arms of it)."""
     ratios = round_log_ratios(reference, candidate)
@@ -65,12 +90,12 @@ def process_log_ratio(reference: RunResult, candidate: RunResult) -> float:
 
 def session_log_ratios(reference: Sequence[RunResult],
                        candidate: Sequence[RunResult]) -> list[float]:
-    """One log(candidate / reference) per process in which both were arms (with
-    figures), in the order of ``reference``, leaving out the disturbed processes
-    (``undisturbed_sessions``)."""
-    by_session = {r.interleaved.session: r for r in candidate
+    """One log(candidate / reference) per unit (a process, or a build of its arms:
+    ``units``) in which both were arms (with figures), in the order of ``reference``,
+    leaving out the disturbed ones (``undisturbed_sessions``)."""
+    by_session = {r.interleaved.session: r for r in unit_results(candidate)
                   if r.interleaved is not None and r.figures is not None}
-    matched = [(r, by_session[r.interleaved.session]) for r in reference
+    matched = [(r, by_session[r.interleaved.session]) for r in unit_results(reference)
                if r.interleaved is not None and r.figures is not None
                and r.interleaved.session in by_session]
     keep = undisturbed_sessions([{"r": r, "c": c} for r, c in matched])

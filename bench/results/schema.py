@@ -183,6 +183,9 @@ class Window:
     # CPUs) and per example; None where there is no counter (Figures.energy_reason).
     energy_j: float | None = unit("J", None)
     joules_per_example: float | None = unit("J/example", None)
+    # Which build of its arm the window measured (``bench.child.arms``: a session of
+    # arms may build every arm afresh for each block of rounds); 0 for a run built once.
+    build: int = 0
 
 
 @dataclass
@@ -481,6 +484,7 @@ class Interleaving:
     rounds: int = unit("windows")
     seed: int = 0  # of the build order and the rounds' orders
     processes: int = 1  # 1: the arms shared a process; 2: a duet
+    builds: int = 1  # blocks of rounds, each on arms built afresh (``Window.build``)
 
 
 @dataclass
