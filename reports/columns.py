@@ -81,8 +81,16 @@ def change_ci(r: Ratio | None) -> str:
     return text
 
 
+# Above this a change is shown as ``>+999%``: an interval at 1 degree of freedom and a
+# small alpha (a budget's interim look) reaches +1e10%, a figure no one can read.
+MAX_SHOWN_CHANGE = 9.99
+
+
 def _signed(change: float) -> str:
-    """``+5%``, ``-3%``; a change that rounds to nothing is ``0%``, never ``-0%``."""
+    """``+5%``, ``-3%``; a change that rounds to nothing is ``0%``, never ``-0%``; one
+    above ``MAX_SHOWN_CHANGE`` is ``>+999%``."""
+    if change > MAX_SHOWN_CHANGE:
+        return f">+{MAX_SHOWN_CHANGE:.0%}"
     text = f"{change:+.0%}"
     return "0%" if text in ("+0%", "-0%") else text
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from bench.results.combination import ran_concurrently
-from bench.results.pairs import session_log_ratios, unit_results
+from bench.results.pairs import session_log_ratios
 from bench.results.schema import Communication, Figures, RunResult, TaskFigures
 from bench.results.stats import (
     DEFAULT_ALPHA,
@@ -217,9 +217,8 @@ class ConfigView:
 
     def measured(self) -> Measured:
         """What the machine's noise pool reads of this configuration (``reports.noise``)."""
-        sessions = {r.interleaved.session: r
-                    for r in unit_results([v.result for v in self.ok_runs])
-                    if r.interleaved is not None and r.figures is not None}
+        sessions = {r.interleaved.session: r for v in self.ok_runs
+                    if (r := v.result).interleaved is not None and r.figures is not None}
         return Measured(self.key, self.run_family,
                         tuple(math.log(run_figure(w)) for w in self.stats_runs), sessions)
 

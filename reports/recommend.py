@@ -295,8 +295,7 @@ def evidence_of(s: Settlement) -> str:
     pooled = (f"; noise pooled over the sweep's configurations, {s.pooled_df:.0f} degrees of "
               f"freedom" if s.pooled_df is not None else "")
     if s.evidence == PAIRS:
-        return (f"{s.sizes[0]} within-process pairs (a pair per build of the arms), windows "
-                f"interleaved{pooled}")
+        return f"{s.sizes[0]} processes measuring both, windows interleaved{pooled}"
     return f"{s.sizes[1]} and {s.sizes[0]} runs{pooled}"
 
 

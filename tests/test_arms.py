@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.child.arms import REWARM_SHARE, block_rounds, rebuild_pays, rewarms
 from bench.launch.arms import ArmsError, check_arms, run_interleaved
 from bench.matrix import round_orders
 from bench.spec import RunSpec
@@ -83,3 +84,45 @@ def test_arms_are_measured_in_alternating_rounds_in_one_process(tmp_path: Path) 
         assert r.figures.memory.device_peak_reason is None
         assert max(r.figures.memory.device_peak_bytes.values()) > 0
         assert r.figures.memory.host_peak_rss_bytes is None
+
+
+@pytest.mark.parametrize("rounds,builds,blocks", [
+    (10, 3, [4, 3, 3]), (10, 1, [10]), (9, 3, [3, 3, 3]), (4, 3, [2, 2]), (3, 3, [3]),
+    (7, 2, [4, 3])])
+def test_rounds_split_into_blocks_of_two_rounds_or_more(rounds: int, builds: int,
+                                                         blocks: list[int]) -> None:
+    assert block_rounds(rounds, builds) == blocks
+    assert sum(block_rounds(rounds, builds)) == rounds
+
+
+def test_arms_are_rebuilt_only_while_their_builds_are_cheap_against_a_block() -> None:
+    assert rebuild_pays(2.0, 6.0)  # a CNN's three arms against 4 rounds of 0.5 s
+    assert not rebuild_pays(30.0, 6.0)  # ResNet50's builds
+    assert rebuild_pays(30.0, 6.0, share=10.0) and not rebuild_pays(0.1, 6.0, share=0.0)
+
+
+def test_only_short_calls_get_a_re_warm_call_before_their_windows() -> None:
+    window = 0.5
+    assert rewarms(0.004, window, 1) == 1  # an MLP step: the caches matter
+    assert rewarms(0.0, window, 2) == 2  # not timed yet: the first window re-warms
+    assert rewarms(0.17, window, 1) == 0  # a CNN at batch 256: a third of its window
+    assert rewarms(REWARM_SHARE * window, window, 1) == 0
+
+
+def test_each_block_of_rounds_runs_on_arms_built_afresh(tmp_path: Path) -> None:
+    one = RunSpec(workload="mlp", strategy="one_device", devices=1, batch=16, **TINY)
+    two = one.replace(strategy="mirrored", devices=2)
+    # Rebuilding forced (any cost pays), then refused (none does): the windows say
+    # which build they measured, and the session how many builds it made.
+    for share, builds in ((1e9, [0, 0, 1, 1, 2, 2]), (0.0, [0] * 6)):
+        results = run_interleaved([one, two], tmp_path / f"arms{share}.log", rounds=6,
+                                  seed=1, builds=3, rebuild_share=share)
+        assert [r.status for r in results] == ["ok", "ok"], [r.reason for r in results]
+        for r in results:
+            assert r.figures is not None and r.interleaved is not None
+            assert [w.build for w in r.figures.windows] == builds
+            assert [w.index for w in r.figures.windows] == list(range(6))
+            assert r.interleaved.builds == max(builds) + 1
+            assert r.figures.learned is not None
+        log = (tmp_path / f"arms{share}.log").read_text(encoding="utf-8")
+        assert log.count("arm 0 built and warm") == max(builds) + 1

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 
-from bench.results.pairs import process_log_ratio, session_log_ratios
+from bench.results.pairs import process_log_ratio, session_log_ratios, units
 from bench.results.schema import Interleaving, RunResult
 from bench.results.stats import EQUIVALENT, FASTER, NOT_SETTLED
 from bench.spec import RunSpec
@@ -69,6 +70,61 @@ def test_one_process_statistic_is_the_median_round_ratio() -> None:
     # Only processes both configurations were arms of count.
     lone = _run(TWO, 2, [1500.0] * 3, None)
     assert session_log_ratios([a], [b, lone]) == [process_log_ratio(a, b)]
+
+
+def _built(result: RunResult, rounds_per_build: int) -> RunResult:
+    """``result``'s windows as blocks of ``rounds_per_build``, each on a build of its own."""
+    assert result.figures is not None
+    for w in result.figures.windows:
+        w.build = w.index // rounds_per_build
+    return result
+
+
+def test_a_process_of_several_builds_gives_the_mean_of_their_medians() -> None:
+    # One process, three builds of both arms: mirrored 10%, 0% and 4% ahead of one_device
+    # (every round of a build alike but one outlier each, which the build's median drops).
+    gaps = (1.10, 1.00, 1.04)
+    a = _built(_run(ONE, 1, [1000.0] * 9, "s"), 3)
+    b = _built(_run(TWO, 1, [1000.0 * g * (3.0 if i == 1 else 1.0)
+                             for g in gaps for i in range(3)], "s"), 3)
+    assert [len(u.figures.windows) for u in units(b) if u.figures] == [3, 3, 3]
+    assert [u.interleaved.session for u in units(b) if u.interleaved] == ["s/0", "s/1", "s/2"]
+    mean = statistics.fmean(math.log(g) for g in gaps)
+    assert math.isclose(process_log_ratio(a, b), mean)
+    # The process is one pair, however many builds it made: its builds share the
+    # process's own offset (scripts.build_share), so they are not independent pairs.
+    assert session_log_ratios([a], [b]) == [process_log_ratio(a, b)]
+    # The median of all nine rounds would take the middle build's level instead.
+    assert not math.isclose(mean, statistics.median(
+        math.log(w.global_throughput / 1000.0) for w in b.figures.windows if b.figures))
+    # A run of its own process has no builds to split: itself.
+    lone = _run(TWO, 2, [1000.0] * 3, None)
+    assert units(lone) == [lone]
+
+
+def test_builds_average_an_arm_offset_that_one_build_per_process_keeps() -> None:
+    # Six processes; each build draws the arm an offset (SD 4%), the windows are quiet.
+    # Three builds a process shrink the spread of the process statistics by about
+    # sqrt(3), so the same six processes settle what one build each leaves open.
+    rng = random.Random(11)
+    spreads = {}
+    for builds in (1, 3):
+        made, stats_ = [], []
+        for p in range(1, 7):
+            offsets = [rng.lognormvariate(0, 0.04) for _ in range(builds)]
+            ref = [1000.0 * rng.lognormvariate(0, 0.003) for _ in range(9)]
+            cand = [1.04 * x * offsets[i * builds // 9] for i, x in enumerate(ref)]
+            one, two = _run(ONE, p, ref, f"s{p}"), _run(TWO, p, cand, f"s{p}")
+            if builds > 1:
+                _built(one, 3), _built(two, 3)
+            made += [one, two]
+            stats_.append(process_log_ratio(one, two))
+        spreads[builds] = statistics.stdev(stats_)
+        one_c, two_c = sorted(group_configs(views(made)), key=lambda c: c.replicas)
+        s = settle_of(two_c, one_c)
+        assert s is not None and s.sizes[0] == 6
+        assert (s.direction == FASTER) == (builds == 3), (builds, s)
+    assert spreads[3] < spreads[1] / 1.4
 
 
 def _cpu(result: RunResult, share: float) -> RunResult:

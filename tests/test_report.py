@@ -22,6 +22,8 @@ from bench.results.schema import Communication, RunResult, TaskFigures
 from bench.results.stats import EQUIVALENT, FASTER, NOT_SETTLED
 from bench.results.store import save
 from bench.strategies import STRATEGIES
+from reports.columns import change_ci
+from reports.configs import Ratio
 from reports.files import write
 from reports.recommend import Recommendation
 from reports.report import MachineReport, SweepReport, build, build_from_results, frame
@@ -546,3 +548,10 @@ def test_a_sweep_of_many_runs_prints_each_configurations_median_run() -> None:
     assert picked == [ok[1], one, failed[1]]
     table = format_table(picked)
     assert len(table.splitlines()) >= 4 and "again" in table
+
+
+def test_an_interval_beyond_reading_is_capped_where_it_is_printed() -> None:
+    # An interim look at 1 degree of freedom reaches +1e10%: shown as >+999%.
+    assert change_ci(Ratio(0.94, 0.0001, 1e8, False, None)) == "-6% [-100%, >+999%]"
+    assert change_ci(Ratio(1.07, 1.04, 1.11, True, None)) == "+7% [+4%, +11%]"
+    assert change_ci(Ratio(10.5, 10.0, 11.0, True, None)) == "+950% [+900%, >+999%]"

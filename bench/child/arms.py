@@ -30,15 +30,15 @@ that fails is reported failed and leaves the rounds, the other arms go on.
 a call of a fraction of a millisecond feels and one of 50 ms does not.
 
 ``"builds": B`` (default 1) splits the rounds into B blocks and builds every arm
-afresh before each block. An arm's level inside one process depends on its build:
-two identical MLP arms differed by 4-5% (SD of their log ratio over processes),
-a difference that stayed put while the same builds were measured again (SD 1.2%,
-the windows' own noise) and moved as much as between processes once they were
-rebuilt (SD 3.9%; no process share left beyond it). So each block is a unit of its
-own (``Window.build`` says which), and a session gives B pairs where it gave one.
-Rebuilding costs the arms' build and warm-up again, so it happens only while that
-costs at most ``F`` (default ``REBUILD_SHARE``) of a block's measuring (``rebuild_pays``): a
-ResNet50's 30 s of builds against 6 s of windows is measured on one build.
+afresh before each block (``Window.build`` says which). An arm's level inside one
+process depends on its build: two identical MLP arms differed by 4.5% (SD of their
+log ratio over processes), by 1.2% (the windows' own noise) while the same builds
+were measured again, and by 3.9% once rebuilt. So the process's statistic, the mean
+of its builds' (``bench.results.pairs.process_log_ratio``), carries about a third of
+that offset's variance with three builds. Rebuilding costs the arms' build and
+warm-up again, so it happens only while that costs at most ``F`` (default
+``REBUILD_SHARE``) of a block's measuring (``rebuild_pays``): a ResNet50's 30 s of
+builds against 6 s of windows is measured on one build.
 
 ``--pace R,W`` (two inherited pipe ends): the launcher paces the windows, so that
 two live processes (one per side of an A/B comparison, each its own environment or

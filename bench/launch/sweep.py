@@ -25,9 +25,9 @@ from bench.results.store import SweepStore, load, save
 from bench.spec import RunSpec
 
 # A session of arms measures its rounds in this many blocks, every arm built afresh for
-# each (where the builds are cheap against a block: ``bench.child.arms``). An arm's
-# level in a process belongs to its build, so each block is a pair of its own: three
-# per session where there was one, for two extra builds of each arm.
+# each (where the builds are cheap against a block: ``bench.child.arms``). Most of an
+# arm's offset in a process belongs to its build, so the session's mean over three
+# builds carries about a third of it, for two extra builds of each arm.
 SESSION_BUILDS = 3
 
 

@@ -2,13 +2,16 @@
 interleaved (``bench.child.arms``; ``RunResult.interleaved`` says which process).
 
 Window r of two arms of one process ran seconds apart, so their ratio is free of
-the machine's drift and of each process's own luck. A unit gives one statistic per
-pair of arms: the median over its rounds of log(candidate / reference window),
-leaving out rounds where either window lost CPU to another process. A unit is a
-process, or, where the process built its arms afresh for each block of rounds, one
-block (``units``): an arm's level in a process belongs to its build, and rebuilt
-arms draw it again (``bench.child.arms``). Several units are the pairs of a paired
-test (``stats.settle_pairs``, ``bench ab``). Parent side, numpy-free.
+the machine's drift and of each process's own luck. A process gives one statistic
+per pair of arms: the median over its rounds of log(candidate / reference window),
+leaving out rounds where either window lost CPU to another process. Where the
+process built its arms afresh for each block of rounds (``units``: one per build),
+it is the mean of its builds' medians: an arm's level depends on its build, so each
+build is one draw of that offset and the process averages them. The builds are not
+pairs of their own: the arms' levels also move with their process (builds of one
+process agree more than builds of different processes: ``scripts.build_share``), so
+the process stays the unit. Several processes are the pairs of a paired test
+(``stats.settle_pairs``, ``bench ab``). Parent side, numpy-free.
 """
 
 from __future__ import annotations
@@ -77,25 +80,29 @@ def units(result: RunResult) -> list[RunResult]:
             for b in builds]
 
 
-def unit_results(results: Sequence[RunResult]) -> list[RunResult]:
-    """Every result of ``results`` as its units (``units``), in order."""
-    return [u for r in results for u in units(r)]
-
-
 def process_log_ratio(reference: RunResult, candidate: RunResult) -> float:
-    """One process's statistic for candidate / reference (two arms of it)."""
+    """One process's statistic for candidate / reference (two arms of it): the median
+    of its undisturbed rounds, or with several builds the mean of each build's."""
+    ref, cand = units(reference), units(candidate)
+    if len(ref) < 2 or len(ref) != len(cand):
+        return build_log_ratio(reference, candidate)
+    return statistics.fmean(build_log_ratio(a, b) for a, b in zip(ref, cand, strict=True))
+
+
+def build_log_ratio(reference: RunResult, candidate: RunResult) -> float:
+    """The median over undisturbed rounds of log(candidate / reference): one build's."""
     ratios = round_log_ratios(reference, candidate)
     return statistics.median([ratios[r] for r in undisturbed_rounds(reference, candidate)])
 
 
 def session_log_ratios(reference: Sequence[RunResult],
                        candidate: Sequence[RunResult]) -> list[float]:
-    """One log(candidate / reference) per unit (a process, or a build of its arms:
-    ``units``) in which both were arms (with figures), in the order of ``reference``,
-    leaving out the disturbed ones (``undisturbed_sessions``)."""
-    by_session = {r.interleaved.session: r for r in unit_results(candidate)
+    """One log(candidate / reference) per process in which both were arms (with
+    figures), in the order of ``reference``, leaving out the disturbed processes
+    (``undisturbed_sessions``)."""
+    by_session = {r.interleaved.session: r for r in candidate
                   if r.interleaved is not None and r.figures is not None}
-    matched = [(r, by_session[r.interleaved.session]) for r in unit_results(reference)
+    matched = [(r, by_session[r.interleaved.session]) for r in reference
                if r.interleaved is not None and r.figures is not None
                and r.interleaved.session in by_session]
     keep = undisturbed_sessions([{"r": r, "c": c} for r, c in matched])
