@@ -316,6 +316,13 @@ def in_rounds(specs: Sequence[RunSpec], runs: int) -> list[tuple[RunSpec, int]]:
     return [(spec, r) for r in range(1, runs + 1) for spec in specs]
 
 
+def block_rounds(rounds: int, builds: int) -> list[int]:
+    """``rounds`` split into ``builds`` blocks as evenly as possible, the larger first,
+    none below 2 rounds (a block's round orders pair a round with its reverse)."""
+    blocks = max(1, min(builds, rounds // 2))
+    return [rounds // blocks + (1 if b < rounds % blocks else 0) for b in range(blocks)]
+
+
 def round_orders(arms: int, rounds: int, rng: random.Random) -> list[list[int]]:
     """The arms' order in each round: a random order, then its reverse, and again.
 

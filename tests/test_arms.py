@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.child.arms import REWARM_SHARE, block_rounds, rebuild_pays, rewarms
+from bench.child.arms import REWARM_SHARE, rebuild_pays, rewarms
 from bench.launch.arms import ArmsError, check_arms, run_interleaved
-from bench.matrix import round_orders
+from bench.matrix import block_rounds, round_orders
 from bench.spec import RunSpec
 
 TINY = {"size": "tiny", "max_seconds": 0.2, "min_steps": 3, "max_steps": 10,

@@ -33,7 +33,7 @@ a call of a fraction of a millisecond feels and one of 50 ms does not.
 afresh before each block (``Window.build`` says which). An arm's level inside one
 process depends on its build: two identical MLP arms differed by 4.5% (SD of their
 log ratio over processes), by 1.2% (the windows' own noise) while the same builds
-were measured again, and by 3.9% once rebuilt. So the process's statistic, the mean
+were measured again, and by 3.5% once rebuilt. So the process's statistic, the mean
 of its builds' (``bench.results.pairs.process_log_ratio``), carries about a third of
 that offset's variance with three builds. Rebuilding costs the arms' build and
 warm-up again, so it happens only while that costs at most ``F`` (default
@@ -83,7 +83,7 @@ from bench.child.windows import (
     warm_up,
 )
 from bench.errors import Unsupported
-from bench.matrix import round_orders
+from bench.matrix import block_rounds, round_orders
 from bench.results.payload import TaskReport, arm_name
 from bench.spec import RunSpec
 from bench.tasks import Task
@@ -96,13 +96,6 @@ REBUILD_SHARE = 0.5
 # window: a longer call refills the caches in a negligible part of its own time, and
 # its re-warm would cost a quarter of a CNN's session.
 REWARM_SHARE = 0.05
-
-
-def block_rounds(rounds: int, builds: int) -> list[int]:
-    """``rounds`` split into ``builds`` blocks as evenly as possible, the larger first,
-    none below 2 rounds (a block's round orders pair a round with its reverse)."""
-    blocks = max(1, min(builds, rounds // 2))
-    return [rounds // blocks + (1 if b < rounds % blocks else 0) for b in range(blocks)]
 
 
 def rebuild_pays(set_up_s: float, block_s: float, share: float = REBUILD_SHARE) -> bool:
