@@ -32,8 +32,8 @@ a call of a fraction of a millisecond feels and one of 50 ms does not.
 ``"builds": B`` (default 1) splits the rounds into B blocks and builds every arm
 afresh before each block (``Window.build`` says which). An arm's level inside one
 process depends on its build: two identical MLP arms differed by 4.5% (SD of their
-log ratio over processes), by 1.2% (the windows' own noise) while the same builds
-were measured again, and by 3.5% once rebuilt. So the process's statistic, the mean
+log ratio over processes), by 1.3% (the windows' own noise) while the same builds
+were measured again, and by 3.8% once rebuilt (``scripts.build_offset``). So the process's statistic, the mean
 of its builds' (``bench.results.pairs.process_log_ratio``), carries about a third of
 that offset's variance with three builds. Rebuilding costs the arms' build and
 warm-up again, so it happens only while that costs at most ``F`` (default
