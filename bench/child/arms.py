@@ -33,11 +33,11 @@ a call of a fraction of a millisecond feels and one of 50 ms does not.
 afresh before each block (``Window.build`` says which). An arm's level inside one
 process depends on its build: two identical MLP arms differed by 4.5% (SD of their
 log ratio over processes), by 1.3% (the windows' own noise) while the same builds
-were measured again, and by 3.8% once rebuilt (``scripts.build_offset``). So the process's statistic, the mean
-of its builds' (``bench.results.pairs.process_log_ratio``), carries about a third of
-that offset's variance with three builds. Rebuilding costs the arms' build and
-warm-up again, so it happens only while that costs at most ``F`` (default
-``REBUILD_SHARE``) of a block's measuring (``rebuild_pays``): a ResNet50's 30 s of
+were measured again, and by 3.8% once rebuilt (``scripts.build_offset``). So the
+process's statistic, the mean of its builds' (``bench.results.pairs.process_log_ratio``),
+carries about a third of that offset's variance with three builds. Rebuilding costs
+the arms' build and warm-up again, so it happens only while that costs at most ``F``
+(default ``REBUILD_SHARE``) of a block's measuring (``rebuild_pays``): a ResNet50's 30 s of
 builds against 6 s of windows is measured on one build.
 
 ``--pace R,W`` (two inherited pipe ends): the launcher paces the windows, so that
