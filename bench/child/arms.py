@@ -122,7 +122,7 @@ class Arm:
     trainer: Any = None
     warm: Warm | None = None
     current: Warm | None = None
-    call_s: float = 0.0  # one call of its current build, from its warm-up
+    call_s: float = 0.0  # one call, from its last window (0 before any: re-warmed)
     runs: list[WindowRun] = field(default_factory=list)
     report: TaskReport | None = None  # set once the arm failed (or at the end)
 
