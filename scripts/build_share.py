@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats as sps
 
-from bench.results.pairs import process_log_ratio, units
+from bench.results.pairs import build_log_ratio, units
 from bench.results.schema import RunResult
 from bench.results.store import load_sweep
 
@@ -92,7 +92,7 @@ def comparisons(results: Sequence[RunResult], sweep: str) -> list[Nested]:
             a, b = units(arms[ref]), units(arms[k])
             if len(a) < 2 or len(a) != len(b):
                 continue
-            found[(ref, k)].append([process_log_ratio(x, y) for x, y in zip(a, b, strict=True)])
+            found[(ref, k)].append([build_log_ratio(x, y) for x, y in zip(a, b, strict=True)])
             spec, other = arms[ref].spec, arms[k].spec
             labels[(ref, k)] = (f"{sweep} {spec.workload} b{spec.batch}: {other.strategy} "
                                 f"n={other.devices} / {spec.strategy} n={spec.devices}")

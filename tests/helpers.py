@@ -58,6 +58,15 @@ def fake_figures(throughputs: tuple[float, ...] = (1000.0, 1100.0), replicas: in
         replica_divergence=0.0, throughput_cv=0.05)
 
 
+def with_builds(result: RunResult, rounds_per_build: int) -> RunResult:
+    """``result``'s windows as blocks of ``rounds_per_build``, each on a build of its
+    own (``Window.build``), as a session that rebuilt its arms records them."""
+    assert result.figures is not None
+    for w in result.figures.windows:
+        w.build = w.index // rounds_per_build
+    return result
+
+
 def fake_result(status: str = "ok", **spec_over: Any) -> RunResult:
     spec = tiny_spec(**spec_over)
     figures = fake_figures(replicas=spec.replicas, batch=spec.global_batch) \

@@ -7,7 +7,7 @@ import random
 from bench.results.schema import Interleaving, RunResult
 from bench.spec import RunSpec
 from scripts.build_share import comparisons, simulate
-from tests.helpers import fake_figures, fake_result
+from tests.helpers import fake_figures, fake_result, with_builds
 
 ONE = RunSpec(workload="mlp", strategy="one_device", devices=1, batch=32, size="tiny")
 TWO = ONE.replace(strategy="mirrored", devices=2)
@@ -22,8 +22,7 @@ def _session(p: int, offsets: list[float], rng: random.Random) -> list[RunResult
         r = fake_result("ok")
         r.spec, r.key, r.replicate, r.replicas = spec, spec.key(), p, spec.replicas
         r.figures = fake_figures(tuple(windows), replicas=spec.replicas)
-        for w in r.figures.windows:
-            w.build = w.index // 3
+        with_builds(r, 3)
         r.interleaved = Interleaving(f"s{p}", [ONE.label(), TWO.label()], k, len(windows), p,
                                      builds=len(offsets))
         out.append(r)

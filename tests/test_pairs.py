@@ -12,7 +12,7 @@ from bench.results.stats import EQUIVALENT, FASTER, NOT_SETTLED
 from bench.spec import RunSpec
 from reports.configs import group_configs, settle_of
 from reports.runs import views
-from tests.helpers import fake_figures, fake_result
+from tests.helpers import fake_figures, fake_result, with_builds
 
 ONE = RunSpec(workload="mlp", strategy="one_device", devices=1, batch=32, size="tiny")
 TWO = ONE.replace(strategy="mirrored", devices=2)
@@ -72,20 +72,12 @@ def test_one_process_statistic_is_the_median_round_ratio() -> None:
     assert session_log_ratios([a], [b, lone]) == [process_log_ratio(a, b)]
 
 
-def _built(result: RunResult, rounds_per_build: int) -> RunResult:
-    """``result``'s windows as blocks of ``rounds_per_build``, each on a build of its own."""
-    assert result.figures is not None
-    for w in result.figures.windows:
-        w.build = w.index // rounds_per_build
-    return result
-
-
 def test_a_process_of_several_builds_gives_the_mean_of_their_medians() -> None:
     # One process, three builds of both arms: mirrored 10%, 0% and 4% ahead of one_device
     # (every round of a build alike but one outlier each, which the build's median drops).
     gaps = (1.10, 1.00, 1.04)
-    a = _built(_run(ONE, 1, [1000.0] * 9, "s"), 3)
-    b = _built(_run(TWO, 1, [1000.0 * g * (3.0 if i == 1 else 1.0)
+    a = with_builds(_run(ONE, 1, [1000.0] * 9, "s"), 3)
+    b = with_builds(_run(TWO, 1, [1000.0 * g * (3.0 if i == 1 else 1.0)
                              for g in gaps for i in range(3)], "s"), 3)
     assert [len(u.figures.windows) for u in units(b) if u.figures] == [3, 3, 3]
     assert [u.interleaved.session for u in units(b) if u.interleaved] == ["s/0", "s/1", "s/2"]
@@ -116,7 +108,7 @@ def test_builds_average_an_arm_offset_that_one_build_per_process_keeps() -> None
             cand = [1.04 * x * offsets[i * builds // 9] for i, x in enumerate(ref)]
             one, two = _run(ONE, p, ref, f"s{p}"), _run(TWO, p, cand, f"s{p}")
             if builds > 1:
-                _built(one, 3), _built(two, 3)
+                one, two = with_builds(one, 3), with_builds(two, 3)
             made += [one, two]
             stats_.append(process_log_ratio(one, two))
         spreads[builds] = statistics.stdev(stats_)

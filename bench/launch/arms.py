@@ -29,6 +29,7 @@ from bench.launch.launcher import (
     make_result,
     unsupported_result,
 )
+from bench.results.pairs import builds_of
 from bench.results.payload import TaskReport, arm_name, read_report
 from bench.results.schema import Interleaving, RunResult
 from bench.spec import RunSpec
@@ -159,10 +160,9 @@ def run_interleaved(specs: Sequence[RunSpec], log_path: Path, *, rounds: int = D
             if status is not None else None
         result = arm_result(specs[i], failure, own, reports[k], run.tails,
                             started_at=started, wall_s=wall, launcher=info)
-        done = 1 + max((w.build for w in result.figures.windows), default=0) \
-            if result.figures is not None else 1
         result.interleaved = Interleaving(session=session, arms=labels, arm=k,
-                                          rounds=rounds, seed=seed, builds=done)
+                                          rounds=rounds, seed=seed,
+                                          builds=max(1, len(builds_of(result))))
         results[i] = result
     return [results[i] for i in range(len(specs))]
 

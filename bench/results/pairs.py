@@ -63,13 +63,17 @@ def undisturbed(use: Sequence[Sequence[float]]) -> list[int]:
     return keep if 2 * len(keep) >= len(every) else every
 
 
+def builds_of(result: RunResult) -> list[int]:
+    """The builds ``result``'s windows measured (``Window.build``), in order; none
+    without figures."""
+    return sorted({w.build for w in result.figures.windows}) if result.figures else []
+
+
 def units(result: RunResult) -> list[RunResult]:
     """``result`` as its units: itself where its arms were built once, else one result
     per build holding that build's windows, its session named ``<session>/<build>``."""
-    if result.figures is None or result.interleaved is None:
-        return [result]
-    builds = sorted({w.build for w in result.figures.windows})
-    if len(builds) < 2:
+    builds = builds_of(result)
+    if result.figures is None or result.interleaved is None or len(builds) < 2:
         return [result]
     return [dataclasses.replace(
         result,
