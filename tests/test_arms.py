@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.child.arms import REWARM_SHARE, rebuild_pays, rewarms
+from bench.child.arms import REWARM_SHARE, planned_builds, rebuild_pays, rewarms
 from bench.launch.arms import ArmsError, check_arms, run_interleaved
 from bench.matrix import block_rounds, round_orders
 from bench.spec import RunSpec
@@ -99,6 +99,24 @@ def test_arms_are_rebuilt_only_while_their_builds_are_cheap_against_a_block() ->
     assert rebuild_pays(2.0, 6.0)  # a CNN's three arms against 4 rounds of 0.5 s
     assert not rebuild_pays(30.0, 6.0)  # ResNet50's builds
     assert rebuild_pays(30.0, 6.0, share=10.0) and not rebuild_pays(0.1, 6.0, share=0.0)
+
+
+def test_a_session_plans_as_many_builds_as_its_smallest_block_pays_for() -> None:
+    # An MLP's four arms: 1.2 s to build, 2 s a round: five blocks of 2 rounds.
+    assert planned_builds(1.2, 2.0, 10, 5, share=1.0) == 5
+    # Never more than asked, nor blocks of a single round.
+    assert planned_builds(1.2, 2.0, 10, 3, share=1.0) == 3
+    assert planned_builds(0.1, 2.0, 5, 5, share=1.0) == 2
+    # A CNN at batch 256: 3.5 s against 1.5 s a round. Three blocks ([4, 3, 3]) measure
+    # 4.5 s at the least, four ([3, 3, 2, 2]) 3 s: three builds.
+    assert planned_builds(3.5, 1.5, 10, 5, share=1.0) == 3
+    # At half the share only two blocks of 5 rounds pay (half of 7.5 s covers 3.5 s),
+    # and nothing pays for 4 s.
+    assert planned_builds(3.5, 1.5, 10, 5, share=0.5) == 2
+    assert planned_builds(4.0, 1.5, 10, 5, share=0.5) == 1
+    # ResNet50: 27 s of builds against 1.2 s a round: one build.
+    assert planned_builds(27.0, 1.2, 10, 5, share=1.0) == 1
+    assert planned_builds(1.0, 2.0, 10, 1, share=1.0) == 1
 
 
 def test_only_short_calls_get_a_re_warm_call_before_their_windows() -> None:

@@ -29,16 +29,18 @@ that fails is reported failed and leaves the rounds, the other arms go on.
 (``rewarms``): the arm measured before it left its own weights in the caches, which
 a call of a fraction of a millisecond feels and one of 50 ms does not.
 
-``"builds": B`` (default 1) splits the rounds into B blocks and builds every arm
-afresh before each block (``Window.build`` says which). An arm's level inside one
+``"builds": B`` (default 1) splits the rounds into at most B blocks and builds every
+arm afresh before each block (``Window.build`` says which). An arm's level inside one
 process depends on its build: two identical MLP arms differed by 4.5% (SD of their
 log ratio over processes), by 1.3% (the windows' own noise) while the same builds
 were measured again, and by 3.8% once rebuilt (``scripts.build_offset``). So the
 process's statistic, the mean of its builds' (``bench.results.pairs.process_log_ratio``),
-carries about a third of that offset's variance with three builds. Rebuilding costs
-the arms' build and warm-up again, so it happens only while that costs at most ``F``
-(default ``REBUILD_SHARE``) of a block's measuring (``rebuild_pays``): a ResNet50's 30 s of
-builds against 6 s of windows is measured on one build.
+carries 1/B of that offset's variance. Rebuilding costs the arms' build and warm-up
+again, so the process plans as many blocks as keep a rebuild within ``F`` (default
+``REBUILD_SHARE``) of its smallest block's measuring (``planned_builds``, from the
+first build's time), and rebuilds only while the last block measured still pays for
+it (``rebuild_pays``): an MLP session makes 5 builds, a CNN's 3-5, a ResNet50's 30 s
+of builds against 12 s of windows one.
 
 ``--pace R,W`` (two inherited pipe ends): the launcher paces the windows, so that
 two live processes (one per side of an A/B comparison, each its own environment or
@@ -90,8 +92,11 @@ from bench.tasks import Task
 
 # Rebuild the arms for another block only while their build and warm-up cost at most
 # this share of a block's measuring time (the rest of the session's rounds then run
-# on the builds at hand).
-REBUILD_SHARE = 0.5
+# on the builds at hand). A rebuild is worth a block's measuring: the build offset of
+# an A/A pair (3.3% SD, rebuilt blocks 3.55% against kept ones 1.37%) is as large as
+# one round's window noise (about 3.6%), so another build removes as much of a
+# session's variance as many more rounds would (``scripts.build_offset``).
+REBUILD_SHARE = 1.0
 # Untimed calls before a window only where a call is shorter than this share of a
 # window: a longer call refills the caches in a negligible part of its own time, and
 # its re-warm would cost a quarter of a CNN's session.
@@ -102,6 +107,17 @@ def rebuild_pays(set_up_s: float, block_s: float, share: float = REBUILD_SHARE) 
     """Whether building every arm again (``set_up_s``, as the last build took) costs
     at most ``share`` of measuring a block (``block_s``)."""
     return set_up_s <= share * block_s
+
+
+def planned_builds(set_up_s: float, round_s: float, rounds: int, most: int,
+                   share: float = REBUILD_SHARE) -> int:
+    """How many blocks (builds) to split ``rounds`` into: the most, up to ``most``,
+    whose smallest block measures (``round_s`` a round) at least ``set_up_s / share``,
+    the time building every arm again takes; 1 when no split pays."""
+    for builds in range(min(most, rounds // 2), 1, -1):
+        if rebuild_pays(set_up_s, min(block_rounds(rounds, builds)) * round_s, share):
+            return builds
+    return 1
 
 
 def rewarms(call_s: float, window_s: float, calls: int) -> int:
@@ -233,7 +249,14 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
     inject_fault(task, "kill_after_warmup")
     slowdown = announce_slowdown(child_log)
     stopped = False
-    blocks = block_rounds(rounds, builds)
+    # A round's windows take about each arm's max_seconds (a window bounded by its
+    # steps ends sooner: the blocks measured then say whether a rebuild still pays).
+    round_s = sum(arm.spec.max_seconds for arm in arms if arm.live)
+    blocks = block_rounds(rounds, planned_builds(set_up_s, round_s, rounds, builds,
+                                                 rebuild_share))
+    if builds > 1:
+        child_log(f"{len(blocks)} build(s) of at most {builds}: building the arms took "
+                  f"{set_up_s:.1f} s, a round's windows about {round_s:.1f} s")
     r, build, rebuilding, block_s = 0, 0, True, 0.0
     for b, block in enumerate(blocks):
         if b and rebuilding:

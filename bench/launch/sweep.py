@@ -24,11 +24,11 @@ from bench.results.schema import RunResult
 from bench.results.store import SweepStore, load, save
 from bench.spec import RunSpec
 
-# A session of arms measures its rounds in this many blocks, every arm built afresh for
-# each (where the builds are cheap against a block: ``bench.child.arms``). Most of an
-# arm's offset in a process belongs to its build, so the session's mean over three
-# builds carries about a third of it, for two extra builds of each arm.
-SESSION_BUILDS = 3
+# A session of arms measures its rounds in up to this many blocks (of 2 rounds or more),
+# every arm built afresh for each, as many as the builds' cost allows
+# (``bench.child.arms.planned_builds``). Most of an arm's offset in a process belongs to
+# its build, so the session's mean over B builds carries 1/B of it.
+SESSION_BUILDS = 5
 
 
 @dataclass
