@@ -136,6 +136,13 @@ class StrategyFactory:
     # Cross-device ops choices this strategy accepts (only "default" unless overridden).
     cross_device_ops: tuple[str, ...] = ("default",)
 
+    # Its processes can take turns with an arms session's, window by window
+    # (``bench.launch.session``): every process trains, all of them step together, and
+    # they agree on a window's step count. Only then is a multi-process configuration
+    # measured beside the in-process ones it is compared with, free of the drift
+    # between separate runs.
+    paced_processes = False
+
     # Multi-process knobs this strategy accepts away from their defaults.
     accepts: tuple[str, ...] = ()
     # Training loops / Keras lanes it cannot train with (besides COMMON_LOOP_LIMITS).
@@ -285,6 +292,7 @@ class MultiWorkerMirrored(StrategyFactory):
     trait = ("it runs one process per worker and all-reduces the gradients across processes "
              "every step")
     plainness = 20
+    paced_processes = True
     accepts = ("workers", "workers_per_device", "communication")
     loop_limits = (
         LoopLimit("Keras 3 fit cannot train under MultiWorkerMirroredStrategy "

@@ -123,10 +123,9 @@ def test_an_open_answer_measures_again_only_what_its_open_comparisons_need(
     (place,) = places(results, Path("/nonexistent"))
     assert place.is_open
     keys = {r.spec.strategy: r.key for r in results}
-    # The in-process ones run together as one session whenever one of them is needed.
-    expected = {keys["one_device"], keys["mirrored"]} | (
-        {keys[open_one]} if open_one == "multi_worker_mirrored" else set())
-    assert set(budget_mod.to_measure(place)) == expected
+    # The configurations of a session (the in-process ones, and MultiWorkerMirrored
+    # taking turns with them) run together whenever one of them is needed.
+    assert set(budget_mod.to_measure(place)) == set(keys.values())
 
 
 def test_open_answers_are_taken_cheapest_first_as_far_as_the_budget_goes() -> None:
@@ -145,9 +144,11 @@ def test_open_answers_are_taken_cheapest_first_as_far_as_the_budget_goes() -> No
 def test_a_budgeted_sweep_runs_shared_arms_first_then_says_its_provisional_answers(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # What bench run --budget does, phase by phase, without TensorFlow: the answer's
-    # in-process configurations as one session, the provisional answers, the
-    # multi-process one, the planned passes (an explicit --runs 2), then the budget.
-    alone = ONE.replace(strategy="multi_worker_mirrored", devices=2)
+    # session (its in-process configurations, and MultiWorkerMirrored beside them), the
+    # provisional answers, the parameter servers alone, the planned passes (an
+    # explicit --runs 2), then the budget.
+    member = ONE.replace(strategy="multi_worker_mirrored", devices=2)
+    alone = ONE.replace(strategy="parameter_server", devices=2)
     calls: list[tuple[list[str], int]] = []
 
     def fake(specs: Sequence[RunSpec], out: Path, *, replication: Replication,
@@ -160,11 +161,11 @@ def test_a_budgeted_sweep_runs_shared_arms_first_then_says_its_provisional_answe
     monkeypatch.setattr(budget_mod, "run_sweep", fake)
     lines: list[str] = []
     outcome = sweep_mod.budgeted_sweep(
-        [ONE, TWO, alone], tmp_path, budget_s=1.0, started=time.monotonic(), interleave=True,
-        evidence=OFF, passes=Replication(runs=2), echo=lines.append)
-    assert calls == [(["one_device", "mirrored"], 1), (["multi_worker_mirrored"], 1),
-                     (["one_device", "mirrored", "multi_worker_mirrored"], 2)]
-    assert len(outcome.ran) == 6 and not outcome.interrupted
+        [ONE, TWO, member, alone], tmp_path, budget_s=1.0, started=time.monotonic(),
+        interleave=True, evidence=OFF, passes=Replication(runs=2), echo=lines.append)
+    session = ["one_device", "mirrored", "multi_worker_mirrored"]
+    assert calls == [(session, 1), (["parameter_server"], 1), ([*session, "parameter_server"], 2)]
+    assert len(outcome.ran) == 8 and not outcome.interrupted
     assert lines[0].startswith("budget 1 s: provisional answers after each answer's first")
     assert lines[1].startswith("\nprovisional answers (") and "still to come" in lines[1]
     assert lines[2].split()[:3] == ["place", "answer", "kind"]  # the answers' table

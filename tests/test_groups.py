@@ -10,7 +10,7 @@ import pytest
 
 from bench.launch import sweep as sweep_mod
 from bench.launch.evidence import Evidence
-from bench.launch.groups import answer_key, sweep_units
+from bench.launch.groups import answer_key, is_session, sweep_units
 from bench.launch.sweep import Replication, run_sweep
 from bench.results.schema import Interleaving, RunResult
 from bench.results.store import SweepStore
@@ -21,15 +21,24 @@ BASE = RunSpec(workload="mlp", strategy="one_device", devices=1, batch=32, size=
 MIRRORED = BASE.replace(strategy="mirrored", devices=2)
 DEFAULT = BASE.replace(strategy="default")
 MWM = BASE.replace(strategy="multi_worker_mirrored", devices=2)
+PS = BASE.replace(strategy="parameter_server", devices=2)
 OTHER_BATCH = BASE.replace(batch=64)
 
 
-def test_an_answers_in_process_configurations_form_one_unit() -> None:
-    units = sweep_units([BASE, MWM, MIRRORED, OTHER_BATCH, DEFAULT])
-    assert units == [(BASE, MIRRORED, DEFAULT), (MWM,), (OTHER_BATCH,)]
+def test_an_answers_configurations_that_can_take_turns_form_one_session() -> None:
+    # The in-process ones as arms, MultiWorkerMirrored in its own processes beside
+    # them; parameter servers (asynchronous, ps tasks that do not train) stay alone.
+    units = sweep_units([BASE, MWM, PS, MIRRORED, OTHER_BATCH, DEFAULT])
+    assert units == [(BASE, MWM, MIRRORED, DEFAULT), (PS,), (OTHER_BATCH,)]
     assert answer_key(BASE) == answer_key(MIRRORED) != answer_key(OTHER_BATCH)
     assert sweep_units([BASE.replace(loop="fit"), MIRRORED.replace(loop="fit")]) == [
         (BASE.replace(loop="fit"),), (MIRRORED.replace(loop="fit"),)]
+    # A session is paced around an arms' process: without an in-process configuration
+    # a multi-process one runs alone.
+    assert not is_session([MWM, MWM.replace(batch=64)]) and is_session([BASE, MWM])
+    assert sweep_units([MWM, OTHER_BATCH.replace(strategy="multi_worker_mirrored",
+                                                 devices=2)]) == [
+        (MWM,), (OTHER_BATCH.replace(strategy="multi_worker_mirrored", devices=2),)]
 
 
 def _ok(spec: RunSpec) -> RunResult:
@@ -60,20 +69,30 @@ def test_later_passes_run_each_answer_in_one_process(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(sweep_mod, "run_isolated", fake_isolated)
     monkeypatch.setattr(sweep_mod, "run_interleaved", fake_interleaved)
-    specs = [BASE, MIRRORED, MWM]
+    runners: list[str] = []
+
+    def fake_session(specs: Sequence[RunSpec], log: Path, **kw: Any) -> list[RunResult]:
+        runners.append("session")
+        return fake_interleaved(specs, log, **kw)
+
+    monkeypatch.setattr(sweep_mod, "run_session", fake_session)
+    specs = [BASE, MIRRORED, MWM, PS]
     outcome = run_sweep(specs, tmp_path, echo=lambda _: None,
                         replication=Replication(runs=2), interleave=interleave)
-    assert len(outcome.ran) == 6
+    assert len(outcome.ran) == 8
     if interleave:
-        # Pass 1: every configuration alone; pass 2: the answer's two in one process.
-        assert alone == [BASE.label(), MIRRORED.label(), MWM.label(), MWM.label()]
-        assert shared == [[BASE.label(), MIRRORED.label()]]
+        # Pass 1: every configuration alone; pass 2: the answer's session (the two
+        # in-process ones and MultiWorkerMirrored beside them); the parameter servers
+        # alone again.
+        assert alone == [s.label() for s in specs] + [PS.label()]
+        assert shared == [[BASE.label(), MIRRORED.label(), MWM.label()]]
+        assert runners == ["session"]  # a member in processes of its own: paced
     else:
         assert sorted(alone) == sorted([s.label() for s in specs] * 2) and not shared
     store = SweepStore(tmp_path)
     assert all(store.has_result(s, r) for s in specs for r in (1, 2))
     second = [r for r in outcome.ran if r.replicate == 2 and r.interleaved]
-    assert len(second) == (2 if interleave else 0)
+    assert len(second) == (3 if interleave else 0)
 
 
 def test_on_a_budget_the_first_pass_shares_and_its_arms_are_profiled(
@@ -92,14 +111,15 @@ def test_on_a_budget_the_first_pass_shares_and_its_arms_are_profiled(
 
     monkeypatch.setattr(sweep_mod, "run_isolated", fake_isolated)
     monkeypatch.setattr(sweep_mod, "run_interleaved", fake_interleaved)
-    run_sweep([BASE, MIRRORED, MWM], tmp_path, echo=lambda _: None,
+    monkeypatch.setattr(sweep_mod, "run_session", fake_interleaved)
+    run_sweep([BASE, MIRRORED, MWM, PS], tmp_path, echo=lambda _: None,
               replication=Replication(runs=2), interleave=True, evidence=Evidence(steps=3),
               shared_from=1)
     store = SweepStore(tmp_path)
-    # Both passes run the answer's two in one process; only the first run is profiled,
-    # each arm into its own run's profile directory.
-    assert [s[0] for s in shared] == [[BASE.label(), MIRRORED.label()]] * 2
-    assert shared[0][1:] == ([store.paths(BASE, 1).profile, store.paths(MIRRORED, 1).profile],
-                             3)
-    assert shared[1][1:] == ([None, None], 0)
-    assert alone == [(MWM.label(), 3), (MWM.label(), 0)]
+    # Both passes run the answer's session; only the first run is profiled, each
+    # configuration into its own run's profile directory.
+    assert [s[0] for s in shared] == [[BASE.label(), MIRRORED.label(), MWM.label()]] * 2
+    assert shared[0][1:] == ([store.paths(BASE, 1).profile, store.paths(MIRRORED, 1).profile,
+                              store.paths(MWM, 1).profile], 3)
+    assert shared[1][1:] == ([None, None, None], 0)
+    assert alone == [(PS.label(), 0), (PS.label(), 0)]

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.launch.arms import shareable_reason
+from bench.launch.groups import in_session
 from bench.launch.sweep import Replication, SweepOutcome, run_sweep
 from bench.results.schema import RunResult
 from bench.results.store import SweepStore, load_sweep
@@ -55,11 +55,12 @@ def open_answers(results: Sequence[RunResult], source: Path, looks: Looks | None
 
 def to_measure(place: Place) -> tuple[str, ...]:
     """What an open answer needs measured again: the configurations of its open
-    comparisons (the answer, the fastest, those not settled against it), and with an
-    in-process one among them every in-process configuration of the answer, so that
-    its sessions hold the same arms (their noise is pooled session by session)."""
+    comparisons (the answer, the fastest, those not settled against it), and with one
+    measured in sessions among them every configuration of the answer that is
+    (``bench.launch.groups.in_session``), so that its sessions hold the same arms (their
+    noise is pooled session by session)."""
     core = set(place.needs)
-    shared = {k for k, spec in place.measured.items() if shareable_reason(spec) is None}
+    shared = {k for k, spec in place.measured.items() if in_session(spec)}
     if core & shared:
         core |= shared
     return tuple(sorted(core))

@@ -39,15 +39,25 @@ carries 1/B of that offset's variance. Rebuilding costs the arms' build and warm
 again, so the process plans as many blocks as keep a rebuild within ``F`` (default
 ``REBUILD_SHARE``) of its smallest block's measuring (``planned_builds``, from the
 first build's time), and rebuilds only while the last block measured still pays for
-it (``rebuild_pays``): an MLP session makes 5 builds, a CNN's 3-5, a ResNet50's 30 s
+it (``rebuild_pays``): an MLP session makes 5 builds, a CNN's 1-3, a ResNet50's 30 s
 of builds against 12 s of windows one.
 
 ``--pace R,W`` (two inherited pipe ends): the launcher paces the windows, so that
-two live processes (one per side of an A/B comparison, each its own environment or
-interpreter) take turns window by window (``bench.launch.duet``). The process writes
+live processes take turns window by window: the two sides of an A/B comparison, each
+its own environment or interpreter (``bench.launch.duet``), or a session's arms and a
+multi-process configuration's workers (``bench.launch.session``). The process writes
 ``R`` on W once built and warm; before each window it blocks reading R (no CPU spent
-while the other process measures) and writes ``d`` on W when the window ends; an
-arm that failed answers ``x``. End of file on R (the launcher gone) ends the rounds.
+while another process measures) and writes ``d`` on W when the window ends; an arm
+that failed answers ``x``. A rebuild happens inside the turn of the block's first
+window, so that no other process measures meanwhile. After the rounds the process
+waits for one more turn, or end of file on R, before its summaries and profiles, so
+that the launcher lets one process at a time do that work. End of file on R (the
+launcher gone) also ends the rounds.
+
+A multi-worker configuration (MultiWorkerMirrored: each worker process runs this
+module with that one arm) windows on a step count its workers agree on, as in a run
+of its own (``Trainer.agreed_window_steps``), and never decides anything on its own
+clock that its peers must match: no re-warm calls, one build.
 """
 
 from __future__ import annotations
@@ -92,11 +102,12 @@ from bench.tasks import Task
 
 # Rebuild the arms for another block only while their build and warm-up cost at most
 # this share of a block's measuring time (the rest of the session's rounds then run
-# on the builds at hand). A rebuild is worth a block's measuring: the build offset of
-# an A/A pair (3.3% SD, rebuilt blocks 3.55% against kept ones 1.37%) is as large as
-# one round's window noise (about 3.6%), so another build removes as much of a
-# session's variance as many more rounds would (``scripts.build_offset``).
-REBUILD_SHARE = 1.0
+# on the builds at hand). The build offset of an A/A pair (3.3% SD: rebuilt blocks
+# 3.55% against kept ones 1.37%, ``scripts.build_offset``) is as large as one round's
+# window noise (about 3.6%), so another build removes more of a session's variance than
+# its time spent on rounds would; but builds are not measuring, and at a whole block's
+# time (share 1.0) a sweep measured 48% of its wall time, against 54-56% at half.
+REBUILD_SHARE = 0.5
 # Untimed calls before a window only where a call is shorter than this share of a
 # window: a longer call refills the caches in a negligible part of its own time, and
 # its re-warm would cost a quarter of a CNN's session.
@@ -118,6 +129,12 @@ def planned_builds(set_up_s: float, round_s: float, rounds: int, most: int,
         if rebuild_pays(set_up_s, min(block_rounds(rounds, builds)) * round_s, share):
             return builds
     return 1
+
+
+def multi_worker(trainer: Any) -> bool:
+    """Whether ``trainer``'s replicas span several worker processes (their windows must
+    end on a step count they agree on)."""
+    return trainer is not None and trainer.local_replicas < trainer.replicas
 
 
 def rewarms(call_s: float, window_s: float, calls: int) -> int:
@@ -220,20 +237,32 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
                 # device set-up, then its own build and first step, not the arms built
                 # before. A rebuild's start-up is not reported: the first build's is.
                 own_launch = launch_ts + (time.time() - set_up)
-                if first:
+                # A cluster worker's strategy (MultiWorkerMirrored) configures the
+                # collective ops, which must come before anything starts the context:
+                # reading the allocator does. Its own process holds nothing else yet.
+                worker = task.cluster_job is not None
+                if first and not worker:
                     arm.memory.building()
-                else:
+                elif not first:
                     arm.trainer = arm.current = None
                     gc.collect()
                 t = time.perf_counter()
                 own = DeviceSetup(devices.kind, devices.names[:arm.spec.devices],
                                   devices.logical)
                 strategy = build_strategy(arm.spec, own.names)
+                if first and worker:
+                    arm.memory.building()
                 arm.trainer = TRAINERS.get(arm.spec.loop)(arm.spec, strategy, own)
                 arm_phases = {**phases, "build_s": time.perf_counter() - t}
-                arm.current = warm_up(arm.trainer.loop(), Rules.of(arm.spec),
-                                      launch_ts=own_launch, phases=arm_phases,
-                                      progress=child_log)
+                # Several workers time a few warm-up calls, then agree on one step
+                # count a window (as Trainer.measure does in a run of their own).
+                agreeing = multi_worker(arm.trainer)
+                arm.current = warm_up(
+                    arm.trainer.loop(), Rules.of(arm.spec), launch_ts=own_launch,
+                    phases=arm_phases, progress=child_log,
+                    warm_target=max(arm.spec.warmup_steps, 3 * arm.spec.steps_per_call)
+                    if agreeing else None,
+                    agree=arm.trainer.agreed_window_steps if agreeing else None)
                 if first:
                     arm.warm = arm.current
                     arm.memory.built()
@@ -252,6 +281,9 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
     # A round's windows take about each arm's max_seconds (a window bounded by its
     # steps ends sooner: the blocks measured then say whether a rebuild still pays).
     round_s = sum(arm.spec.max_seconds for arm in arms if arm.live)
+    peers = any(multi_worker(arm.trainer) for arm in arms if arm.live)
+    if peers:
+        builds = 1  # each worker would decide on its own clock: its peers must match
     blocks = block_rounds(rounds, planned_builds(set_up_s, round_s, rounds, builds,
                                                  rebuild_share))
     if builds > 1:
@@ -259,6 +291,12 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
                   f"{set_up_s:.1f} s, a round's windows about {round_s:.1f} s")
     r, build, rebuilding, block_s = 0, 0, True, 0.0
     for b, block in enumerate(blocks):
+        # Paced, the rebuild waits for the block's first turn: no other process of the
+        # session measures while this one builds.
+        if pacer is not None and b and rebuilding and not pacer.wait_turn():
+            child_log(f"the launcher ended the rounds before round {r + 1}")
+            break
+        turn_held = pacer is not None and b > 0 and rebuilding
         if b and rebuilding:
             rebuilding = rebuild_pays(set_up_s, block_s, rebuild_share)
             if rebuilding:
@@ -272,7 +310,9 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
         for order in round_orders(len(arms), block, rng):
             for i in order:
                 arm = arms[i]
-                if pacer is not None and not pacer.wait_turn():
+                if turn_held:
+                    turn_held = False
+                elif pacer is not None and not pacer.wait_turn():
                     child_log(f"the launcher ended the rounds before round {r + 1}")
                     stopped = True
                     break
@@ -284,7 +324,8 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
                     loop, rules = arm.trainer.loop(), Rules.of(arm.spec)
                     out = (arm.runs[-1].out if arm.runs and arm.runs[-1].window.build == build
                            else arm.current.out)
-                    for _ in range(rewarms(arm.call_s, arm.spec.max_seconds, rewarm_calls)):
+                    calls = 0 if peers else rewarm_calls
+                    for _ in range(rewarms(arm.call_s, arm.spec.max_seconds, calls)):
                         out = loop.call()
                         loop.fetch(out)
                     run = run_window(loop, rules, r, out, memory=arm.memory,
@@ -306,6 +347,8 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
         if stopped:
             break
         block_s = time.perf_counter() - t_block
+    if pacer is not None:
+        pacer.wait_turn()  # a turn or end of file: one process at a time finishes
     reports: list[TaskReport] = []
     for arm in arms:
         if arm.report is None and arm.warm is not None:

@@ -44,11 +44,14 @@ class ArmsError(ValueError):
     """The configurations cannot share one process (the message names which and why)."""
 
 
-def shareable_reason(spec: RunSpec) -> str | None:
-    """Why ``spec`` cannot be an arm of a shared process, or None if it can."""
+def shareable_reason(spec: RunSpec, *, member: bool = False) -> str | None:
+    """Why ``spec`` cannot be an arm of a shared process, or None if it can. With
+    ``member``: why it can be neither that nor a session's member in processes of its
+    own taking turns with the arms' (``bench.launch.session``)."""
     factory = STRATEGIES.get(spec.strategy)
     tasks = factory.plan(spec, detect())
-    if len(tasks) != 1 or tasks[0].role != "single":
+    paced = member and factory.paced_processes and len(tasks) > 1
+    if not paced and (len(tasks) != 1 or tasks[0].role != "single"):
         return f"strategy {spec.strategy} runs {len(tasks)} processes"
     if spec.loop != "custom":
         return f"only the custom loop interleaves windows (loop={spec.loop})"

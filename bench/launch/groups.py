@@ -5,7 +5,9 @@ parameters, batch, precision, loop, ...) under different strategies and device
 counts. Those that run in one process (in-process strategies, the custom loop) are
 measured together, their windows interleaved (``bench.launch.arms``), so that the
 answer's ratios come from pairs measured seconds apart in one process rather than
-from separate processes started minutes apart. Everything else runs alone.
+from separate processes started minutes apart. A multi-process configuration whose
+processes can take turns with them (MultiWorkerMirrored) joins that session in
+processes of its own (``bench.launch.session``). Everything else runs alone.
 """
 
 from __future__ import annotations
@@ -25,18 +27,31 @@ def answer_key(spec: RunSpec) -> str:
     return repr(sorted(items.items(), key=lambda kv: kv[0]))
 
 
+def in_session(spec: RunSpec) -> bool:
+    """Whether ``spec`` can be measured in an arms session: as an arm, or as a member in
+    processes of its own."""
+    return shareable_reason(spec, member=True) is None
+
+
+def is_session(specs: Sequence[RunSpec]) -> bool:
+    """Whether ``specs`` make a session: two or more, every one ``in_session``, one at
+    least an in-process arm (a session's windows are paced around the arms' process)."""
+    return (len(specs) >= 2 and all(in_session(s) for s in specs)
+            and any(shareable_reason(s) is None for s in specs))
+
+
 def sweep_units(specs: Sequence[RunSpec]) -> list[tuple[RunSpec, ...]]:
-    """The sweep's units, in the specs' order: each answer's shareable configurations
-    (two or more) as one unit, every other configuration alone."""
+    """The sweep's units, in the specs' order: each answer's configurations that can
+    share a session (``is_session``) as one unit, every other configuration alone."""
     groups: dict[str, list[RunSpec]] = {}
     for spec in specs:
-        if shareable_reason(spec) is None:
+        if in_session(spec):
             groups.setdefault(answer_key(spec), []).append(spec)
     units: list[tuple[RunSpec, ...]] = []
     placed: set[str] = set()
     for spec in specs:
-        members = groups.get(answer_key(spec), []) if shareable_reason(spec) is None else []
-        if len(members) >= 2:
+        members = groups.get(answer_key(spec), []) if in_session(spec) else []
+        if is_session(members):
             key = answer_key(spec)
             if key not in placed:
                 placed.add(key)

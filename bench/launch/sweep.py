@@ -17,9 +17,10 @@ from bench.env import fingerprint, now_iso
 from bench.errors import SchemaError
 from bench.launch.arms import run_interleaved
 from bench.launch.evidence import OFF, Evidence
-from bench.launch.groups import sweep_units
+from bench.launch.groups import is_session, sweep_units
 from bench.launch.launcher import run_isolated
 from bench.launch.memory_fit import note_largest_fit
+from bench.launch.session import members_of, run_session
 from bench.results.schema import RunResult
 from bench.results.store import SweepStore, load, save
 from bench.spec import RunSpec
@@ -93,7 +94,7 @@ class Progress:
         left = f", ~{_fmt_duration(eta)} left{self.extra_note}" if eta is not None else ""
         run = f" (run {replicate})" if replicate > 1 else ""
         if shared:
-            run += f" in one process with {', '.join(shared)}, windows interleaved"
+            run += f" in one session with {', '.join(shared)}, windows interleaved"
         self.echo(f"[{self.done + 1}/{self.total}] {spec.label()}{run} ... "
                   f"(elapsed {_fmt_duration(time.monotonic() - self.t0)}{left})")
 
@@ -221,8 +222,8 @@ def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
                 progress.start(due[0], _still_planned(store, by_key, specs, due[0], replicate,
                                                       rep), replicate,
                                shared=[s.label() for s in due[1:]])
-                results = _run_group(store, due, replicate, evidence) if len(due) > 1 else \
-                    [_run_one(store, due[0], replicate, outcome, evidence)]
+                results = _run_group(store, due, replicate, evidence) if is_session(due) \
+                    else [_run_one(store, s, replicate, outcome, evidence) for s in due]
                 for result in results:
                     by_key.setdefault(result.spec.key(), []).append(result)
                     outcome.ran.append(result)
@@ -309,13 +310,15 @@ def _due(store: SweepStore, by_key: dict[str, list[RunResult]], spec: RunSpec,
 
 def _run_group(store: SweepStore, specs: Sequence[RunSpec], replicate: int,
                evidence: Evidence = OFF) -> list[RunResult]:
-    """Run ``specs`` as arms of one process (windows interleaved) as their run
-    ``replicate``, each profiled after all windows where ``evidence`` asks; each result
-    is saved where the store names it."""
+    """Run ``specs`` as one session (windows interleaved: the in-process ones as arms of
+    one process, a multi-process one in its own processes taking turns with it,
+    ``bench.launch.session``) as their run ``replicate``, each profiled after all
+    windows where ``evidence`` asks; each result is saved where the store names it."""
     rounds = max(2, max(s.repeats for s in specs))
     shared_log = store.paths(specs[0], replicate).log
     steps = [evidence.steps_for(s, replicate) for s in specs]
-    results = run_interleaved(
+    run = run_session if members_of(specs) else run_interleaved
+    results = run(
         specs, shared_log, rounds=rounds, seed=replicate, profile_steps=max(steps),
         builds=SESSION_BUILDS,
         profile_dirs=[store.paths(s, replicate).profile if n else None

@@ -1,0 +1,425 @@
+"""An arms session with multi-process members: the arms' process and each member's
+worker processes take turns, window by window.
+
+A configuration that trains in several processes (MultiWorkerMirrored: one worker
+process a device) cannot be an arm of the in-process configurations' process. Run on
+its own, minutes away from the arms' session, its comparison with them carries the
+machine's drift between the two: the CNN's sessions at batch 64 moved 8-9% from one to
+the next, every arm alike, and the comparison then waited on Welch's interval over a
+few runs ("about 50 runs each would settle it"). Here the member's workers live beside
+the arms' process for the whole session. Each round gives every arm one window (the
+arms' process takes one turn a window, its arms in its own order) and each member one
+(all its workers at once: they step together), the parties in an order that is random
+and reversed every other round (``round_orders``). Window r of a member and window r
+of an arm ran seconds apart, so their ratio is free of the drift. To the reports the
+member is an arm of the session (``RunResult.interleaved``, the same session), its
+comparisons settled as pairs; its own processes' luck stays in the session's
+statistic, as an arm's build does.
+
+The arms' process rebuilds its arms inside its own turns; a member builds once (its
+workers must agree on everything they do). After the rounds every party in turn gets
+end of file on its turns pipe and does its summaries and profiles alone. A member that
+fails, hangs or dies is killed and recorded failed and the arms go on; the arms'
+process failing ends the session, every configuration recording why. Every wait has a
+deadline. Parent side: no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import select
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.env import now_iso
+from bench.hardware import Hardware, detect
+from bench.launch.arms import TASK, ArmsError, arm_result, check_arms, shareable_reason
+from bench.launch.launcher import (
+    STARTUP_TIMEOUT_S,
+    _combine,
+    _Proc,
+    _Run,
+    child_command,
+    child_env,
+    cluster_configs,
+    make_result,
+    unsupported_result,
+)
+from bench.matrix import round_orders
+from bench.results.pairs import builds_of
+from bench.results.payload import TaskReport, arm_name, read_report
+from bench.results.schema import Interleaving, RunResult
+from bench.spec import RunSpec
+from bench.strategies import STRATEGIES
+from bench.tasks import Task
+
+# A turn is one window, bounded by its spec's max_seconds (a rebuild of the arms comes
+# inside the arms' turn): this many windows' time plus the allowance means a hang.
+TURN_FACTOR = 10.0
+TURN_ALLOWANCE_S = 60.0
+# After its last turn a party summarises, measures its peak for the MFU and profiles.
+FINISH_S = 180.0
+
+
+class SessionError(ValueError):
+    """The configurations cannot be measured as one session (the message says why)."""
+
+
+class _Stop(Exception):
+    """A party ends early: its status and why."""
+
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status, self.reason = status, reason
+
+
+@dataclass
+class _Paced:
+    """One paced process: the launcher's ends of its turns and answers pipes."""
+
+    proc: _Proc
+    run_dir: Path
+    turn_w: int
+    done_r: int
+
+    def close_turns(self) -> None:
+        """End of file on the turns: the process goes on to finish."""
+        if self.turn_w >= 0:
+            os.close(self.turn_w)
+            self.turn_w = -1
+
+
+@dataclass
+class _Party:
+    """The arms' process (``windows`` turns a round) or one member's workers (one)."""
+
+    label: str
+    indices: list[int]  # the specs it measures
+    windows: int  # turns a round: one a window
+    window_s: float  # the longest window it measures (max_seconds)
+    is_arms: bool = False  # its failure ends the session
+    procs: list[_Paced] = field(default_factory=list)
+    failure: _Stop | None = None
+
+    @property
+    def live(self) -> bool:
+        return self.failure is None
+
+    def hear(self, deadline: float, what: str) -> list[bytes]:
+        """Each process's next word; _Stop when one dies or says nothing by
+        ``deadline``."""
+        return [_hear(p, self.label, deadline, what) for p in self.procs]
+
+    def turn(self, deadline: float) -> list[bytes]:
+        """One window: every process of the party at once, then each one's answer."""
+        for p in self.procs:
+            try:
+                os.write(p.turn_w, b"g")
+            except BrokenPipeError:
+                p.proc.proc.wait(timeout=5)
+                raise _Stop("failed", f"{self.label}: process {p.proc.task.name} exited "
+                                      f"with code {p.proc.proc.returncode} before its "
+                                      f"window") from None
+        return self.hear(deadline, "finish a window")
+
+    def finish(self, deadline: float) -> None:
+        """End of file on every turns pipe, then wait for every process to exit."""
+        for p in self.procs:
+            p.close_turns()
+        for p in self.procs:
+            try:
+                p.proc.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                raise _Stop("timeout", f"{self.label}: process {p.proc.task.name} did not "
+                                       f"finish within {FINISH_S:g} s of its last "
+                                       f"window") from None
+
+    def close(self) -> None:
+        for p in self.procs:
+            p.close_turns()
+            if p.done_r >= 0:
+                os.close(p.done_r)
+                p.done_r = -1
+
+    def run(self) -> _Run:
+        return _Run(self.procs[0].run_dir if self.procs else Path("."),
+                    [p.proc for p in self.procs])
+
+
+def _hear(p: _Paced, label: str, deadline: float, what: str) -> bytes:
+    """``p``'s next word, or _Stop when it dies or says nothing by ``deadline``."""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _Stop("timeout", f"{label}: process {p.proc.task.name} did not {what} "
+                                   f"in time")
+        ready, _, _ = select.select([p.done_r], [], [], min(left, 1.0))
+        if ready:
+            word = os.read(p.done_r, 1)
+            if word:
+                return word
+            p.proc.proc.wait(timeout=5)
+            raise _Stop("failed", f"{label}: process {p.proc.task.name} exited with code "
+                                  f"{p.proc.proc.returncode} before it could {what}")
+
+
+def members_of(specs: Sequence[RunSpec]) -> list[int]:
+    """The indices of ``specs`` that join a session as members in processes of their
+    own; raises SessionError for a spec that can be neither an arm nor a member."""
+    members = []
+    for i, spec in enumerate(specs):
+        if shareable_reason(spec) is None:
+            continue
+        why = shareable_reason(spec, member=True)
+        if why is not None:
+            raise SessionError(f"{spec.label()} cannot join an arms session: {why}")
+        members.append(i)
+    return members
+
+
+def run_session(specs: Sequence[RunSpec], log_path: Path, *, rounds: int, seed: int = 0,
+                rewarm_calls: int = 1, timeout_s: float | None = None,
+                profile_dirs: Sequence[Path | None] = (), profile_steps: int = 0,
+                builds: int = 1, rebuild_share: float | None = None) -> list[RunResult]:
+    """Measure ``specs`` as one session: the in-process ones as arms of one process,
+    each multi-process one (``members_of``) in its own processes, all taking turns
+    window by window, ``rounds`` windows each. Arguments as ``run_interleaved``'s; a
+    member's workers log beside ``log_path`` (``<stem>.m<i>.<task>.log``).
+
+    Returns one result per spec, in order; never raises for a failed run.
+    """
+    members = members_of(specs)
+    arms = [i for i in range(len(specs)) if i not in members]
+    if not arms:
+        raise SessionError("a session needs an in-process configuration for its arms' "
+                           "process. Received: " + ", ".join(s.label() for s in specs))
+    check_arms([specs[i] for i in arms])
+    if profile_dirs and len(profile_dirs) != len(specs):
+        raise ArmsError(f"one profile directory (or None) per configuration. Received: "
+                        f"{len(profile_dirs)} for {len(specs)} configurations")
+    if rounds < 2:
+        raise ArmsError(f"interleaving needs at least 2 rounds. Received: rounds={rounds}")
+    hw = detect()
+    results: dict[int, RunResult] = {}
+    for i, spec in enumerate(specs):
+        pre = unsupported_result(spec, hw)
+        if pre is not None:
+            results[i] = pre
+    arms = [i for i in arms if i not in results]
+    members = [i for i in members if i not in results]
+    if not arms:
+        return [results.get(i) or make_result(specs[i], "unsupported", "no in-process "
+                                              "configuration of its session can run here")
+                for i in range(len(specs))]
+    sized = [s.replace(repeats=rounds) for s in specs]
+    timeout = timeout_s if timeout_s is not None else sum(
+        sized[i].timeout_s for i in [*arms, *members])
+    dirs = [Path(d) if (profile_dirs and (d := profile_dirs[i])) else None
+            for i in range(len(specs))]
+    session, started = uuid.uuid4().hex[:12], now_iso()
+    order = [*arms, *members]
+    labels = [sized[i].label() for i in order]
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    deadline = t0 + timeout
+    with tempfile.TemporaryDirectory(prefix="stratbench-session-") as tmp:
+        root = Path(tmp)
+        arms_party = _Party("the arms' process", arms, len(arms),
+                            max(sized[i].max_seconds for i in arms), is_arms=True)
+        parties = [arms_party] + [_Party(sized[i].label(), [i], 1, sized[i].max_seconds)
+                                  for i in members]
+        try:
+            try:
+                _start_arms(arms_party, [sized[i] for i in arms], root / "arms", log_path,
+                            rounds=rounds, seed=seed, builds=builds,
+                            rebuild_share=rebuild_share, rewarm_calls=rewarm_calls,
+                            dirs=[dirs[i] for i in arms], profile_steps=profile_steps, hw=hw)
+                for m, party in enumerate(parties[1:]):
+                    i = party.indices[0]
+                    _start_member(party, sized[i], root / f"m{m}",
+                                  log_path.with_name(f"{log_path.stem}.m{m}"), rounds=rounds,
+                                  seed=seed, profile_dir=dirs[i],
+                                  profile_steps=profile_steps, hw=hw)
+                ready_by = min(deadline, t0 + STARTUP_TIMEOUT_S + max(
+                    sized[i].timeout_s for i in order))
+                for party in parties:
+                    _attempt(party, lambda p: _expect(p.hear(ready_by, "build and warm up"),
+                                                      b"R", p.label))
+                _conduct(parties, rounds, seed, deadline)
+                for party in parties:  # one at a time: each finishes alone
+                    _attempt(party, lambda p: p.finish(min(deadline, time.monotonic()
+                                                           + FINISH_S)))
+            except _Stop:
+                pass  # the arms' process failed: recorded on its party, the session ends
+            finally:
+                for party in parties:
+                    party.close()
+                    party.run().kill_all()
+        except BaseException:
+            for party in parties:
+                party.run().kill_all()
+            raise
+        wall = time.monotonic() - t0
+        info = {"timeout_s": timeout, "log": str(log_path), "session": session,
+                "tasks": [{"task": p.proc.task.name, "pid": p.proc.proc.pid,
+                           "returncode": p.proc.proc.returncode, "log": str(p.proc.log)}
+                          for party in parties for p in party.procs]}
+        processes = sum(len(party.procs) for party in parties)
+        for party in parties:
+            for i, result in zip(party.indices, _results(party, arms_party, specs, started,
+                                                         wall, info), strict=True):
+                result.interleaved = Interleaving(
+                    session=session, arms=labels, arm=order.index(i), rounds=rounds,
+                    seed=seed, processes=processes,
+                    builds=max(1, len(builds_of(result))))
+                results[i] = result
+    return [results[i] for i in range(len(specs))]
+
+
+def _attempt(party: _Party, step: Any) -> None:
+    """Run ``step(party)`` for a live party: a member's failure is recorded and the
+    member killed; the arms' failure ends the session (raised)."""
+    if not party.live:
+        return
+    try:
+        step(party)
+    except _Stop as stop:
+        party.failure = stop
+        party.run().dump_stacks()
+        party.run().kill_all()
+        if party.is_arms:
+            raise
+
+
+def _expect(words: list[bytes], expected: bytes, label: str) -> None:
+    if any(w != expected for w in words):
+        raise _Stop("failed", f"{label}: said {b''.join(words)!r} where {expected!r} was "
+                              f"expected")
+
+
+def _conduct(parties: list[_Party], rounds: int, seed: int, deadline: float) -> None:
+    """The rounds: a slot per arm (the arms' process's turns) and per member, in an
+    order random and reversed every other round."""
+    slots = [(party, k) for party in parties for k in range(party.windows)]
+    for order in round_orders(len(slots), rounds, random.Random(seed + 1)):
+        for s in order:
+            party, _ = slots[s]
+            if not party.live:
+                continue
+            _attempt(party, lambda p: _window(p, deadline))
+
+
+def _window(party: _Party, deadline: float) -> None:
+    """One turn of ``party``. An arm that failed answers "x" and its process goes on
+    with the others; a member's worker that says so takes the member out."""
+    turn_s = TURN_FACTOR * party.window_s + TURN_ALLOWANCE_S
+    words = party.turn(min(deadline, time.monotonic() + turn_s))
+    if not party.is_arms and b"x" in words:
+        raise _Stop("failed", f"{party.label}: its window failed")
+
+
+def _paced_process(task: Task, cmd_args: list[str], run_dir: Path, log: Path,
+                   tf_config: dict[str, Any] | None, hw: Hardware) -> _Paced:
+    """Start one paced ``bench.child.arms`` process with its two pipes."""
+    turn_r, turn_w = os.pipe()
+    done_r, done_w = os.pipe()
+    cmd = child_command("bench.child.arms", *cmd_args, "--run-dir", str(run_dir), "--task",
+                        json.dumps(task.to_dict()), "--launch-ts", repr(time.time()),
+                        "--pace", f"{turn_r},{done_w}")
+    try:
+        with open(log, "ab") as fh:
+            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, pass_fds=(turn_r, done_w),
+                                    env=child_env(task, tf_config, hw),
+                                    start_new_session=True)
+    except BaseException:
+        for fd in (turn_w, done_r):
+            os.close(fd)
+        raise
+    finally:
+        # The child holds its own copies; with ours closed, its death is our EOF.
+        os.close(turn_r)
+        os.close(done_w)
+    return _Paced(_Proc(task, proc, log), run_dir, turn_w, done_r)
+
+
+def _arms_file(run_dir: Path, specs: Sequence[RunSpec], **doc: Any) -> list[str]:
+    run_dir.mkdir(parents=True)
+    path = run_dir / "arms.json"
+    path.write_text(json.dumps({"specs": [s.to_dict() for s in specs], **doc}),
+                    encoding="utf-8")
+    return ["--arms", str(path)]
+
+
+def _start_arms(party: _Party, specs: Sequence[RunSpec], run_dir: Path, log: Path, *,
+                rounds: int, seed: int, builds: int, rebuild_share: float | None,
+                rewarm_calls: int, dirs: Sequence[Path | None], profile_steps: int,
+                hw: Hardware) -> None:
+    args = _arms_file(run_dir, specs, rounds=rounds, builds=builds, seed=seed,
+                      rewarm_calls=rewarm_calls,
+                      **({"rebuild_share": rebuild_share} if rebuild_share is not None
+                         else {}),
+                      profile={"dirs": [str(d.resolve()) if d else None for d in dirs],
+                               "steps": profile_steps})
+    task = Task(TASK.role, TASK.index, TASK.runner, main=True,
+                local_devices=max(s.devices for s in specs))
+    party.procs.append(_paced_process(task, args, run_dir, log, None, hw))
+
+
+def _start_member(party: _Party, spec: RunSpec, run_dir: Path, log_stem: Path, *,
+                  rounds: int, seed: int, profile_dir: Path | None, profile_steps: int,
+                  hw: Hardware) -> None:
+    """Start a member's workers, each a paced process of its own with one arm: its
+    share of the spec (``local_spec``), one build, no re-warm calls."""
+    factory = STRATEGIES.get(spec.strategy)
+    tasks = factory.plan(spec, hw)
+    for task, tf_config in zip(tasks, cluster_configs(tasks), strict=True):
+        where = profile_dir / task.name if profile_dir is not None else None
+        args = _arms_file(run_dir / task.name, [factory.local_spec(spec, task)],
+                          rounds=rounds, builds=1, seed=seed, rewarm_calls=0,
+                          profile={"dirs": [str(where.resolve()) if where else None],
+                                   "steps": profile_steps if where else 0})
+        log = log_stem.with_name(f"{log_stem.name}.{task.name}.log")
+        party.procs.append(_paced_process(task, args, run_dir / task.name, log,
+                                          tf_config, hw))
+
+
+def _results(party: _Party, arms_party: _Party, specs: Sequence[RunSpec], started: str,
+             wall: float, info: dict[str, Any]) -> list[RunResult]:
+    """The results of one party's configurations."""
+    run = party.run()
+    failure = party.failure or arms_party.failure
+    blame = "" if party.failure else "its session's arms' process: "
+    why = (failure.status, f"{blame}{failure.reason}\n--- log tail ---\n"
+                           f"{(party if party.failure else arms_party).run().tails()}") \
+        if failure is not None else None
+    if party is arms_party:
+        p = party.procs[0] if party.procs else None
+        own = run.report(p.proc) if p else None
+        return [arm_result(specs[i], why, own,
+                           read_report(p.run_dir, arm_name(k)) if p else None, run.tails,
+                           started_at=started, wall_s=wall, launcher=info)
+                for k, i in enumerate(party.indices)]
+    spec = specs[party.indices[0]]
+    main = next((p for p in party.procs if p.proc.task.main), None)
+    if main is None:
+        return [make_result(spec, why[0] if why else "failed",
+                            why[1] if why else "its workers never started",
+                            started_at=started, wall_s=wall, launcher=info)]
+    arm_reports: dict[str, TaskReport | None] = {
+        p.proc.task.name: read_report(p.run_dir, arm_name(0)) for p in party.procs}
+    own = read_report(main.run_dir, main.proc.task.name)
+    result = arm_result(spec, why, own, arm_reports[main.proc.task.name], run.tails,
+                        started_at=started, wall_s=wall, launcher=info)
+    if result.figures is not None:
+        result.figures = _combine(spec, result.figures, [p.proc for p in party.procs],
+                                  arm_reports)
+    return [result]

@@ -1,0 +1,108 @@
+"""An arms session with a multi-process member taking turns (bench.launch.session)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.hardware import detect
+from bench.launch import session as session_mod
+from bench.launch.session import SessionError, members_of, run_session
+from bench.results.pairs import session_log_ratios
+from bench.spec import RunSpec
+from bench.tasks import Task
+
+TINY = {"size": "tiny", "max_seconds": 0.2, "min_steps": 3, "max_steps": 10,
+        "warmup_steps": 1}
+ONE = RunSpec(workload="mlp", strategy="default", devices=1, batch=16, **TINY)
+TWO = ONE.replace(strategy="mirrored", devices=2)
+MWM = ONE.replace(strategy="multi_worker_mirrored", devices=2)
+
+
+def test_which_configurations_join_a_session_and_which_cannot() -> None:
+    assert members_of([ONE, TWO, MWM]) == [2]
+    with pytest.raises(SessionError, match="parameter_server.*cannot join an arms session"):
+        members_of([ONE, ONE.replace(strategy="parameter_server", devices=2)])
+    with pytest.raises(SessionError, match="needs an in-process configuration"):
+        run_session([MWM], Path("/nonexistent/x.log"), rounds=2)
+
+
+def test_a_multi_worker_member_takes_turns_with_the_arms_window_by_window(
+        tmp_path: Path) -> None:
+    # The arms are built afresh for their second block (rebuilding forced), inside
+    # their own turn; the member's workers build once. An arm is profiled after the
+    # rounds, while the member's workers wait for their own last turn.
+    results = run_session([ONE, MWM, TWO], tmp_path / "s.log", rounds=4, seed=2, builds=2,
+                          rebuild_share=1e9, profile_dirs=[tmp_path / "prof", None, None],
+                          profile_steps=2)
+    assert [r.status for r in results] == ["ok"] * 3, [r.reason for r in results]
+    one, mwm, _ = results
+    assert {r.interleaved.session for r in results if r.interleaved} == {
+        one.interleaved.session if one.interleaved else None}
+    assert [r.interleaved.processes for r in results if r.interleaved] == [3, 3, 3]
+    # Arms first, then members, in the labels the session records.
+    assert mwm.interleaved is not None and mwm.interleaved.arm == 2
+    assert mwm.interleaved.arms == [ONE.label(), TWO.label(), MWM.label()]
+    windows = {r.spec.strategy: r.figures.windows for r in results if r.figures}
+    assert [len(w) for w in windows.values()] == [4, 4, 4]
+    assert [w.build for w in windows["default"]] == [0, 0, 1, 1]
+    assert [w.build for w in windows["multi_worker_mirrored"]] == [0, 0, 0, 0]
+    # No two windows of the session overlap: one party measures at a time.
+    spans = sorted((w.start_ts, w.end_ts) for ws in windows.values() for w in ws)
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
+    # Round r of every configuration ends before round r + 1 of any starts.
+    for r in range(3):
+        assert max(w[r].end_ts for w in windows.values()) <= \
+            min(w[r + 1].start_ts for w in windows.values())
+    # The member's figures are the chief's, with each worker's own beside them.
+    assert mwm.figures is not None and mwm.replicas == 2
+    assert mwm.figures.tasks is not None
+    assert [t.task for t in mwm.figures.tasks] == ["worker0", "worker1"]
+    assert one.figures is not None and one.figures.breakdown is not None
+    assert one.figures.breakdown.profiled_steps == 2
+    assert len({t["pid"] for t in mwm.launcher["tasks"]}) == 3
+    assert (tmp_path / "s.m0.worker1.log").exists()
+    # To the reports the member is an arm of the session: one pair a session.
+    assert len(session_log_ratios([one], [mwm])) == 1
+
+
+def test_a_member_that_dies_is_recorded_and_the_arms_go_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STRATBENCH_FAULT", "worker1:kill_after_warmup")
+    one, mwm = run_session([ONE, MWM], tmp_path / "s.log", rounds=3, seed=1)
+    assert one.status == "ok", one.reason
+    assert one.figures is not None and len(one.figures.windows) == 3
+    assert mwm.status == "failed" and mwm.figures is None
+    assert "multi_worker_mirrored" in (mwm.reason or "") and "worker" in (mwm.reason or "")
+
+
+def test_a_members_workers_get_their_share_one_build_and_a_profile_each(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # What each worker process is told, without starting any: its local spec, one
+    # build and no re-warm calls (nothing decided on one worker's clock), and its own
+    # profile directory under the run's (as a run of its own profiles them).
+    started: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = []
+
+    def fake(task: Task, args: list[str], run_dir: Path, log: Path,
+             tf_config: dict[str, Any] | None, hw: Any) -> Any:
+        started.append((task.name, json.loads(Path(args[1]).read_text()), tf_config))
+        raise RuntimeError("not started")
+
+    monkeypatch.setattr(session_mod, "_paced_process", fake)
+    party = session_mod._Party("m", [1], 1, 0.2)
+    with pytest.raises(RuntimeError, match="not started"):
+        session_mod._start_member(party, MWM.replace(repeats=5), tmp_path / "m0",
+                                  tmp_path / "s.m0", rounds=5, seed=4,
+                                  profile_dir=tmp_path / "prof", profile_steps=3, hw=detect())
+    name, doc, tf_config = started[0]
+    assert name == "worker0" and tf_config is not None
+    assert tf_config["task"] == {"type": "worker", "index": 0}
+    assert len(tf_config["cluster"]["worker"]) == 2
+    assert (doc["rounds"], doc["builds"], doc["rewarm_calls"], doc["seed"]) == (5, 1, 0, 4)
+    assert [RunSpec.from_dict(d).strategy for d in doc["specs"]] == ["multi_worker_mirrored"]
+    assert doc["profile"] == {"dirs": [str((tmp_path / "prof" / "worker0").resolve())],
+                              "steps": 3}
