@@ -135,10 +135,14 @@ def test_open_answers_are_taken_cheapest_first_as_far_as_the_budget_goes() -> No
     cost = {"a": 10.0, "b": 20.0, "c": 100.0, "d": 5.0}
     specs = {k: ONE for k in cost}
     still = [answer("c"), answer("a", "b"), answer("d")]
+    margin = budget_mod.COST_MARGIN
     keys, cheapest = budget_mod._affordable(still, specs, [], dict(cost), 40.0)
-    assert keys == {"a", "b", "d"} and cheapest == 5.0
+    assert keys == {"a", "b", "d"} and cheapest == pytest.approx(5.0 * margin)
     keys, cheapest = budget_mod._affordable(still, specs, [], dict(cost), 4.0)
-    assert keys == set() and cheapest == 5.0
+    assert keys == set() and cheapest == pytest.approx(5.0 * margin)
+    # Priced with the margin, 35 s of last runs do not fit in 35 s: d alone goes.
+    keys, _ = budget_mod._affordable(still, specs, [], dict(cost), 35.0)
+    assert keys == {"d"}
 
 
 def test_a_budgeted_sweep_runs_shared_arms_first_then_says_its_provisional_answers(

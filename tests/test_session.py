@@ -87,12 +87,12 @@ def test_a_members_workers_get_their_share_one_build_and_a_profile_each(
     # profile directory under the run's (as a run of its own profiles them).
     started: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = []
 
-    def fake(task: Task, args: list[str], run_dir: Path, log: Path,
-             tf_config: dict[str, Any] | None, hw: Any) -> Any:
-        started.append((task.name, json.loads(Path(args[1]).read_text()), tf_config))
+    def fake(task: Task, arms: Path, run_dir: Path, log: Path, hw: Any, *,
+             tf_config: dict[str, Any] | None = None, **_: Any) -> Any:
+        started.append((task.name, json.loads(arms.read_text()), tf_config))
         raise RuntimeError("not started")
 
-    monkeypatch.setattr(session_mod, "_paced_process", fake)
+    monkeypatch.setattr(session_mod, "start_paced", fake)
     party = session_mod._Party("m", [1], 1, 0.2)
     with pytest.raises(RuntimeError, match="not started"):
         session_mod._start_member(party, MWM.replace(repeats=5), tmp_path / "m0",

@@ -20,17 +20,14 @@ and both results saying why. Parent side: no TensorFlow.
 
 from __future__ import annotations
 
-import json
-import os
 import random
-import select
 import subprocess
 import tempfile
 import time
 import uuid
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.env import now_iso
@@ -38,13 +35,11 @@ from bench.hardware import Hardware, detect
 from bench.launch.arms import TASK, arm_result, check_arms
 from bench.launch.launcher import (
     STARTUP_TIMEOUT_S,
-    _Proc,
     _Run,
-    child_command,
-    child_env,
     make_result,
     unsupported_result,
 )
+from bench.launch.pacing import Paced, Stop, arms_file, give_turn, hear, start_paced
 from bench.matrix import round_orders
 from bench.results.payload import arm_name, read_report
 from bench.results.schema import Interleaving, RunResult
@@ -78,10 +73,11 @@ class _Side:
     spec: RunSpec
     run_dir: Path
     log: Path
-    proc: _Proc | None = None
-    turn_w: int = -1  # the launcher's end of the turns pipe
-    done_r: int = -1  # the launcher's end of the answers pipe
-    fds: list[int] = field(default_factory=list)
+    paced: Paced | None = None
+
+    @property
+    def who(self) -> str:
+        return f"side {self.index} ({self.spec.label()})"
 
 
 def duet_reason(spec: RunSpec) -> str | None:
@@ -95,34 +91,20 @@ def duet_reason(spec: RunSpec) -> str | None:
 
 def _hear(side: _Side, deadline: float, what: str) -> bytes:
     """The side's next word, or _Stop when it dies or says nothing by ``deadline``."""
-    assert side.proc is not None
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise _Stop("timeout", f"side {side.index} ({side.spec.label()}) did not "
-                                   f"{what} in time", side.index)
-        ready, _, _ = select.select([side.done_r], [], [], min(left, 1.0))
-        if ready:
-            word = os.read(side.done_r, 1)
-            if word:
-                return word
-            side.proc.proc.wait(timeout=5)
-            raise _Stop("failed", f"side {side.index} ({side.spec.label()}) exited with "
-                                  f"code {side.proc.proc.returncode} before it could "
-                                  f"{what}", side.index)
+    assert side.paced is not None
+    try:
+        return hear(side.paced, side.who, deadline, what)
+    except Stop as stop:
+        raise _Stop(stop.status, stop.reason, side.index) from None
 
 
 def _give_turn(side: _Side) -> None:
-    """Tell the side to measure its next window; _Stop when its process has gone (the
-    pipe is then broken: a dead side must end the duet, never raise past it)."""
+    """Tell the side to measure its next window; _Stop when its process has gone."""
+    assert side.paced is not None
     try:
-        os.write(side.turn_w, b"g")
-    except BrokenPipeError:
-        assert side.proc is not None
-        side.proc.proc.wait(timeout=5)
-        raise _Stop("failed", f"side {side.index} ({side.spec.label()}) exited with code "
-                              f"{side.proc.proc.returncode} before its window", side.index
-                    ) from None
+        give_turn(side.paced, side.who)
+    except Stop as stop:
+        raise _Stop(stop.status, stop.reason, side.index) from None
 
 
 def run_duet(specs: Sequence[RunSpec], log_paths: Sequence[Path], *, rounds: int,
@@ -182,41 +164,42 @@ def run_duet(specs: Sequence[RunSpec], log_paths: Sequence[Path], *, rounds: int
                         raise _Stop("failed", f"side {side.index} ({side.spec.label()}) "
                                               f"failed during its window", side.index)
             for side in sides:  # end of file on the turns: the rounds are over
-                os.close(side.turn_w)
-                side.fds.remove(side.turn_w)
+                assert side.paced is not None
+                side.paced.close_turns()
             for side in sides:
-                assert side.proc is not None
+                assert side.paced is not None
                 try:
-                    side.proc.proc.wait(timeout=FINISH_S)
+                    side.paced.proc.proc.wait(timeout=FINISH_S)
                 except subprocess.TimeoutExpired:
                     raise _Stop("timeout", f"side {side.index} did not finish within "
                                            f"{FINISH_S:g} s of its last window",
                                 side.index) from None
         except _Stop as stop:
             failure = stop
-            _Run(sides[0].run_dir, [s.proc for s in sides if s.proc]).dump_stacks()
+            _Run(sides[0].run_dir, [s.paced.proc for s in sides if s.paced]).dump_stacks()
         finally:
             for side in sides:
-                for fd in side.fds:
-                    os.close(fd)
-            run = _Run(sides[0].run_dir, [s.proc for s in sides if s.proc])
+                if side.paced is not None:
+                    side.paced.close()
+            run = _Run(sides[0].run_dir, [s.paced.proc for s in sides if s.paced])
             run.kill_all()
         wall = time.monotonic() - t0
-        runs = {s.index: _Run(s.run_dir, [s.proc]) for s in sides if s.proc is not None}
+        runs = {s.index: _Run(s.run_dir, [s.paced.proc]) for s in sides if s.paced is not None}
         results = []
         for side in sides:
-            assert side.proc is not None
+            assert side.paced is not None
+            proc = side.paced.proc
             own_run = runs[side.index]
             info = {"timeout_s": timeout, "log": str(side.log), "duet": session, "tasks": [
-                {"task": side.proc.task.name, "pid": side.proc.proc.pid,
-                 "returncode": side.proc.proc.returncode, "log": str(side.log)}]}
+                {"task": proc.task.name, "pid": proc.proc.pid,
+                 "returncode": proc.proc.returncode, "log": str(side.log)}]}
             reason = None
             if failure is not None:
                 blame = "" if failure.culprit == side.index else "its duet partner: "
                 culprit = runs.get(failure.culprit, own_run)
                 reason = (failure.status, f"{blame}{failure.reason}\n--- log tail ---\n"
                                           f"{culprit.tails()}")
-            result = arm_result(specs[side.index], reason, own_run.report(side.proc),
+            result = arm_result(specs[side.index], reason, own_run.report(proc),
                                 read_report(side.run_dir, arm_name(0)), own_run.tails,
                                 started_at=started, wall_s=wall, launcher=info)
             result.interleaved = Interleaving(session=session, arms=labels, arm=side.index,
@@ -228,28 +211,8 @@ def run_duet(specs: Sequence[RunSpec], log_paths: Sequence[Path], *, rounds: int
 def _start(side: _Side, seed: int, rewarm_calls: int, env: Mapping[str, str] | None,
            python: str | None, hw: Hardware) -> None:
     """Start one side's process with its two pipes (the launcher keeps the other ends)."""
-    arms_file = side.run_dir / "arms.json"
-    arms_file.write_text(json.dumps({
-        "specs": [side.spec.to_dict()], "rounds": side.spec.repeats, "seed": seed,
-        "rewarm_calls": rewarm_calls, "profile": {"dirs": [], "steps": 0}}), encoding="utf-8")
-    turn_r, turn_w = os.pipe()
-    done_r, done_w = os.pipe()
-    side.turn_w, side.done_r = turn_w, done_r
-    side.fds = [turn_w, done_r]
+    arms = arms_file(side.run_dir, [side.spec], rounds=side.spec.repeats, seed=seed,
+                     rewarm_calls=rewarm_calls, profile={"dirs": [], "steps": 0})
     task = Task(TASK.role, TASK.index, TASK.runner, main=True,
                 local_devices=side.spec.devices)
-    cmd = child_command("bench.child.arms", "--arms", str(arms_file), "--run-dir",
-                        str(side.run_dir), "--task", json.dumps(task.to_dict()),
-                        "--launch-ts", repr(time.time()), "--pace", f"{turn_r},{done_w}",
-                        python=python)
-    try:
-        with open(side.log, "ab") as fh:
-            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, pass_fds=(turn_r, done_w),
-                                    env={**child_env(task, None, hw), **(env or {})},
-                                    start_new_session=True)
-    finally:
-        # The child holds its own copies; with ours closed, its death is our EOF.
-        os.close(turn_r)
-        os.close(done_w)
-    side.proc = _Proc(task, proc, side.log)
+    side.paced = start_paced(task, arms, side.run_dir, side.log, hw, env=env, python=python)

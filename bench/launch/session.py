@@ -26,15 +26,12 @@ deadline. Parent side: no TensorFlow.
 
 from __future__ import annotations
 
-import json
-import os
 import random
-import select
 import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,14 +42,12 @@ from bench.launch.arms import TASK, ArmsError, arm_result, check_arms, shareable
 from bench.launch.launcher import (
     STARTUP_TIMEOUT_S,
     _combine,
-    _Proc,
     _Run,
-    child_command,
-    child_env,
     cluster_configs,
     make_result,
     unsupported_result,
 )
+from bench.launch.pacing import Paced, Stop, arms_file, give_turn, hear, start_paced
 from bench.matrix import round_orders
 from bench.results.pairs import builds_of
 from bench.results.payload import TaskReport, arm_name, read_report
@@ -73,30 +68,6 @@ class SessionError(ValueError):
     """The configurations cannot be measured as one session (the message says why)."""
 
 
-class _Stop(Exception):
-    """A party ends early: its status and why."""
-
-    def __init__(self, status: str, reason: str) -> None:
-        super().__init__(reason)
-        self.status, self.reason = status, reason
-
-
-@dataclass
-class _Paced:
-    """One paced process: the launcher's ends of its turns and answers pipes."""
-
-    proc: _Proc
-    run_dir: Path
-    turn_w: int
-    done_r: int
-
-    def close_turns(self) -> None:
-        """End of file on the turns: the process goes on to finish."""
-        if self.turn_w >= 0:
-            os.close(self.turn_w)
-            self.turn_w = -1
-
-
 @dataclass
 class _Party:
     """The arms' process (``windows`` turns a round) or one member's workers (one)."""
@@ -106,28 +77,24 @@ class _Party:
     windows: int  # turns a round: one a window
     window_s: float  # the longest window it measures (max_seconds)
     is_arms: bool = False  # its failure ends the session
-    procs: list[_Paced] = field(default_factory=list)
-    failure: _Stop | None = None
+    procs: list[Paced] = field(default_factory=list)
+    failure: Stop | None = None
 
     @property
     def live(self) -> bool:
         return self.failure is None
 
+    def who(self, p: Paced) -> str:
+        return f"{self.label}: process {p.proc.task.name}"
+
     def hear(self, deadline: float, what: str) -> list[bytes]:
-        """Each process's next word; _Stop when one dies or says nothing by
-        ``deadline``."""
-        return [_hear(p, self.label, deadline, what) for p in self.procs]
+        """Each process's next word; Stop when one dies or says nothing by ``deadline``."""
+        return [hear(p, self.who(p), deadline, what) for p in self.procs]
 
     def turn(self, deadline: float) -> list[bytes]:
         """One window: every process of the party at once, then each one's answer."""
         for p in self.procs:
-            try:
-                os.write(p.turn_w, b"g")
-            except BrokenPipeError:
-                p.proc.proc.wait(timeout=5)
-                raise _Stop("failed", f"{self.label}: process {p.proc.task.name} exited "
-                                      f"with code {p.proc.proc.returncode} before its "
-                                      f"window") from None
+            give_turn(p, self.who(p))
         return self.hear(deadline, "finish a window")
 
     def finish(self, deadline: float) -> None:
@@ -138,37 +105,16 @@ class _Party:
             try:
                 p.proc.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                raise _Stop("timeout", f"{self.label}: process {p.proc.task.name} did not "
-                                       f"finish within {FINISH_S:g} s of its last "
-                                       f"window") from None
+                raise Stop("timeout", f"{self.who(p)} did not finish within {FINISH_S:g} s "
+                                      f"of its last window") from None
 
     def close(self) -> None:
         for p in self.procs:
-            p.close_turns()
-            if p.done_r >= 0:
-                os.close(p.done_r)
-                p.done_r = -1
+            p.close()
 
     def run(self) -> _Run:
         return _Run(self.procs[0].run_dir if self.procs else Path("."),
                     [p.proc for p in self.procs])
-
-
-def _hear(p: _Paced, label: str, deadline: float, what: str) -> bytes:
-    """``p``'s next word, or _Stop when it dies or says nothing by ``deadline``."""
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise _Stop("timeout", f"{label}: process {p.proc.task.name} did not {what} "
-                                   f"in time")
-        ready, _, _ = select.select([p.done_r], [], [], min(left, 1.0))
-        if ready:
-            word = os.read(p.done_r, 1)
-            if word:
-                return word
-            p.proc.proc.wait(timeout=5)
-            raise _Stop("failed", f"{label}: process {p.proc.task.name} exited with code "
-                                  f"{p.proc.proc.returncode} before it could {what}")
 
 
 def members_of(specs: Sequence[RunSpec]) -> list[int]:
@@ -257,7 +203,7 @@ def run_session(specs: Sequence[RunSpec], log_path: Path, *, rounds: int, seed: 
                 for party in parties:  # one at a time: each finishes alone
                     _attempt(party, lambda p: p.finish(min(deadline, time.monotonic()
                                                            + FINISH_S)))
-            except _Stop:
+            except Stop:
                 pass  # the arms' process failed: recorded on its party, the session ends
             finally:
                 for party in parties:
@@ -284,14 +230,14 @@ def run_session(specs: Sequence[RunSpec], log_path: Path, *, rounds: int, seed: 
     return [results[i] for i in range(len(specs))]
 
 
-def _attempt(party: _Party, step: Any) -> None:
+def _attempt(party: _Party, step: Callable[[_Party], None]) -> None:
     """Run ``step(party)`` for a live party: a member's failure is recorded and the
     member killed; the arms' failure ends the session (raised)."""
     if not party.live:
         return
     try:
         step(party)
-    except _Stop as stop:
+    except Stop as stop:
         party.failure = stop
         party.run().dump_stacks()
         party.run().kill_all()
@@ -301,20 +247,17 @@ def _attempt(party: _Party, step: Any) -> None:
 
 def _expect(words: list[bytes], expected: bytes, label: str) -> None:
     if any(w != expected for w in words):
-        raise _Stop("failed", f"{label}: said {b''.join(words)!r} where {expected!r} was "
-                              f"expected")
+        raise Stop("failed", f"{label}: said {b''.join(words)!r} where {expected!r} was "
+                             f"expected")
 
 
 def _conduct(parties: list[_Party], rounds: int, seed: int, deadline: float) -> None:
     """The rounds: a slot per arm (the arms' process's turns) and per member, in an
     order random and reversed every other round."""
-    slots = [(party, k) for party in parties for k in range(party.windows)]
+    slots = [party for party in parties for _ in range(party.windows)]
     for order in round_orders(len(slots), rounds, random.Random(seed + 1)):
         for s in order:
-            party, _ = slots[s]
-            if not party.live:
-                continue
-            _attempt(party, lambda p: _window(p, deadline))
+            _attempt(slots[s], lambda p: _window(p, deadline))
 
 
 def _window(party: _Party, deadline: float) -> None:
@@ -323,55 +266,22 @@ def _window(party: _Party, deadline: float) -> None:
     turn_s = TURN_FACTOR * party.window_s + TURN_ALLOWANCE_S
     words = party.turn(min(deadline, time.monotonic() + turn_s))
     if not party.is_arms and b"x" in words:
-        raise _Stop("failed", f"{party.label}: its window failed")
-
-
-def _paced_process(task: Task, cmd_args: list[str], run_dir: Path, log: Path,
-                   tf_config: dict[str, Any] | None, hw: Hardware) -> _Paced:
-    """Start one paced ``bench.child.arms`` process with its two pipes."""
-    turn_r, turn_w = os.pipe()
-    done_r, done_w = os.pipe()
-    cmd = child_command("bench.child.arms", *cmd_args, "--run-dir", str(run_dir), "--task",
-                        json.dumps(task.to_dict()), "--launch-ts", repr(time.time()),
-                        "--pace", f"{turn_r},{done_w}")
-    try:
-        with open(log, "ab") as fh:
-            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, pass_fds=(turn_r, done_w),
-                                    env=child_env(task, tf_config, hw),
-                                    start_new_session=True)
-    except BaseException:
-        for fd in (turn_w, done_r):
-            os.close(fd)
-        raise
-    finally:
-        # The child holds its own copies; with ours closed, its death is our EOF.
-        os.close(turn_r)
-        os.close(done_w)
-    return _Paced(_Proc(task, proc, log), run_dir, turn_w, done_r)
-
-
-def _arms_file(run_dir: Path, specs: Sequence[RunSpec], **doc: Any) -> list[str]:
-    run_dir.mkdir(parents=True)
-    path = run_dir / "arms.json"
-    path.write_text(json.dumps({"specs": [s.to_dict() for s in specs], **doc}),
-                    encoding="utf-8")
-    return ["--arms", str(path)]
+        raise Stop("failed", f"{party.label}: its window failed")
 
 
 def _start_arms(party: _Party, specs: Sequence[RunSpec], run_dir: Path, log: Path, *,
                 rounds: int, seed: int, builds: int, rebuild_share: float | None,
                 rewarm_calls: int, dirs: Sequence[Path | None], profile_steps: int,
                 hw: Hardware) -> None:
-    args = _arms_file(run_dir, specs, rounds=rounds, builds=builds, seed=seed,
-                      rewarm_calls=rewarm_calls,
-                      **({"rebuild_share": rebuild_share} if rebuild_share is not None
-                         else {}),
-                      profile={"dirs": [str(d.resolve()) if d else None for d in dirs],
-                               "steps": profile_steps})
+    arms = arms_file(run_dir, specs, rounds=rounds, builds=builds, seed=seed,
+                     rewarm_calls=rewarm_calls,
+                     **({"rebuild_share": rebuild_share} if rebuild_share is not None
+                        else {}),
+                     profile={"dirs": [str(d.resolve()) if d else None for d in dirs],
+                              "steps": profile_steps})
     task = Task(TASK.role, TASK.index, TASK.runner, main=True,
                 local_devices=max(s.devices for s in specs))
-    party.procs.append(_paced_process(task, args, run_dir, log, None, hw))
+    party.procs.append(start_paced(task, arms, run_dir, log, hw))
 
 
 def _start_member(party: _Party, spec: RunSpec, run_dir: Path, log_stem: Path, *,
@@ -383,13 +293,13 @@ def _start_member(party: _Party, spec: RunSpec, run_dir: Path, log_stem: Path, *
     tasks = factory.plan(spec, hw)
     for task, tf_config in zip(tasks, cluster_configs(tasks), strict=True):
         where = profile_dir / task.name if profile_dir is not None else None
-        args = _arms_file(run_dir / task.name, [factory.local_spec(spec, task)],
-                          rounds=rounds, builds=1, seed=seed, rewarm_calls=0,
-                          profile={"dirs": [str(where.resolve()) if where else None],
-                                   "steps": profile_steps if where else 0})
+        arms = arms_file(run_dir / task.name, [factory.local_spec(spec, task)],
+                         rounds=rounds, builds=1, seed=seed, rewarm_calls=0,
+                         profile={"dirs": [str(where.resolve()) if where else None],
+                                  "steps": profile_steps if where else 0})
         log = log_stem.with_name(f"{log_stem.name}.{task.name}.log")
-        party.procs.append(_paced_process(task, args, run_dir / task.name, log,
-                                          tf_config, hw))
+        party.procs.append(start_paced(task, arms, run_dir / task.name, log, hw,
+                                       tf_config=tf_config))
 
 
 def _results(party: _Party, arms_party: _Party, specs: Sequence[RunSpec], started: str,

@@ -1,0 +1,117 @@
+"""The launcher's end of a paced ``bench.child.arms`` process (``--pace R,W``).
+
+A paced process blocks on its turns pipe before each window and answers on its
+answers pipe: ``R`` once built and warm, ``d`` after a window, ``x`` where its arm
+failed. The duet (``bench.launch.duet``) and the session with multi-process members
+(``bench.launch.session``) conduct such processes; this module starts one, gives it
+a turn and hears its answer, every wait with a deadline. Parent side: no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.hardware import Hardware
+from bench.launch.launcher import _Proc, child_command, child_env
+from bench.tasks import Task
+
+
+class Stop(Exception):
+    """A paced process failed, died or missed a deadline: the status and why."""
+
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status, self.reason = status, reason
+
+
+@dataclass
+class Paced:
+    """One paced process and the launcher's ends of its two pipes (-1 once closed)."""
+
+    proc: _Proc
+    run_dir: Path
+    turn_w: int
+    done_r: int
+
+    def close_turns(self) -> None:
+        """End of file on the turns: the process ends its rounds and finishes."""
+        if self.turn_w >= 0:
+            os.close(self.turn_w)
+            self.turn_w = -1
+
+    def close(self) -> None:
+        self.close_turns()
+        if self.done_r >= 0:
+            os.close(self.done_r)
+            self.done_r = -1
+
+
+def arms_file(run_dir: Path, specs: Sequence[Any], **doc: Any) -> Path:
+    """Write the process's ARMS.json (``bench.child.arms``) into a new ``run_dir``."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / "arms.json"
+    path.write_text(json.dumps({"specs": [s.to_dict() for s in specs], **doc}),
+                    encoding="utf-8")
+    return path
+
+
+def start_paced(task: Task, arms: Path, run_dir: Path, log: Path, hw: Hardware, *,
+                tf_config: dict[str, Any] | None = None,
+                env: Mapping[str, str] | None = None, python: str | None = None) -> Paced:
+    """Start ``bench.child.arms`` for ``task`` on ``arms``, paced through two pipes (the
+    child holds one end of each; with ours of its ends closed, its death is our EOF)."""
+    turn_r, turn_w = os.pipe()
+    done_r, done_w = os.pipe()
+    cmd = child_command("bench.child.arms", "--arms", str(arms), "--run-dir", str(run_dir),
+                        "--task", json.dumps(task.to_dict()), "--launch-ts",
+                        repr(time.time()), "--pace", f"{turn_r},{done_w}", python=python)
+    try:
+        with open(log, "ab") as fh:
+            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, pass_fds=(turn_r, done_w),
+                                    env={**child_env(task, tf_config, hw), **(env or {})},
+                                    start_new_session=True)
+    except BaseException:
+        os.close(turn_w)
+        os.close(done_r)
+        raise
+    finally:
+        os.close(turn_r)
+        os.close(done_w)
+    return Paced(_Proc(task, proc, log), run_dir, turn_w, done_r)
+
+
+def hear(p: Paced, who: str, deadline: float, what: str) -> bytes:
+    """``p``'s next word; Stop when it dies or says nothing by ``deadline`` (``who``
+    names it in the reason)."""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise Stop("timeout", f"{who} did not {what} in time")
+        ready, _, _ = select.select([p.done_r], [], [], min(left, 1.0))
+        if ready:
+            word = os.read(p.done_r, 1)
+            if word:
+                return word
+            p.proc.proc.wait(timeout=5)
+            raise Stop("failed", f"{who} exited with code {p.proc.proc.returncode} "
+                                 f"before it could {what}")
+
+
+def give_turn(p: Paced, who: str) -> None:
+    """Tell ``p`` to measure its next window; Stop when its process has gone (the pipe
+    is then broken: a dead process must end its party, never raise past it)."""
+    try:
+        os.write(p.turn_w, b"g")
+    except BrokenPipeError:
+        p.proc.proc.wait(timeout=5)
+        raise Stop("failed", f"{who} exited with code {p.proc.proc.returncode} before "
+                             f"its window") from None
