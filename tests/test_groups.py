@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bench import hardware
 from bench.launch import sweep as sweep_mod
+from bench.launch.arms import shareable_reason
 from bench.launch.evidence import Evidence
 from bench.launch.groups import answer_key, is_session, sweep_units
 from bench.launch.sweep import Replication, run_sweep
 from bench.results.schema import Interleaving, RunResult
 from bench.results.store import SweepStore
 from bench.spec import RunSpec
+from tests.gpu_fakes import cards
 from tests.helpers import fake_figures, fake_result
 
 BASE = RunSpec(workload="mlp", strategy="one_device", devices=1, batch=32, size="tiny")
@@ -39,6 +43,22 @@ def test_an_answers_configurations_that_can_take_turns_form_one_session() -> Non
     assert sweep_units([MWM, OTHER_BATCH.replace(strategy="multi_worker_mirrored",
                                                  devices=2)]) == [
         (MWM,), (OTHER_BATCH.replace(strategy="multi_worker_mirrored", devices=2),)]
+
+
+def test_on_gpus_a_multi_process_configuration_runs_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A worker waiting for its turn would keep its GPU memory beside the arms' process.
+    bin_dir = cards(2).write(tmp_path / "bin")
+    with monkeypatch.context() as m:
+        m.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+        m.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+        hardware.detect.cache_clear()
+        try:
+            assert sweep_units([BASE, MWM, MIRRORED]) == [(BASE, MIRRORED), (MWM,)]
+            assert "keeps its GPU memory" in (shareable_reason(MWM, member=True) or "")
+        finally:
+            hardware.detect.cache_clear()
+    assert sweep_units([BASE, MWM, MIRRORED]) == [(BASE, MWM, MIRRORED)]
 
 
 def _ok(spec: RunSpec) -> RunResult:

@@ -49,8 +49,14 @@ def shareable_reason(spec: RunSpec, *, member: bool = False) -> str | None:
     ``member``: why it can be neither that nor a session's member in processes of its
     own taking turns with the arms' (``bench.launch.session``)."""
     factory = STRATEGIES.get(spec.strategy)
-    tasks = factory.plan(spec, detect())
+    hw = detect()
+    tasks = factory.plan(spec, hw)
     paced = member and factory.paced_processes and len(tasks) > 1
+    if paced and hw.gpus:
+        # A worker waiting for its turn keeps its GPU memory and CUDA context beside
+        # the arms' process, which holds every arm's: on accelerators it runs alone.
+        return (f"strategy {spec.strategy} runs {len(tasks)} processes, and on GPUs a "
+                f"process waiting for its turn keeps its GPU memory")
     if not paced and (len(tasks) != 1 or tasks[0].role != "single"):
         return f"strategy {spec.strategy} runs {len(tasks)} processes"
     if spec.loop != "custom":
