@@ -83,6 +83,16 @@ def check_arms(specs: Sequence[RunSpec]) -> None:
                         f"Received: keras={sorted(lanes)}")
 
 
+def check_session(specs: Sequence[RunSpec], rounds: int,
+                  profile_dirs: Sequence[Path | None]) -> None:
+    """Raise ArmsError unless the rounds and profile directories fit ``specs``."""
+    if profile_dirs and len(profile_dirs) != len(specs):
+        raise ArmsError(f"one profile directory (or None) per configuration. Received: "
+                        f"{len(profile_dirs)} for {len(specs)} configurations")
+    if rounds < 2:
+        raise ArmsError(f"interleaving needs at least 2 rounds. Received: rounds={rounds}")
+
+
 def run_interleaved(specs: Sequence[RunSpec], log_path: Path, *, rounds: int = DEFAULT_ROUNDS,
                     seed: int = 0, rewarm_calls: int = 1, timeout_s: float | None = None,
                     env: Mapping[str, str] | None = None, python: str | None = None,
@@ -102,11 +112,7 @@ def run_interleaved(specs: Sequence[RunSpec], log_path: Path, *, rounds: int = D
     ``run_isolated`` (one environment and interpreter: the arms share the process).
     """
     check_arms(specs)
-    if profile_dirs and len(profile_dirs) != len(specs):
-        raise ArmsError(f"one profile directory (or None) per configuration. Received: "
-                        f"{len(profile_dirs)} for {len(specs)} configurations")
-    if rounds < 2:
-        raise ArmsError(f"interleaving needs at least 2 rounds. Received: rounds={rounds}")
+    check_session(specs, rounds, profile_dirs)
     hw = detect()
     results: dict[int, RunResult] = {}
     arms: list[int] = []

@@ -38,7 +38,13 @@ from typing import Any
 
 from bench.env import now_iso
 from bench.hardware import Hardware, detect
-from bench.launch.arms import TASK, ArmsError, arm_result, check_arms, shareable_reason
+from bench.launch.arms import (
+    TASK,
+    arm_result,
+    check_arms,
+    check_session,
+    shareable_reason,
+)
 from bench.launch.launcher import (
     STARTUP_TIMEOUT_S,
     _combine,
@@ -148,11 +154,7 @@ def run_session(specs: Sequence[RunSpec], log_path: Path, *, rounds: int, seed: 
         raise SessionError("a session needs an in-process configuration for its arms' "
                            "process. Received: " + ", ".join(s.label() for s in specs))
     check_arms([specs[i] for i in arms])
-    if profile_dirs and len(profile_dirs) != len(specs):
-        raise ArmsError(f"one profile directory (or None) per configuration. Received: "
-                        f"{len(profile_dirs)} for {len(specs)} configurations")
-    if rounds < 2:
-        raise ArmsError(f"interleaving needs at least 2 rounds. Received: rounds={rounds}")
+    check_session(specs, rounds, profile_dirs)
     hw = detect()
     results: dict[int, RunResult] = {}
     for i, spec in enumerate(specs):
