@@ -39,7 +39,7 @@ carries 1/B of that offset's variance. Rebuilding costs the arms' build and warm
 again, so the process plans as many blocks as keep a rebuild within ``F`` (default
 ``REBUILD_SHARE``) of its smallest block's measuring (``planned_builds``, from the
 first build's time), and rebuilds only while the last block measured still pays for
-it (``rebuild_pays``): an MLP session makes 5 builds, a CNN's 1-3, a ResNet50's 30 s
+it (``rebuild_pays``): an MLP session makes 5 builds, a CNN's 1-2, a ResNet50's 26 s
 of builds against 12 s of windows one.
 
 ``--pace R,W`` (two inherited pipe ends): the launcher paces the windows, so that
