@@ -282,8 +282,8 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
     # steps ends sooner: the blocks measured then say whether a rebuild still pays).
     round_s = sum(arm.spec.max_seconds for arm in arms if arm.live)
     peers = any(multi_worker(arm.trainer) for arm in arms if arm.live)
-    if peers:
-        builds = 1  # each worker would decide on its own clock: its peers must match
+    if peers:  # each worker would decide these on its own clock: its peers must match
+        builds, rewarm_calls = 1, 0
     blocks = block_rounds(rounds, planned_builds(set_up_s, round_s, rounds, builds,
                                                  rebuild_share))
     if builds > 1:
@@ -324,8 +324,7 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
                     loop, rules = arm.trainer.loop(), Rules.of(arm.spec)
                     out = (arm.runs[-1].out if arm.runs and arm.runs[-1].window.build == build
                            else arm.current.out)
-                    calls = 0 if peers else rewarm_calls
-                    for _ in range(rewarms(arm.call_s, arm.spec.max_seconds, calls)):
+                    for _ in range(rewarms(arm.call_s, arm.spec.max_seconds, rewarm_calls)):
                         out = loop.call()
                         loop.fetch(out)
                     run = run_window(loop, rules, r, out, memory=arm.memory,

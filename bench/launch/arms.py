@@ -83,6 +83,30 @@ def check_arms(specs: Sequence[RunSpec]) -> None:
                         f"Received: keras={sorted(lanes)}")
 
 
+def arms_task(specs: Sequence[RunSpec]) -> Task:
+    """The task of a process holding ``specs`` as its arms: as many devices as the
+    largest needs."""
+    return Task(TASK.role, TASK.index, TASK.runner, main=True,
+                local_devices=max(s.devices for s in specs))
+
+
+def write_arms(run_dir: Path, specs: Sequence[RunSpec], *, rounds: int, seed: int,
+               rewarm_calls: int, builds: int = 1, rebuild_share: float | None = None,
+               dirs: Sequence[Path | None] = (), profile_steps: int = 0) -> Path:
+    """Write ARMS.json for ``bench.child.arms`` into ``run_dir`` (made if missing): the
+    arms, their rounds and builds (``rebuild_share`` None: the child's own), and the
+    profile directory of each arm in ``dirs`` (None: not profiled)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / "arms.json"
+    path.write_text(json.dumps({
+        "specs": [s.to_dict() for s in specs], "rounds": rounds, "builds": builds,
+        **({"rebuild_share": rebuild_share} if rebuild_share is not None else {}),
+        "seed": seed, "rewarm_calls": rewarm_calls, "profile": {
+            "dirs": [str(d.resolve()) if d else None for d in dirs],
+            "steps": profile_steps}}), encoding="utf-8")
+    return path
+
+
 def check_session(specs: Sequence[RunSpec], rounds: int,
                   profile_dirs: Sequence[Path | None]) -> None:
     """Raise ArmsError unless the rounds and profile directories fit ``specs``."""
@@ -126,8 +150,7 @@ def run_interleaved(specs: Sequence[RunSpec], log_path: Path, *, rounds: int = D
         return [results[i] for i in range(len(specs))]
     arm_specs = [specs[i].replace(repeats=rounds) for i in arms]
     dirs = [Path(d) if (profile_dirs and (d := profile_dirs[i])) else None for i in arms]
-    task = Task(TASK.role, TASK.index, TASK.runner, main=True,
-                local_devices=max(s.devices for s in arm_specs))
+    task = arms_task(arm_specs)
     # The process runs every arm's warm-up and windows: its timeout is the arms' sum.
     timeout = timeout_s if timeout_s is not None else sum(s.timeout_s for s in arm_specs)
     session = uuid.uuid4().hex[:12]
@@ -135,14 +158,10 @@ def run_interleaved(specs: Sequence[RunSpec], log_path: Path, *, rounds: int = D
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="stratbench-arms-") as tmp:
         run_dir = Path(tmp)
-        arms_file = run_dir / "arms.json"
-        arms_file.write_text(json.dumps({
-            "specs": [s.to_dict() for s in arm_specs], "rounds": rounds, "builds": builds,
-            **({"rebuild_share": rebuild_share} if rebuild_share is not None else {}),
-            "seed": seed,
-            "rewarm_calls": rewarm_calls, "profile": {
-                "dirs": [str(d.resolve()) if d else None for d in dirs],
-                "steps": profile_steps}}), encoding="utf-8")
+        arms_file = write_arms(run_dir, arm_specs, rounds=rounds, seed=seed,
+                               rewarm_calls=rewarm_calls, builds=builds,
+                               rebuild_share=rebuild_share, dirs=dirs,
+                               profile_steps=profile_steps)
         t0 = time.monotonic()
         cmd = child_command("bench.child.arms", "--arms", str(arms_file), "--run-dir",
                             str(run_dir), "--task", json.dumps(task.to_dict()),

@@ -32,19 +32,18 @@ from pathlib import Path
 
 from bench.env import now_iso
 from bench.hardware import Hardware, detect
-from bench.launch.arms import TASK, arm_result, check_arms
+from bench.launch.arms import arm_result, arms_task, check_arms, write_arms
 from bench.launch.launcher import (
     STARTUP_TIMEOUT_S,
     _Run,
     make_result,
     unsupported_result,
 )
-from bench.launch.pacing import Paced, Stop, arms_file, give_turn, hear, start_paced
+from bench.launch.pacing import Paced, Stop, give_turn, hear, start_paced
 from bench.matrix import round_orders
 from bench.results.payload import arm_name, read_report
 from bench.results.schema import Interleaving, RunResult
 from bench.spec import RunSpec
-from bench.tasks import Task
 
 SIDES = 2
 # A window is bounded by its spec's max_seconds (and max_steps); a turn that takes
@@ -211,8 +210,7 @@ def run_duet(specs: Sequence[RunSpec], log_paths: Sequence[Path], *, rounds: int
 def _start(side: _Side, seed: int, rewarm_calls: int, env: Mapping[str, str] | None,
            python: str | None, hw: Hardware) -> None:
     """Start one side's process with its two pipes (the launcher keeps the other ends)."""
-    arms = arms_file(side.run_dir, [side.spec], rounds=side.spec.repeats, seed=seed,
-                     rewarm_calls=rewarm_calls, profile={"dirs": [], "steps": 0})
-    task = Task(TASK.role, TASK.index, TASK.runner, main=True,
-                local_devices=side.spec.devices)
-    side.paced = start_paced(task, arms, side.run_dir, side.log, hw, env=env, python=python)
+    arms = write_arms(side.run_dir, [side.spec], rounds=side.spec.repeats, seed=seed,
+                      rewarm_calls=rewarm_calls)
+    side.paced = start_paced(arms_task([side.spec]), arms, side.run_dir, side.log, hw,
+                             env=env, python=python)

@@ -14,7 +14,7 @@ import os
 import select
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,15 +52,6 @@ class Paced:
         if self.done_r >= 0:
             os.close(self.done_r)
             self.done_r = -1
-
-
-def arms_file(run_dir: Path, specs: Sequence[Any], **doc: Any) -> Path:
-    """Write the process's ARMS.json (``bench.child.arms``) into a new ``run_dir``."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    path = run_dir / "arms.json"
-    path.write_text(json.dumps({"specs": [s.to_dict() for s in specs], **doc}),
-                    encoding="utf-8")
-    return path
 
 
 def start_paced(task: Task, arms: Path, run_dir: Path, log: Path, hw: Hardware, *,

@@ -39,11 +39,12 @@ from typing import Any
 from bench.env import now_iso
 from bench.hardware import Hardware, detect
 from bench.launch.arms import (
-    TASK,
     arm_result,
+    arms_task,
     check_arms,
     check_session,
     shareable_reason,
+    write_arms,
 )
 from bench.launch.launcher import (
     STARTUP_TIMEOUT_S,
@@ -53,14 +54,13 @@ from bench.launch.launcher import (
     make_result,
     unsupported_result,
 )
-from bench.launch.pacing import Paced, Stop, arms_file, give_turn, hear, start_paced
+from bench.launch.pacing import Paced, Stop, give_turn, hear, start_paced
 from bench.matrix import round_orders
 from bench.results.pairs import builds_of
 from bench.results.payload import TaskReport, arm_name, read_report
 from bench.results.schema import Interleaving, RunResult
 from bench.spec import RunSpec
 from bench.strategies import STRATEGIES
-from bench.tasks import Task
 
 # A turn is one window, bounded by its spec's max_seconds (a rebuild of the arms comes
 # inside the arms' turn): this many windows' time plus the allowance means a hang.
@@ -275,15 +275,10 @@ def _start_arms(party: _Party, specs: Sequence[RunSpec], run_dir: Path, log: Pat
                 rounds: int, seed: int, builds: int, rebuild_share: float | None,
                 rewarm_calls: int, dirs: Sequence[Path | None], profile_steps: int,
                 hw: Hardware) -> None:
-    arms = arms_file(run_dir, specs, rounds=rounds, builds=builds, seed=seed,
-                     rewarm_calls=rewarm_calls,
-                     **({"rebuild_share": rebuild_share} if rebuild_share is not None
-                        else {}),
-                     profile={"dirs": [str(d.resolve()) if d else None for d in dirs],
-                              "steps": profile_steps})
-    task = Task(TASK.role, TASK.index, TASK.runner, main=True,
-                local_devices=max(s.devices for s in specs))
-    party.procs.append(start_paced(task, arms, run_dir, log, hw))
+    arms = write_arms(run_dir, specs, rounds=rounds, seed=seed, rewarm_calls=rewarm_calls,
+                      builds=builds, rebuild_share=rebuild_share, dirs=dirs,
+                      profile_steps=profile_steps)
+    party.procs.append(start_paced(arms_task(specs), arms, run_dir, log, hw))
 
 
 def _start_member(party: _Party, spec: RunSpec, run_dir: Path, log_stem: Path, *,
@@ -295,10 +290,9 @@ def _start_member(party: _Party, spec: RunSpec, run_dir: Path, log_stem: Path, *
     tasks = factory.plan(spec, hw)
     for task, tf_config in zip(tasks, cluster_configs(tasks), strict=True):
         where = profile_dir / task.name if profile_dir is not None else None
-        arms = arms_file(run_dir / task.name, [factory.local_spec(spec, task)],
-                         rounds=rounds, builds=1, seed=seed, rewarm_calls=0,
-                         profile={"dirs": [str(where.resolve()) if where else None],
-                                  "steps": profile_steps if where else 0})
+        arms = write_arms(run_dir / task.name, [factory.local_spec(spec, task)],
+                          rounds=rounds, seed=seed, rewarm_calls=0, dirs=[where],
+                          profile_steps=profile_steps if where else 0)
         log = log_stem.with_name(f"{log_stem.name}.{task.name}.log")
         party.procs.append(start_paced(task, arms, run_dir / task.name, log, hw,
                                        tf_config=tf_config))
