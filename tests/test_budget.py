@@ -145,6 +145,29 @@ def test_open_answers_are_taken_cheapest_first_as_far_as_the_budget_goes() -> No
     assert keys == {"d"}
 
 
+def test_the_answers_nearest_to_settling_get_the_last_of_the_budget() -> None:
+    # s27 and s29: ResNet50 one 52 s session from settling, the CNN at 256 about twenty
+    # 26 s sessions away. Cheapest first spent the last 60 s on the CNN.
+    cost = {"resnet": 50.0, "cnn": 24.0, "mlp": 20.0}
+    specs = {k: ONE for k in cost}
+    margin = budget_mod.COST_MARGIN
+
+    def pick(resnet: int | None, cnn: int | None, mlp: int | None) -> set[str]:
+        still = [budget_mod.OpenAnswer("r", ("resnet",), resnet),
+                 budget_mod.OpenAnswer("c", ("cnn",), cnn),
+                 budget_mod.OpenAnswer("m", ("mlp",), mlp)]
+        keys, cheapest = budget_mod._affordable(still, specs, [], dict(cost), 80.0 * margin)
+        assert cheapest == pytest.approx(20.0 * margin)  # whatever the order
+        return keys
+
+    assert pick(resnet=1, cnn=19, mlp=2) == {"resnet", "mlp"}
+    # The other way round: the CNN one session away, ResNet50 many.
+    assert pick(resnet=12, cnn=1, mlp=2) == {"cnn", "mlp"}
+    # Needs not known yet come after every known one, cheapest first among themselves.
+    assert pick(resnet=1, cnn=None, mlp=None) == {"resnet", "mlp"}
+    assert pick(resnet=None, cnn=None, mlp=None) == {"cnn", "mlp"}
+
+
 def test_a_budgeted_sweep_runs_shared_arms_first_then_says_its_provisional_answers(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # What bench run --budget does, phase by phase, without TensorFlow: the answer's

@@ -43,10 +43,13 @@ COST_MARGIN = 1.1
 
 @dataclass(frozen=True)
 class OpenAnswer:
-    """An answer that is not settled yet, and the configurations that would settle it."""
+    """An answer that is not settled yet, the configurations that would settle it and
+    how many more sessions that would take (``reports.places.Place.to_settle``; None:
+    not known yet)."""
 
     where: str
     keys: tuple[str, ...]
+    to_settle: int | None = None
 
 
 def open_answers(results: Sequence[RunResult], source: Path, looks: Looks | None = None
@@ -54,7 +57,7 @@ def open_answers(results: Sequence[RunResult], source: Path, looks: Looks | None
     """The answers not settled yet (with the keys of the configurations to measure
     again: ``to_measure``), and where every answer is."""
     found = places(results, source, looks)
-    return ([OpenAnswer(p.where, to_measure(p)) for p in found if p.is_open],
+    return ([OpenAnswer(p.where, to_measure(p), p.to_settle) for p in found if p.is_open],
             [p.where for p in found])
 
 
@@ -151,18 +154,30 @@ def _last_look(still: Sequence[OpenAnswer], store: SweepStore, plan: LookPlan,
 def _affordable(still: Sequence[OpenAnswer], by_key: Mapping[str, RunSpec],
                 results: Sequence[RunResult], last_cost: dict[str, float],
                 left_s: float) -> tuple[set[str], float]:
-    """The configurations of as many open answers as ``left_s`` leaves time for,
-    cheapest first (a session costs about what its configurations' last runs took,
-    with ``COST_MARGIN``), and what the cheapest answer's session would cost."""
+    """The configurations of as many open answers as ``left_s`` leaves time for, those
+    nearest to settling first, and what the cheapest answer's session would cost.
+
+    A session costs about what its configurations' last runs took, with
+    ``COST_MARGIN``. The order is what settling an answer would cost: its session's
+    price times the sessions it still needs (``OpenAnswer.to_settle``), the answers
+    whose need is not known yet after those, cheapest first. Taken cheapest first, the
+    last sessions went to answers twenty sessions from settling while one a single
+    session away (a 50 s ResNet50 session) no longer fitted.
+    """
     def cost(keys: set[str]) -> float:
         return COST_MARGIN * sum(last_cost.get(k) or _last_wall(results, k) for k in keys)
 
-    wanted = sorted(({k for k in a.keys if k in by_key} for a in still), key=cost)
+    def to_settle(a: tuple[OpenAnswer, set[str]]) -> tuple[bool, float]:
+        price = cost(a[1])
+        return (a[0].to_settle is None,
+                price if a[0].to_settle is None else price * a[0].to_settle)
+
+    wanted = sorted(((a, {k for k in a.keys if k in by_key}) for a in still), key=to_settle)
     keys: set[str] = set()
-    for more in wanted:
+    for _, more in wanted:
         if cost(keys | more) <= left_s:
             keys |= more
-    return keys, cost(wanted[0]) if wanted else 0.0
+    return keys, min((cost(more) for _, more in wanted), default=0.0)
 
 
 def _last_wall(results: Sequence[RunResult], key: str) -> float:
