@@ -54,10 +54,10 @@ def _place(where: str, row: AnswerRow, rec: Recommendation) -> Place:
 def _to_settle(rec: Recommendation) -> int | None:
     """The sessions still to come that the answer's hardest open comparison needs."""
     hardest = hardest_open(rec)
-    if hardest is None or hardest[1].needed is None:
+    needed = hardest[1].needed if hardest is not None else None
+    if hardest is None or needed is None:
         return None
-    s = hardest[1]
-    return max(1, s.needed - min(s.sizes))
+    return max(1, needed - min(hardest[1].sizes))
 
 
 def places(results: Sequence[RunResult], source: Path, looks: Looks | None = None
