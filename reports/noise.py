@@ -1,6 +1,7 @@
 """The sweep's noise, pooled: what a comparison with few runs of its own borrows.
 
-Pairs: the two-way ANOVA residual of each answer's sessions (sessions x arms). Runs:
+Pairs: the residual of each answer's sessions under the two-way additive model
+(session + arm; the ANOVA residual when every session holds every arm). Runs:
 each configuration's log run figures around their own mean, per family of
 configurations measured alike. A group whose noise differs from the others' (F test)
 keeps its own. The model, the guard and their reasons: docs/how-it-decides.md
@@ -87,13 +88,10 @@ class NoisePool:
                 runs.setdefault(c.family, {})[c.key] = LogSpread.of(c.log_runs)
             for session, result in c.sessions.items():
                 sessions.setdefault(session, {})[c.key] = result
-        answers: dict[frozenset[str], list[Mapping[str, RunResult]]] = {}
-        for arms in sessions.values():
-            if len(arms) >= 2:
-                answers.setdefault(frozenset(arms), []).append(arms)
-        kept = {keys: [rows[i] for i in undisturbed_sessions(rows)]
-                for keys, rows in answers.items()}
-        pair_groups = {keys: pair_spread(rows) for keys, rows in kept.items() if len(rows) >= 2}
+        kept = [[rows[i] for i in undisturbed_sessions(rows)]
+                for rows in answers_sessions(s for s in sessions.values() if len(s) >= 2)]
+        pair_groups = {frozenset(k for s in rows for k in s): spread for rows in kept
+                       if len(rows) >= 2 and (spread := pair_spread(rows)).df}
         pairs, odd = guarded_pool(pair_groups)
         own_pairs = {k for g in odd for k in g}
         run_pools: dict[Hashable, LogSpread] = {}
@@ -104,19 +102,55 @@ class NoisePool:
         return cls(pairs, run_pools, frozenset(own_pairs), frozenset(own_runs), families)
 
 
+def answers_sessions(sessions: Iterable[Mapping[str, RunResult]]
+                     ) -> list[list[Mapping[str, RunResult]]]:
+    """``sessions`` (each: arm key -> its result) grouped by answer: sessions that share
+    an arm, directly or through others, are one answer's (a configuration is measured
+    at one place). Its sessions need not hold the same arms: the budget measures again
+    only the configurations an answer's open comparisons need."""
+    parent: dict[str, str] = {}
+
+    def root(k: str) -> str:
+        while parent.setdefault(k, k) != k:
+            k = parent[k]
+        return k
+
+    rows = list(sessions)
+    for s in rows:
+        first, *rest = sorted(s)
+        for k in rest:
+            parent[root(k)] = root(first)
+    groups: dict[str, list[Mapping[str, RunResult]]] = {}
+    for s in rows:
+        groups.setdefault(root(min(s)), []).append(s)
+    return list(groups.values())
+
+
 def pair_spread(sessions: Sequence[Mapping[str, RunResult]]) -> LogSpread:
-    """The noise of one answer's sessions (each: arm key -> its result, the same arms):
-    the two-way ANOVA residual of the arms' log levels, as the variance of one
-    session's log ratio of two arms (2 var(e)), with (S-1)(K-1) degrees of freedom."""
-    keys = sorted(sessions[0])
-    ref = keys[0]
-    # Each arm's level against the first arm's, session by session: a session effect
-    # subtracted, which a two-way residual removes anyway.
-    z = np.array([[0.0] + [process_log_ratio(s[ref], s[k]) for k in keys[1:]]
-                  for s in sessions])
-    resid = z - z.mean(axis=1, keepdims=True) - z.mean(axis=0, keepdims=True) + z.mean()
-    df = (z.shape[0] - 1) * (z.shape[1] - 1)
-    return LogSpread(2.0 * float((resid ** 2).sum()), df)
+    """The noise of one answer's sessions (each: arm key -> its result, two arms or
+    more): the residual of the two-way additive model of the arms' log levels
+    (session + arm, least squares), as the variance of one session's log ratio of two
+    arms (2 var(e)). Its degrees of freedom are the levels less the effects fitted,
+    N - S - K + 1 for one connected answer: (S-1)(K-1) when every session holds every
+    arm (the two-way ANOVA residual), fewer when later sessions hold only the arms
+    still open."""
+    keys = sorted({k for s in sessions for k in s})
+    column = {k: len(sessions) + j for j, k in enumerate(keys)}
+    levels: list[float] = []
+    design: list[np.ndarray] = []
+    for i, s in enumerate(sessions):
+        # Each arm's level against the session's first arm: a session effect, which the
+        # model removes anyway.
+        ref, *others = sorted(s)
+        for k, level in [(ref, 0.0), *((k, process_log_ratio(s[ref], s[k])) for k in others)]:
+            row = np.zeros(len(sessions) + len(keys))
+            row[i] = row[column[k]] = 1.0
+            design.append(row)
+            levels.append(level)
+    x, y = np.array(design), np.array(levels)
+    fitted = x @ np.linalg.lstsq(x, y, rcond=None)[0]
+    df = len(y) - int(np.linalg.matrix_rank(x))
+    return LogSpread(2.0 * float(((y - fitted) ** 2).sum()), df)
 
 
 def guarded_pool(groups: Mapping[H, LogSpread]) -> tuple[LogSpread, set[H]]:

@@ -17,7 +17,7 @@ from bench.launch.sweep import Replication, SweepOutcome
 from bench.results.schema import Interleaving, RunResult
 from bench.results.store import SweepStore, save
 from bench.spec import RunSpec
-from reports.places import places
+from reports.places import Place, places
 from reports.report import build_from_results
 from tests.helpers import fake_figures, fake_result, replicated
 
@@ -115,7 +115,8 @@ def test_a_session_that_would_overrun_the_budget_is_not_started(
 def test_an_open_answer_measures_again_only_what_its_open_comparisons_need(
         open_one: str) -> None:
     # one_device leads; one of mirrored (in-process) and multi_worker_mirrored (its own
-    # processes) is 20% noisy around it (open), the other clearly slower (settled).
+    # processes, taking turns in a session) is 20% noisy around it (open), the other
+    # clearly slower (settled).
     results = [*replicated("one_device", 1, 32, 1000.0, run_cv=0.01)]
     for strategy in ("mirrored", "multi_worker_mirrored"):
         level, cv = (990.0, 0.2) if strategy == open_one else (500.0, 0.01)
@@ -123,9 +124,40 @@ def test_an_open_answer_measures_again_only_what_its_open_comparisons_need(
     (place,) = places(results, Path("/nonexistent"))
     assert place.is_open
     keys = {r.spec.strategy: r.key for r in results}
-    # The configurations of a session (the in-process ones, and MultiWorkerMirrored
-    # taking turns with them) run together whenever one of them is needed.
-    assert set(budget_mod.to_measure(place)) == set(keys.values())
+    # Two open configurations of a session: a session of those two only.
+    assert set(budget_mod.to_measure(place)) == {keys["one_device"], keys[open_one]}
+
+
+def test_a_lone_open_arm_is_measured_with_its_sessions_other_arms() -> None:
+    # Open: one_device against a configuration that never joins a session. one_device
+    # alone would run in a process of its own; it stays an arm of its session.
+    specs = {s.key(): s for s in (ONE, TWO, TWO.replace(strategy="parameter_server"))}
+    ps = TWO.replace(strategy="parameter_server").key()
+    lone = Place("x", None, True, (ONE.key(), ps), specs)  # type: ignore[arg-type]
+    assert set(budget_mod.to_measure(lone)) == {ONE.key(), TWO.key(), ps}
+    pair = Place("x", None, True, (ONE.key(), TWO.key()), specs)  # type: ignore[arg-type]
+    assert set(budget_mod.to_measure(pair)) == {ONE.key(), TWO.key()}
+
+
+def test_a_configuration_that_sat_sessions_out_rejoins_at_its_answers_next_number(
+        tmp_path: Path) -> None:
+    three = TWO.replace(strategy="central_storage")
+    store = SweepStore(tmp_path)
+    for r in (1, 2, 3, 4):
+        _store(tmp_path, ONE, r, [1000.0] * 3)
+        _store(tmp_path, TWO, r, [1500.0] * 3)
+    for r in (1, 2):  # settled after two sessions, then open again
+        _store(tmp_path, three, r, [900.0] * 3)
+    other = ONE.replace(batch=64)
+    _store(tmp_path, other, 1, [1000.0] * 3)
+    spec_of = {s.key(): s for s in (ONE, TWO, three, other)}
+    still = [budget_mod.OpenAnswer("32", (ONE.key(), TWO.key(), three.key())),
+             budget_mod.OpenAnswer("64", (other.key(),))]
+    nexts = budget_mod._next_runs(still, set(spec_of), spec_of, store)
+    assert {n: {s.key() for s in specs} for n, specs in nexts.items()} == {
+        5: {ONE.key(), TWO.key(), three.key()}, 2: {other.key()}}
+    # Only the keys the budget affords.
+    assert budget_mod._next_runs(still, {three.key()}, spec_of, store) == {5: [three]}
 
 
 def test_open_answers_are_taken_cheapest_first_as_far_as_the_budget_goes() -> None:

@@ -70,6 +70,41 @@ def test_the_pair_noise_is_the_two_way_residual_free_of_luck_and_levels() -> Non
     assert lucky.ss == pytest.approx(quiet.ss, rel=1e-9)
 
 
+def _table(y: np.ndarray, arms_in: list[int]) -> list[dict[str, RunResult]]:
+    """Sessions measuring ``y``'s levels (session x arm), session i the first
+    ``arms_in[i]`` arms."""
+    return [_by_key(_session(list(np.exp(row[:k])), 8, f"s{i}", i + 1))
+            for i, (row, k) in enumerate(zip(y, arms_in, strict=True))]
+
+
+def test_sessions_that_hold_only_the_open_arms_still_give_the_additive_residual() -> None:
+    """Three sessions of three arms, then four of the two still open: the residual of
+    the additive model, at N - S - K + 1 = 17 - 7 - 3 + 1 = 8 degrees of freedom. Exactly
+    additive levels leave none, whatever the sessions' luck; and over seeded tables the
+    mean square is 2 var(e), which the balanced (S-1)(K-1) = 12 would put at 2/3 of it."""
+    mu = np.log([1000.0, 1400.0, 700.0])
+    arms_in = [3, 3, 3, 2, 2, 2, 2]
+    rng = np.random.default_rng(5)
+    luck = rng.normal(0, 0.2, size=(7, 1))
+    exact = pair_spread(_table(mu[None, :] + luck, arms_in))
+    assert exact.df == 8 and exact.ss == pytest.approx(0.0, abs=1e-12)
+    sd = 0.02
+    mean_square = np.mean([pair_spread(_table(mu[None, :] + luck + rng.normal(0, sd, (7, 3)),
+                                              arms_in)).var for _ in range(300)])
+    assert mean_square == pytest.approx(2 * sd ** 2, rel=0.1)
+
+
+def test_an_answer_whose_later_sessions_hold_fewer_arms_is_one_group_of_the_pool() -> None:
+    """Grouped by their exact arms, two sessions of three and four of two were two
+    groups of 2 and 3 degrees of freedom, each below the guard's power: the answer kept
+    its own noise. As one answer (sessions sharing arms) they give 6 and join."""
+    answers = _answers(1.02, narrowed=True)
+    rec = answers[128]
+    s = rec.settlements[next(c.key for c in rec.ranking.ok_configs()
+                             if c.base_strategy == "mirrored")]
+    assert s.evidence == "pairs" and s.sizes == (6,) and s.pooled_df == 24 + 6, s
+
+
 def test_a_group_whose_noise_differs_keeps_its_own_in_both_directions() -> None:
     quiet, noisy = LogSpread(6 * 1e-4, 6), LogSpread(6 * 4e-2, 6)
     pool, odd = guarded_pool({"a": quiet, "b": quiet, "c": quiet, "loud": noisy})
@@ -116,22 +151,25 @@ def test_pooled_runs_never_get_an_interval_below_either_sides_own() -> None:
     assert half / float(sps.t.ppf(0.975, 40)) == pytest.approx(welch_se, rel=1e-6)
 
 
-def _answers(noisy_gap: float) -> dict[int, Recommendation]:
+def _answers(noisy_gap: float, narrowed: bool = False) -> dict[int, Recommendation]:
     """Five answers (batches 8..128) of three arms, four sessions each; mirrored 0.5%
     ahead of one_device everywhere (not shown beyond the noise: the simplest wins); the
     arms' noise 1% in every answer but batch 128's, which is 20% (a gap of
-    ``noisy_gap`` there)."""
+    ``noisy_gap`` there). ``narrowed``: batch 128 at the others' noise instead, in two
+    sessions of three arms and four of the first two."""
     rng = random.Random(7)
     results: list[RunResult] = []
     for b, batch in enumerate((8, 16, 32, 64, 128)):
-        noise, gap = (0.2, noisy_gap) if batch == 128 else (0.01, 1.005)
-        for s, c in enumerate((1.0, -1.0, 0.5, -0.5)):
+        noise, gap = (0.2, noisy_gap) if batch == 128 and not narrowed else (0.01, 1.005)
+        arms = [3, 3, 2, 2, 2, 2] if batch == 128 and narrowed else [3] * 4
+        for s, k in enumerate(arms):
+            c = (1.0, -1.0, 0.5, -0.5)[s % 4] * (1 if s < 4 else 0.5)
             luck = rng.uniform(0.7, 1.3)  # the session's own luck: cancels in its pairs
             # The arms' noise sums to nought over the sessions: the arms' means over them
             # are exactly their levels, and every pair of arms varies.
             levels = [1000.0 * luck * math.exp(noise * c * w) for w in (1, -1, 0.5)]
             levels[1] *= gap
-            results += _session(levels, batch, f"b{b}s{s}", s + 1)
+            results += _session(levels[:k], batch, f"b{b}s{s}", s + 1)
     report = build_from_results(results, Path("/nonexistent/sweep"))
     recs = report.machines[0].workloads[0].recommendations
     return {r.ranking.batch: r for r in recs}

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from bench.launch import sweep
-from bench.launch.sweep import Replication, needs_another_run, run_sweep
+from bench.launch.sweep import Replication, measured_line, needs_another_run, run_sweep
 from bench.results.schema import RunResult
 from bench.results.store import SweepStore, load, load_sweep
 from bench.spec import RunSpec
@@ -122,8 +122,28 @@ def test_needs_another_run_is_the_relative_range_of_run_medians() -> None:
     assert not needs_another_run(runs(1000.0, 1110.0), 0.2)
 
 
+def test_a_later_pass_alone_leaves_the_numbers_before_it(
+        tmp_path: Path, specs: list[RunSpec], fake: FakeLauncher) -> None:
+    # A budget's session at run 4: batch 8 sat runs 2 and 3 out, batch 16 did not.
+    run_sweep(specs[:2], tmp_path, echo=lambda _: None, replication=Replication(runs=1))
+    run_sweep(specs[1:2], tmp_path, echo=lambda _: None, replication=Replication(runs=3))
+    fake.calls.clear()
+    lines: list[str] = []
+    out = run_sweep(specs[:2], tmp_path, echo=lines.append,
+                    replication=Replication(runs=4, first=4))
+    assert [b for b, _ in fake.calls] == [16, 8]  # pass 4 runs in reverse order
+    assert "4 run(s) of these 2 configuration(s) already stored, 2 to run" in lines[0]
+    store = SweepStore(tmp_path)
+    assert store.replicates_done(specs[0], 10) == [1, 4]
+    assert store.replicates_done(specs[1], 10) == [1, 2, 3, 4]
+    assert run_sweep(specs[:2], tmp_path, echo=lambda _: None,
+                     replication=Replication(runs=4, first=4)).skipped == specs[:2]
+    assert len(out.ran) == 2
+
+
 @pytest.mark.parametrize("kwargs", [{"runs": 0}, {"runs": 2, "max_runs": 1},
-                                    {"runs": 1, "spread": 0.0}, {"runs": True}])
+                                    {"runs": 1, "spread": 0.0}, {"runs": True},
+                                    {"runs": 2, "first": 3}, {"runs": 2, "first": 0}])
 def test_replication_rejects_nonsense(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="Received"):
         Replication(**kwargs)
@@ -154,3 +174,16 @@ def test_run_replicate_saves_the_run_where_the_store_names_it(tmp_path: Path,
     assert store.replicates_done(spec, 3) == [3]
     with pytest.raises(FileExistsError):  # a stored run is never overwritten
         sweep.run_replicate(store, spec, 3)
+
+
+def test_the_measured_share_is_printed_without_rounding_up_to_a_target() -> None:
+    # Windows of 27.3 s (273 windows of 0.1 s) in a 54.8 s sweep: 49.8%, not "50%".
+    result = fake_result("ok")
+    result.figures = fake_figures((1000.0,) * 273)
+    for w in result.figures.windows:
+        w.wall_s = 0.1
+    assert measured_line([result], 54.8) == (
+        "measured: 27 s of the sweep's 55 s in windows (49.8%), the rest start-ups, "
+        "builds, warm-ups and profiles")
+    assert measured_line([result], 0.0) is None
+    assert measured_line([fake_result("failed")], 54.8) is None

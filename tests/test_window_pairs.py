@@ -141,6 +141,23 @@ def test_when_most_rounds_look_disturbed_every_round_is_kept() -> None:
     assert pairs.undisturbed_rounds(no_cpu, cand) == [0, 1, 2, 3]
 
 
+def test_a_session_disturbed_throughout_is_left_out_when_later_ones_hold_fewer_arms() -> None:
+    """Two sessions of three arms, then two of the two still open. Each arm is judged
+    against its own median over the sessions that measured it: the fourth session, its
+    arm b at half its CPU for every window, goes; arm c's lower use (a mirrored arm) is
+    its own level, not a disturbance."""
+    def arm(use: float) -> RunResult:
+        return _with_cpu(_arm(SPEC, [1000.0] * 4), [use] * 4)
+
+    sessions = [{"a": arm(1.9), "b": arm(1.9), "c": arm(1.2)},
+                {"a": arm(1.9), "b": arm(1.9), "c": arm(1.2)},
+                {"a": arm(1.9), "b": arm(1.9)},
+                {"a": arm(1.9), "b": arm(1.0)}]
+    assert pairs.undisturbed_sessions(sessions) == [0, 1, 2]
+    sessions[3]["b"] = arm(1.9)
+    assert pairs.undisturbed_sessions(sessions) == [0, 1, 2, 3]
+
+
 def test_each_pair_mode_is_taken_where_the_sides_allow_it() -> None:
     base = Side(BASELINE)
     by_param = Side(CANDIDATE, params={"widths": (550, 550)})

@@ -6,10 +6,11 @@ provisional, before the configurations that run alone (multi-process strategies,
 baselines) get their first run. Then it reads its answers again (``reports``: each
 answer is FASTER, EQUIVALENT within the margin or NOT SETTLED) and, while some are
 not settled and the budget allows another session, measures again what each open
-answer's open comparisons need: the configurations in them, and with any in-process
-one every in-process configuration of that answer (a session of all its arms, whose
-noise the report pools: ``reports.noise``). It stops when every answer is settled or
-the next session would overrun the budget, and says which.
+answer's open comparisons need: the configurations in them, those that share
+sessions in one (``to_measure``; the report pools the noise of an answer's sessions
+whatever arms each held: ``reports.noise``), the answers nearest to settling first.
+It stops when every answer is settled or the next session would overrun the budget,
+and says which.
 
 Each read is a look, with its own share of alpha (``reports.sequential.LookPlan``):
 the looks before the last read at a small interim alpha, and the last one, when the
@@ -63,13 +64,16 @@ def open_answers(results: Sequence[RunResult], source: Path, looks: Looks | None
 
 def to_measure(place: Place) -> tuple[str, ...]:
     """What an open answer needs measured again: the configurations of its open
-    comparisons (the answer, the fastest, those not settled against it), and with one
-    measured in sessions among them every configuration of the answer that is
-    (``bench.launch.groups.in_session``), so that its sessions hold the same arms (their
-    noise is pooled session by session)."""
+    comparisons (the answer, the fastest, those not settled against it). Those measured
+    in sessions (``bench.launch.groups.in_session``) are measured in one; where only
+    one of them is open, every configuration of the answer measured in sessions joins
+    it, so that it is still measured as an arm of a session. A session holds only what
+    is open (at MLP batch 256, after two sessions, often two arms of five), so an
+    answer gets more sessions in the same time. The noise pool reads an answer's
+    sessions whatever arms each held (``reports.noise.pair_spread``)."""
     core = set(place.needs)
     shared = {k for k, spec in place.measured.items() if in_session(spec)}
-    if core & shared:
+    if len(core & shared) == 1:
         core |= shared
     return tuple(sorted(core))
 
@@ -119,15 +123,10 @@ def spend(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: floa
             _last_look(still, store, plan, results, out, echo,
                        f"the next session (~{cheapest:.0f} s) would overrun the budget")
             return outcomes
-        # One more run each: the configurations of one answer's session have run
-        # together so far, so they share their next run's number, and run together again.
-        nexts: dict[int, list[RunSpec]] = {}
-        for k in keys:
-            done = store.replicates_done(spec_of[k], 1000)
-            nexts.setdefault(1 + max(done, default=0), []).append(spec_of[k])
         ran: list[RunResult] = []
-        for runs, todo in sorted(nexts.items()):
-            outcome = run_sweep(todo, out, echo=echo, replication=Replication(runs=runs),
+        for runs, todo in sorted(_next_runs(still, keys, spec_of, store).items()):
+            outcome = run_sweep(todo, out, echo=echo,
+                                replication=Replication(runs=runs, first=runs),
                                 interleave=interleave, shared_from=1)
             outcomes.append(outcome)
             ran += outcome.ran
@@ -138,6 +137,21 @@ def spend(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: floa
         for r in ran:
             last_cost[r.key] = r.wall_s / max(1, len(r.interleaved.arms)
                                               if r.interleaved else 1)
+
+
+def _next_runs(still: Sequence[OpenAnswer], keys: set[str], spec_of: Mapping[str, RunSpec],
+               store: SweepStore) -> dict[int, list[RunSpec]]:
+    """One more run of each of ``keys``, by run number: an answer's configurations run
+    together in one session, so they share a number, the one after the answer's last
+    (a configuration that sat sessions out skips their numbers)."""
+    nexts: dict[int, dict[str, RunSpec]] = {}
+    for a in still:
+        mine = [k for k in a.keys if k in keys]
+        if mine:
+            last = max(max(store.replicates_done(spec_of[k], 1000), default=0)
+                       for k in a.keys if k in spec_of)
+            nexts.setdefault(last + 1, {}).update((k, spec_of[k]) for k in mine)
+    return {n: list(specs.values()) for n, specs in nexts.items()}
 
 
 def _last_look(still: Sequence[OpenAnswer], store: SweepStore, plan: LookPlan,

@@ -55,7 +55,7 @@ def measured_line(results: Sequence[RunResult], wall_s: float) -> str | None:
     if not measured or wall_s <= 0:
         return None
     return (f"measured: {measured:.0f} s of the sweep's {wall_s:.0f} s in windows "
-            f"({measured / wall_s:.0%}), the rest start-ups, builds, warm-ups and profiles")
+            f"({measured / wall_s:.1%}), the rest start-ups, builds, warm-ups and profiles")
 
 
 def _fmt_duration(seconds: float) -> str:
@@ -130,12 +130,16 @@ class Replication:
     of the machine hits every configuration alike; after them, a configuration whose
     run medians still disagree by more than ``spread`` (relative range) gets further
     runs, up to ``max_runs`` (sequential measurement: precise ones stop early).
-    Only configurations whose first run was ``ok`` are repeated.
+    Only configurations whose first run was ``ok`` are repeated. ``first``: the first
+    pass to run, those before it left as they are (a budget's session is one pass, at
+    the number after its answer's last; a configuration that sat sessions out skips
+    their numbers).
     """
 
     runs: int = 1
     max_runs: int | None = None
     spread: float = 0.10
+    first: int = 1
 
     def __post_init__(self) -> None:
         if isinstance(self.runs, bool) or not isinstance(self.runs, int) or self.runs < 1:
@@ -147,6 +151,10 @@ class Replication:
                              f" Received: max_runs={self.max_runs!r}")
         if not self.spread > 0:
             raise ValueError(f"Replication.spread must be > 0. Received: spread={self.spread!r}")
+        if isinstance(self.first, bool) or not isinstance(self.first, int) \
+                or not 1 <= self.first <= self.runs:
+            raise ValueError(f"Replication.first must be an integer from 1 to runs ({self.runs})."
+                             f" Received: first={self.first!r}")
 
     @property
     def passes(self) -> int:
@@ -191,8 +199,10 @@ def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
     store = SweepStore(sweep_dir)
     outcome = SweepOutcome(sweep_dir)
     done = {s.key(): store.replicates_done(s, rep.passes) for s in specs}
-    outcome.skipped = [s for s in specs if len(done[s.key()]) >= rep.runs]
-    planned = sum(max(0, rep.runs - len(done[s.key()])) for s in specs)
+    missing = {k: [r for r in range(rep.first, rep.runs + 1) if r not in d]
+               for k, d in done.items()}
+    outcome.skipped = [s for s in specs if not missing[s.key()]]
+    planned = sum(len(m) for m in missing.values())
     if any(done.values()):
         # Of these configurations only: a budget's session passes a few of the sweep's.
         echo(f"resuming {sweep_dir}: {sum(len(d) for d in done.values())} run(s) of these "
@@ -206,7 +216,7 @@ def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
         f" (+ up to {extra} more run(s) each for imprecise configurations)" if extra else ""))
     by_key: dict[str, list[RunResult]] = {}
     try:
-        for replicate in range(1, rep.passes + 1):
+        for replicate in range(rep.first, rep.passes + 1):
             units = sweep_units(specs) if interleave and replicate >= shared_from else \
                 [(s,) for s in specs]
             for unit in (units if replicate % 2 else list(reversed(units))):

@@ -49,17 +49,18 @@ def undisturbed_rounds(reference: RunResult, candidate: RunResult) -> list[int]:
     rounds = list(range(min(len(w) for w in wins)))
     if len(wins) < 2 or any(w.cpu_s is None for ws in wins for w in ws):
         return rounds
-    return undisturbed([[(w.cpu_s or 0.0) / w.wall_s for w in ws[:len(rounds)]]
-                        for ws in wins])
+    return undisturbed([dict(enumerate((w.cpu_s or 0.0) / w.wall_s for w in ws[:len(rounds)]))
+                        for ws in wins], len(rounds))
 
 
-def undisturbed(use: Sequence[Sequence[float]]) -> list[int]:
-    """Indices i where every arm's CPU use ``use[arm][i]`` is at least ``DISTURBED_CPU``
-    of that arm's median; all of them when over half would go (no undisturbed level
-    to compare against)."""
-    every = list(range(len(use[0]))) if use else []
-    floors = [DISTURBED_CPU * statistics.median(u) for u in use]
-    keep = [i for i in every if all(u[i] >= f for u, f in zip(use, floors, strict=True))]
+def undisturbed(use: Sequence[Mapping[int, float]], count: int) -> list[int]:
+    """Indices i < ``count`` where every arm's CPU use ``use[arm][i]`` (where the arm
+    has one) is at least ``DISTURBED_CPU`` of that arm's median; all of them when over
+    half would go (no undisturbed level to compare against)."""
+    every = list(range(count))
+    floors = [DISTURBED_CPU * statistics.median(u.values()) for u in use]
+    keep = [i for i in every
+            if all(u[i] >= f for u, f in zip(use, floors, strict=True) if i in u)]
     return keep if 2 * len(keep) >= len(every) else every
 
 
@@ -116,22 +117,21 @@ def session_log_ratios(reference: Sequence[RunResult],
 def undisturbed_sessions(sessions: Sequence[Mapping[str, RunResult]]) -> list[int]:
     """Indices of the processes (each: arm -> its result) in which no arm lost CPU to
     another job for the whole process: an arm's median CPU use over its windows below
-    ``DISTURBED_CPU`` of its median over the processes. The round filter compares a
-    process's rounds with each other and cannot see a neighbour that stayed for all of
-    them (a first session at half speed, both arms alike, kept an answer open for 10
-    sessions). Every process is kept with fewer than 3, without CPU figures, or when
-    over half would go."""
+    ``DISTURBED_CPU`` of its median over the processes that measured it (later sessions
+    of an answer may hold fewer arms). The round filter compares a process's rounds
+    with each other and cannot see a neighbour that stayed for all of them (a first
+    session at half speed, both arms alike, kept an answer open for 10 sessions).
+    Every process is kept with fewer than 3, without CPU figures, or when over half
+    would go."""
     every = list(range(len(sessions)))
     if len(sessions) < 3:
         return every
-    use: dict[str, list[float]] = {}
-    for s in sessions:
+    use: dict[str, dict[int, float]] = {}
+    for i, s in enumerate(sessions):
         for arm, r in s.items():
             windows = r.figures.windows if r.figures is not None else []
             shares = [w.cpu_s / w.wall_s for w in windows if w.cpu_s is not None and w.wall_s]
             if not shares:
                 return every
-            use.setdefault(arm, []).append(statistics.median(shares))
-    if any(len(us) != len(sessions) for us in use.values()):
-        return every
-    return undisturbed(list(use.values()))
+            use.setdefault(arm, {})[i] = statistics.median(shares)
+    return undisturbed(list(use.values()), len(sessions))
