@@ -168,25 +168,32 @@ def _last_look(still: Sequence[OpenAnswer], store: SweepStore, plan: LookPlan,
 def _affordable(still: Sequence[OpenAnswer], by_key: Mapping[str, RunSpec],
                 results: Sequence[RunResult], last_cost: dict[str, float],
                 left_s: float) -> tuple[set[str], float]:
-    """The configurations of as many open answers as ``left_s`` leaves time for, those
-    nearest to settling first, and what the cheapest answer's session would cost.
+    """The configurations of as many open answers as ``left_s`` leaves time for, and
+    what the cheapest answer's session would cost.
 
     A session costs about what its configurations' last runs took, with
-    ``COST_MARGIN``. The order is what settling an answer would cost: its session's
-    price times the sessions it still needs (``OpenAnswer.to_settle``), the answers
-    whose need is not known yet after those, cheapest first. Taken cheapest first, the
-    last sessions went to answers twenty sessions from settling while one a single
-    session away (a 50 s ResNet50 session) no longer fitted.
+    ``COST_MARGIN``. The answers with the fewest sessions so far go first, so that
+    every open answer gets its next session before any gets one more: an answer's
+    noise is its own until its sessions give the pool's guard enough degrees of
+    freedom (three sessions of three arms), and at two sessions the plans to settle
+    are guesses (thousands of sessions in one sweep, one in the next). Taken cheapest
+    first, ResNet50 stayed at two sessions while the MLP at 1024 got a fourth (s29);
+    taken by plan, the CNN at 64 did (s32). Among answers with as many sessions, those
+    nearest to settling go first: a session's price times the sessions still needed
+    (``OpenAnswer.to_settle``), then those whose need is not known, cheapest first.
     """
     def cost(keys: set[str]) -> float:
         return COST_MARGIN * sum(last_cost.get(k) or _last_wall(results, k) for k in keys)
 
-    def to_settle(a: tuple[OpenAnswer, set[str]]) -> tuple[bool, float]:
+    def sessions(a: OpenAnswer) -> int:
+        return max((r.replicate for r in results if r.key in a.keys), default=0)
+
+    def order(a: tuple[OpenAnswer, set[str]]) -> tuple[int, bool, float]:
         price = cost(a[1])
-        return (a[0].to_settle is None,
+        return (sessions(a[0]), a[0].to_settle is None,
                 price if a[0].to_settle is None else price * a[0].to_settle)
 
-    wanted = sorted(((a, {k for k in a.keys if k in by_key}) for a in still), key=to_settle)
+    wanted = sorted(((a, {k for k in a.keys if k in by_key}) for a in still), key=order)
     keys: set[str] = set()
     for _, more in wanted:
         if cost(keys | more) <= left_s:
