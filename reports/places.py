@@ -16,7 +16,7 @@ from pathlib import Path
 from bench.results.schema import RunResult
 from bench.spec import RunSpec
 from reports.answers import AnswerRow, answer_row, answers_text
-from reports.recommend import Recommendation, hardest_open, place_of
+from reports.recommend import Recommendation, place_of
 from reports.report import build_from_results
 from reports.sequential import Looks
 
@@ -28,11 +28,7 @@ class Place:
     ``where``: machine first (``place_of``), the key of the budget's journaled looks;
     ``is_open``: a recommendation for now, not settled; ``needs``: the keys of its open
     comparisons' configurations (the answer, the fastest, those not settled against
-    it); ``measured``: every successful configuration at the place, key -> spec;
-    ``to_settle``: an open answer's further sessions (pairs, or runs a configuration)
-    its hardest open comparison needs to settle at the noise measured and the gap
-    estimated (``Settlement.needed`` less those done); None when settled, or the noise
-    is unmeasured or the plan beyond reach.
+    it); ``measured``: every successful configuration at the place, key -> spec.
     """
 
     where: str
@@ -40,24 +36,13 @@ class Place:
     is_open: bool
     needs: tuple[str, ...]
     measured: Mapping[str, RunSpec]
-    to_settle: int | None = None
 
 
 def _place(where: str, row: AnswerRow, rec: Recommendation) -> Place:
     needs = [c for c in (rec.best, rec.fastest, *rec.unsettled) if c is not None]
-    is_open = rec.best is not None and not rec.settled
-    return Place(where, row, is_open, tuple(sorted({c.key for c in needs})),
-                 {c.key: c.first.result.spec for c in rec.ranking.ok_configs()},
-                 _to_settle(rec) if is_open else None)
-
-
-def _to_settle(rec: Recommendation) -> int | None:
-    """The sessions still to come that the answer's hardest open comparison needs."""
-    hardest = hardest_open(rec)
-    needed = hardest[1].needed if hardest is not None else None
-    if hardest is None or needed is None:
-        return None
-    return max(1, needed - min(hardest[1].sizes))
+    return Place(where, row, rec.best is not None and not rec.settled,
+                 tuple(sorted({c.key for c in needs})),
+                 {c.key: c.first.result.spec for c in rec.ranking.ok_configs()})
 
 
 def places(results: Sequence[RunResult], source: Path, looks: Looks | None = None

@@ -8,7 +8,7 @@ answer is FASTER, EQUIVALENT within the margin or NOT SETTLED) and, while some a
 not settled and the budget allows another session, measures again what each open
 answer's open comparisons need: the configurations in them, those that share
 sessions in one (``to_measure``; the report pools the noise of an answer's sessions
-whatever arms each held: ``reports.noise``), the answers nearest to settling first.
+whatever arms each held: ``reports.noise``), the answers with fewest sessions first.
 It stops when every answer is settled or the next session would overrun the budget,
 and says which.
 
@@ -44,13 +44,10 @@ COST_MARGIN = 1.1
 
 @dataclass(frozen=True)
 class OpenAnswer:
-    """An answer that is not settled yet, the configurations that would settle it and
-    how many more sessions that would take (``reports.places.Place.to_settle``; None:
-    not known yet)."""
+    """An answer that is not settled yet, and the configurations that would settle it."""
 
     where: str
     keys: tuple[str, ...]
-    to_settle: int | None = None
 
 
 def open_answers(results: Sequence[RunResult], source: Path, looks: Looks | None = None
@@ -58,7 +55,7 @@ def open_answers(results: Sequence[RunResult], source: Path, looks: Looks | None
     """The answers not settled yet (with the keys of the configurations to measure
     again: ``to_measure``), and where every answer is."""
     found = places(results, source, looks)
-    return ([OpenAnswer(p.where, to_measure(p), p.to_settle) for p in found if p.is_open],
+    return ([OpenAnswer(p.where, to_measure(p)) for p in found if p.is_open],
             [p.where for p in found])
 
 
@@ -173,25 +170,20 @@ def _affordable(still: Sequence[OpenAnswer], by_key: Mapping[str, RunSpec],
 
     A session costs about what its configurations' last runs took, with
     ``COST_MARGIN``. The answers with the fewest sessions so far go first, so that
-    every open answer gets its next session before any gets one more: an answer's
+    every open answer gets its next session before any gets one more (an answer's
     noise is its own until its sessions give the pool's guard enough degrees of
-    freedom (three sessions of three arms), and at two sessions the plans to settle
-    are guesses (thousands of sessions in one sweep, one in the next). Taken cheapest
-    first, ResNet50 stayed at two sessions while the MLP at 1024 got a fourth (s29);
-    taken by plan, the CNN at 64 did (s32). Among answers with as many sessions, those
-    nearest to settling go first: a session's price times the sessions still needed
-    (``OpenAnswer.to_settle``), then those whose need is not known, cheapest first.
+    freedom: three sessions of three arms); among those, the cheapest first. The order
+    reads no answer's figures: ordered by the plan to settle (its price times the
+    sessions its estimated gap still needs), an answer's number of sessions at the last
+    look depended on its own data, which the looks' alpha does not cover, and in s30-s34
+    it left the CNN at 64, then the CNN at 256, at two sessions.
     """
     def cost(keys: set[str]) -> float:
         return COST_MARGIN * sum(last_cost.get(k) or _last_wall(results, k) for k in keys)
 
-    def sessions(a: OpenAnswer) -> int:
-        return max((r.replicate for r in results if r.key in a.keys), default=0)
-
-    def order(a: tuple[OpenAnswer, set[str]]) -> tuple[int, bool, float]:
-        price = cost(a[1])
-        return (sessions(a[0]), a[0].to_settle is None,
-                price if a[0].to_settle is None else price * a[0].to_settle)
+    def order(a: tuple[OpenAnswer, set[str]]) -> tuple[int, float]:
+        return (max((r.replicate for r in results if r.key in a[0].keys), default=0),
+                cost(a[1]))
 
     wanted = sorted(((a, {k for k in a.keys if k in by_key}) for a in still), key=order)
     keys: set[str] = set()
