@@ -153,11 +153,13 @@ def test_a_configuration_that_sat_sessions_out_rejoins_at_its_answers_next_numbe
     spec_of = {s.key(): s for s in (ONE, TWO, three, other)}
     still = [budget_mod.OpenAnswer("32", (ONE.key(), TWO.key(), three.key())),
              budget_mod.OpenAnswer("64", (other.key(),))]
-    nexts = budget_mod._next_runs(still, set(spec_of), spec_of, store)
+    last_run = {a.where: budget_mod._last_run(a, spec_of, store) for a in still}
+    assert last_run == {"32": 4, "64": 1}
+    nexts = budget_mod._next_runs(still, set(spec_of), spec_of, last_run)
     assert {n: {s.key() for s in specs} for n, specs in nexts.items()} == {
         5: {ONE.key(), TWO.key(), three.key()}, 2: {other.key()}}
     # Only the keys the budget affords.
-    assert budget_mod._next_runs(still, {three.key()}, spec_of, store) == {5: [three]}
+    assert budget_mod._next_runs(still, {three.key()}, spec_of, last_run) == {5: [three]}
 
 
 def test_open_answers_are_taken_cheapest_first_as_far_as_the_budget_goes() -> None:
@@ -168,12 +170,12 @@ def test_open_answers_are_taken_cheapest_first_as_far_as_the_budget_goes() -> No
     specs = {k: ONE for k in cost}
     still = [answer("c"), answer("a", "b"), answer("d")]
     margin = budget_mod.COST_MARGIN
-    keys, cheapest = budget_mod._affordable(still, specs, [], dict(cost), 40.0)
+    keys, cheapest = budget_mod._affordable(still, specs, [], dict(cost), 40.0, {})
     assert keys == {"a", "b", "d"} and cheapest == pytest.approx(5.0 * margin)
-    keys, cheapest = budget_mod._affordable(still, specs, [], dict(cost), 4.0)
+    keys, cheapest = budget_mod._affordable(still, specs, [], dict(cost), 4.0, {})
     assert keys == set() and cheapest == pytest.approx(5.0 * margin)
     # Priced with the margin, 35 s of last runs do not fit in 35 s: d alone goes.
-    keys, _ = budget_mod._affordable(still, specs, [], dict(cost), 35.0)
+    keys, _ = budget_mod._affordable(still, specs, [], dict(cost), 35.0, {})
     assert keys == {"d"}
 
 
@@ -184,14 +186,8 @@ def test_the_answers_with_fewest_sessions_then_the_cheapest_get_the_budget() -> 
 
     def pick(sessions: dict[str, int]) -> set[str]:
         still = [budget_mod.OpenAnswer(k, (k,)) for k in ("resnet", "cnn", "mlp")]
-        done = []
-        for key, n in sessions.items():
-            for r in range(1, n + 1):
-                result = fake_result("ok")
-                result.key, result.replicate, result.wall_s = key, r, cost[key]
-                done.append(result)
-        keys, cheapest = budget_mod._affordable(still, specs, done, dict(cost),
-                                                80.0 * margin)
+        keys, cheapest = budget_mod._affordable(still, specs, [], dict(cost),
+                                                80.0 * margin, sessions)
         assert cheapest == pytest.approx(20.0 * margin)  # whatever the order
         return keys
 

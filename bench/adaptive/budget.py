@@ -115,13 +115,15 @@ def spend(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: floa
                  + ("; open: " + "; ".join(a.where for a in still) if still else ""))
             if not still:
                 return outcomes
-        keys, cheapest = _affordable(still, spec_of, results, last_cost, budget_s - elapsed)
+        last_run = {a.where: _last_run(a, spec_of, store) for a in still}
+        keys, cheapest = _affordable(still, spec_of, results, last_cost, budget_s - elapsed,
+                                     last_run)
         if not keys:
             _last_look(still, store, plan, results, out, echo,
                        f"the next session (~{cheapest:.0f} s) would overrun the budget")
             return outcomes
         ran: list[RunResult] = []
-        for runs, todo in sorted(_next_runs(still, keys, spec_of, store).items()):
+        for runs, todo in sorted(_next_runs(still, keys, spec_of, last_run).items()):
             outcome = run_sweep(todo, out, echo=echo,
                                 replication=Replication(runs=runs, first=runs),
                                 interleave=interleave, shared_from=1)
@@ -136,18 +138,23 @@ def spend(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: floa
                                               if r.interleaved else 1)
 
 
+def _last_run(answer: OpenAnswer, spec_of: Mapping[str, RunSpec], store: SweepStore) -> int:
+    """The number of the answer's last session: its configurations' last stored run."""
+    return max((max(store.replicates_done(spec_of[k], 1000), default=0)
+                for k in answer.keys if k in spec_of), default=0)
+
+
 def _next_runs(still: Sequence[OpenAnswer], keys: set[str], spec_of: Mapping[str, RunSpec],
-               store: SweepStore) -> dict[int, list[RunSpec]]:
+               last_run: Mapping[str, int]) -> dict[int, list[RunSpec]]:
     """One more run of each of ``keys``, by run number: an answer's configurations run
     together in one session, so they share a number, the one after the answer's last
-    (a configuration that sat sessions out skips their numbers)."""
+    (``last_run``, by ``OpenAnswer.where``; a configuration that sat sessions out skips
+    their numbers)."""
     nexts: dict[int, dict[str, RunSpec]] = {}
     for a in still:
         mine = [k for k in a.keys if k in keys]
         if mine:
-            last = max(max(store.replicates_done(spec_of[k], 1000), default=0)
-                       for k in a.keys if k in spec_of)
-            nexts.setdefault(last + 1, {}).update((k, spec_of[k]) for k in mine)
+            nexts.setdefault(last_run[a.where] + 1, {}).update((k, spec_of[k]) for k in mine)
     return {n: list(specs.values()) for n, specs in nexts.items()}
 
 
@@ -164,12 +171,13 @@ def _last_look(still: Sequence[OpenAnswer], store: SweepStore, plan: LookPlan,
 
 def _affordable(still: Sequence[OpenAnswer], by_key: Mapping[str, RunSpec],
                 results: Sequence[RunResult], last_cost: dict[str, float],
-                left_s: float) -> tuple[set[str], float]:
+                left_s: float, last_run: Mapping[str, int]) -> tuple[set[str], float]:
     """The configurations of as many open answers as ``left_s`` leaves time for, and
     what the cheapest answer's session would cost.
 
     A session costs about what its configurations' last runs took, with
-    ``COST_MARGIN``. The answers with the fewest sessions so far go first, so that
+    ``COST_MARGIN``. The answers with the fewest sessions so far (``last_run``, by
+    ``OpenAnswer.where``) go first, so that
     every open answer gets its next session before any gets one more (an answer's
     noise is its own until its sessions give the pool's guard enough degrees of
     freedom: three sessions of three arms); among those, the cheapest first. The order
@@ -182,8 +190,7 @@ def _affordable(still: Sequence[OpenAnswer], by_key: Mapping[str, RunSpec],
         return COST_MARGIN * sum(last_cost.get(k) or _last_wall(results, k) for k in keys)
 
     def order(a: tuple[OpenAnswer, set[str]]) -> tuple[int, float]:
-        return (max((r.replicate for r in results if r.key in a[0].keys), default=0),
-                cost(a[1]))
+        return last_run.get(a[0].where, 0), cost(a[1])
 
     wanted = sorted(((a, {k for k in a.keys if k in by_key}) for a in still), key=order)
     keys: set[str] = set()
