@@ -155,8 +155,10 @@ def answer_row(machine: Machine, variant: Variant, r: Recommendation) -> AnswerR
     place = f"{variant.label()}, {BATCH_WORDS[r.ranking.batch_mode]} {r.ranking.batch}"
     sentence = f"{variant.label()}, {answer_line(r)}"
     if r.best is None:
-        return AnswerRow(machine.hardware, place, r.text, KIND_WORDS[""], NONE, NONE, NONE,
-                         NONE, sentence)
+        # No configuration to name: none ran, or the evidence runs in a circle (kind
+        # NOT SETTLED, its text naming the circle).
+        return AnswerRow(machine.hardware, place, r.text, KIND_WORDS[r.kind], NONE, NONE,
+                         NONE, NONE, sentence)
     if r.kind not in VERSUS:
         raise ValueError(f"an answer's kind must be one of {sorted(VERSUS)}. "
                          f"Received: kind={r.kind!r}")

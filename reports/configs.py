@@ -34,7 +34,7 @@ from bench.results.stats import (
     summarize_runs,
 )
 from bench.strategies import STRATEGIES
-from reports.noise import Measured, NoisePool
+from reports.noise import Measured, NoisePool, session_levels
 from reports.runs import RunView, Variant
 
 StatsRuns = tuple[tuple[float, ...], ...]  # one tuple of window values per run
@@ -142,6 +142,9 @@ class ConfigView:
     # The machine's pooled noise (``reports.noise``), set once its configurations are
     # grouped: what this configuration's comparisons borrow.
     pool: NoisePool | None = field(default=None, compare=False)
+    # Its level fitted over its answer's sessions (``reports.noise.session_levels``),
+    # examples/s; None where it sat in no session.
+    level: float | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         self.runs = sorted(self.runs, key=lambda r: r.result.replicate)
@@ -273,6 +276,13 @@ class ConfigView:
         return self.summary.median if self.summary is not None else None
 
     @property
+    def speed(self) -> float:
+        """What rankings order by: the level fitted over its answer's sessions where it
+        sat in sessions (which sessions it sat in then does not decide its rank), else
+        its throughput (0 without one)."""
+        return self.level if self.level is not None else (self.throughput or 0.0)
+
+    @property
     def between_cv(self) -> float | None:
         """Run-to-run spread of the runs' figures (std/mean); None below 2 runs."""
         return self.summary.between_cv if self.summary is not None else None
@@ -365,10 +375,13 @@ def group_configs(runs: Iterable[RunView]) -> list[ConfigView]:
 
 def pool_noise(configs: Sequence[ConfigView]) -> NoisePool:
     """Pool the noise of one machine's ``configs`` (``reports.noise``) and give each the
-    pool that its comparisons borrow."""
-    pool = NoisePool.of(c.measured() for c in configs)
+    pool that its comparisons borrow, and its level fitted over its sessions."""
+    measured = [c.measured() for c in configs]
+    pool = NoisePool.of(measured)
+    levels = session_levels(measured)
     for config in configs:
         config.pool = pool
+        config.level = levels.get(config.key)
     return pool
 
 

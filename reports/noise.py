@@ -10,6 +10,7 @@ keeps its own. The model, the guard and their reasons: docs/how-it-decides.md
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -18,15 +19,9 @@ import numpy as np
 
 from bench.results.pairs import process_log_ratio, undisturbed_sessions
 from bench.results.schema import RunResult
-from bench.results.stats import (
-    GUARD_POWER,
-    NOISE_DIFFERS_ALPHA,
-    LogSpread,
-    noise_differs_p,
-    noise_guard_power,
-)
+from bench.results.stats import LogSpread, guarded_pool
 
-H = TypeVar("H", bound=Hashable)
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -102,8 +97,40 @@ class NoisePool:
         return cls(pairs, run_pools, frozenset(own_pairs), frozenset(own_runs), families)
 
 
-def answers_sessions(sessions: Iterable[Mapping[str, RunResult]]
-                     ) -> list[list[Mapping[str, RunResult]]]:
+def session_levels(configs: Iterable[Measured]) -> dict[str, float]:
+    """Each configuration measured in sessions at its fitted level: the additive model
+    (session + configuration, least squares on the log run figures) of its answer's
+    sessions, read in the answer's average session (the configuration's effect plus the
+    mean session effect), as examples/s. Since the budget measures again only what is
+    open, configurations sit in different sessions, and the median of each one's runs
+    would rank them by the sessions' luck; the fitted levels compare them as if each had
+    sat in every session. Configurations in no session are left out."""
+    sessions: dict[str, dict[str, float]] = {}
+    for c in configs:
+        for session, result in c.sessions.items():
+            if result.figures is not None and result.figures.global_throughput > 0:
+                sessions.setdefault(session, {})[c.key] = math.log(
+                    result.figures.global_throughput)
+    out: dict[str, float] = {}
+    for rows in answers_sessions(sessions.values()):
+        keys = sorted({k for s in rows for k in s})
+        column = {k: len(rows) + j for j, k in enumerate(keys)}
+        design, levels = [], []
+        for i, s in enumerate(rows):
+            for k, level in s.items():
+                row = np.zeros(len(rows) + len(keys))
+                row[i] = row[column[k]] = 1.0
+                design.append(row)
+                levels.append(level)
+        coef = np.linalg.lstsq(np.array(design), np.array(levels), rcond=None)[0]
+        # effect + mean session effect is estimable in a connected answer: the same
+        # whichever least-squares solution the solver picks.
+        mean_session = float(coef[:len(rows)].mean())
+        out.update({k: math.exp(float(coef[column[k]]) + mean_session) for k in keys})
+    return out
+
+
+def answers_sessions(sessions: Iterable[Mapping[str, V]]) -> list[list[Mapping[str, V]]]:
     """``sessions`` (each: arm key -> its result) grouped by answer: sessions that share
     an arm, directly or through others, are one answer's (a configuration is measured
     at one place). Its sessions need not hold the same arms: the budget measures again
@@ -120,7 +147,7 @@ def answers_sessions(sessions: Iterable[Mapping[str, RunResult]]
         first, *rest = sorted(s)
         for k in rest:
             parent[root(k)] = root(first)
-    groups: dict[str, list[Mapping[str, RunResult]]] = {}
+    groups: dict[str, list[Mapping[str, V]]] = {}
     for s in rows:
         groups.setdefault(root(min(s)), []).append(s)
     return list(groups.values())
@@ -151,26 +178,3 @@ def pair_spread(sessions: Sequence[Mapping[str, RunResult]]) -> LogSpread:
     fitted = x @ np.linalg.lstsq(x, y, rcond=None)[0]
     df = len(y) - int(np.linalg.matrix_rank(x))
     return LogSpread(2.0 * float(((y - fitted) ** 2).sum()), df)
-
-
-def guarded_pool(groups: Mapping[H, LogSpread]) -> tuple[LogSpread, set[H]]:
-    """The pool of ``groups``' spreads and the groups left out of it. A group the F test
-    could not guard (``stats.noise_guard_power`` below ``GUARD_POWER`` against the rest:
-    too few degrees of freedom to show a 3x noisier group apart) keeps its own noise.
-    Then, while some group's noise differs from the pool of the others still in (F test,
-    two-sided), the one that differs most leaves, so that one very noisy group cannot
-    push every quiet one out (nor the reverse)."""
-    total = sum(groups.values(), LogSpread())
-    inside = {g: s for g, s in groups.items()
-              if noise_guard_power(s.df, total.df - s.df) >= GUARD_POWER}
-    while len(inside) > 1:
-        tests = []
-        for g, spread in inside.items():
-            rest = sum((s for h, s in inside.items() if h != g), LogSpread())
-            p = noise_differs_p(spread, rest)
-            if p is not None:
-                tests.append((p, g))
-        if not tests or min(p for p, _ in tests) >= NOISE_DIFFERS_ALPHA:
-            break
-        del inside[min(tests, key=lambda t: t[0])[1]]
-    return sum(inside.values(), LogSpread()), set(groups) - set(inside)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.results.schema import RunResult
+from bench.results.stats import NOT_SETTLED
 from bench.spec import RunSpec
 from reports.answers import AnswerRow, answer_row, answers_text
 from reports.recommend import Recommendation, place_of
@@ -40,7 +41,7 @@ class Place:
 
 def _place(where: str, row: AnswerRow, rec: Recommendation) -> Place:
     needs = [c for c in (rec.best, rec.fastest, *rec.unsettled) if c is not None]
-    return Place(where, row, rec.best is not None and not rec.settled,
+    return Place(where, row, rec.kind == NOT_SETTLED,
                  tuple(sorted({c.key for c in needs})),
                  {c.key: c.first.result.spec for c in rec.ranking.ok_configs()})
 

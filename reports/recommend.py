@@ -9,7 +9,7 @@ why they are so: docs/how-it-decides.md ("The answer").
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bench.results.stats import (
@@ -21,6 +21,7 @@ from bench.results.stats import (
     PAIRS,
     SLOWER,
     Settlement,
+    holm_adjusted,
     level,
 )
 from bench.strategies import STRATEGIES
@@ -138,7 +139,7 @@ class Recommendation:
     def runner(self) -> ConfigView | None:
         """The next best after the answer: the highest headline among the others."""
         rivals = [c for c in self.ranking.ok_configs() if c.key in self.settlements]
-        return max(rivals, key=lambda c: c.throughput or 0.0) if rivals else None
+        return max(rivals, key=lambda c: c.speed) if rivals else None
 
     @property
     def half_width(self) -> float | None:
@@ -230,12 +231,12 @@ def _beaten_phrase(r: Recommendation) -> str:
 def _bounded_phrase(c: ConfigView, r: Recommendation) -> str:
     """``central_storage on 2 devices -5% [90%: -7%, -3%] vs default on 1 device``."""
     assert r.best is not None
-    s = settle_of(c, r.best, r.margin, r.alpha)
+    s = r.settlements.get(c.key)
     return f"{c.choice} {shown_change(s) if s else '-'} vs {r.best.choice}"
 
 
 def _rank_key(config: ConfigView) -> tuple[int, float, str]:
-    return (0 if config.ok else 1, -(config.throughput or 0.0), config.strategy)
+    return (0 if config.ok else 1, -config.speed, config.strategy)
 
 
 def rankings_for(configs: Sequence[ConfigView]) -> list[Ranking]:
@@ -409,7 +410,7 @@ def _answer(r: Recommendation, candidates: list[ConfigView], sc: Scaling,
     slower_multi = [c for c in candidates if c.replicas > 1 and c.key in r.settlements
                     and r.settlements[c.key].verdict == SLOWER]
     if best.replicas == 1 and slower_multi and r.settled:
-        top = max(slower_multi, key=lambda c: c.throughput or 0.0)
+        top = max(slower_multi, key=lambda c: c.speed)
         s = r.settlements[top.key]
         cause = because(top, fastest)
         text += (f" More devices do not pay off: the best multi-device configuration "
@@ -420,7 +421,7 @@ def _answer(r: Recommendation, candidates: list[ConfigView], sc: Scaling,
     elif best.replicas == 1 and (multi := [c for c in candidates if c.replicas > 1]):
         # The best multi-device configuration against the single-device answer is
         # explained even where the runs do not call them apart: what its profile shows.
-        top = max(multi, key=lambda c: c.throughput or 0.0)
+        top = max(multi, key=lambda c: c.speed)
         found = compared(top, best)
         if found:
             text += (f" Against the best multi-device configuration ({top.choice}), by "
@@ -431,9 +432,10 @@ def _answer(r: Recommendation, candidates: list[ConfigView], sc: Scaling,
     return f"{text} Noise: {r.noise}."
 
 
-def _other_line(c: ConfigView, best: ConfigView, margin: float, inputs: RuleInputs,
-                alpha: float) -> str:
-    s = settle_of(c, best, margin, alpha)
+def _other_line(c: ConfigView, best: ConfigView, s: Settlement | None, margin: float,
+                inputs: RuleInputs) -> str:
+    """One other configuration's line, from its comparison with the answer (``s``:
+    c / best, as the answer read it)."""
     head = f"{c.strategy} (best {fmt_rate(c.throughput or 0)} examples/s on {devices(c.replicas)})"
     if s is None:
         return head
@@ -457,6 +459,27 @@ def _other_line(c: ConfigView, best: ConfigView, margin: float, inputs: RuleInpu
         return f"{slower}, because {cause}"
     seen = measured_cause(c, inputs)
     return f"{slower}{f'; {seen}' if seen else ''}; {why_not(c, best)}"
+
+
+def _circle(ranking: Ranking, candidates: Sequence[ConfigView],
+            beaten: dict[str, tuple[ConfigView, Settlement]], others: list[str],
+            margin: float, alpha: float) -> Recommendation:
+    """NOT SETTLED with no answer: every candidate is shown slower than another, so the
+    evidence runs in a circle (runs against pairs, or sessions holding different arms);
+    the circle is named, and its configurations are what to measure again."""
+    by_key = {c.key: c for c in candidates}
+    path: list[str] = [max(candidates, key=lambda c: c.speed).key]
+    while (nxt := beaten[path[-1]][0].key) not in path:
+        path.append(nxt)
+    loop = path[path.index(nxt):]
+    steps = [f"{beaten[k][0].choice} is shown faster than {by_key[k].choice} "
+             f"({change_of(beaten[k][1].flipped())})" for k in loop]
+    text = (f"NOT SETTLED: the evidence runs in a circle: {'; '.join(steps)}. No "
+            f"configuration can be the answer until more measurement breaks the circle")
+    members = sorted((by_key[k] for k in loop), key=lambda c: c.simplicity)
+    return Recommendation(ranking, None, text, others, NOT_SETTLED, by_key[path[0]],
+                          unsettled=members, spread=noise_of(candidates), margin=margin,
+                          beaten=beaten, alpha=alpha)
 
 
 def _per_worker_line(c: ConfigView, pool: Sequence[ConfigView], margin: float,
@@ -525,20 +548,24 @@ def recommend(ranking: Ranking, machine: Machine, scaling: dict[str, Scaling],
 
     # Only a configuration no other is shown faster than beyond the noise may be the
     # answer, settled or for now: the simplest of the rest would otherwise win while the
-    # data shows it slower by a gap not yet pinned against the margin.
-    beaten = beaten_by(candidates, margin, alpha)
+    # data shows it slower by a gap not yet pinned against the margin. "Shown" is read
+    # over the place's comparisons together (Holm): each pair at 95% set one of five
+    # equal configurations aside in 21% of places.
+    family = PlaceComparisons.of(candidates, margin, alpha)
+    beaten = family.beaten()
     eligible = [c for c in candidates if c.key not in beaten]
-    fastest = max(eligible or candidates, key=lambda c: (c.throughput or 0.0, -c.replicas))
-    eligible = eligible or [fastest]  # a circle of evidence (runs against pairs): the top
+    if not eligible:
+        return _circle(ranking, candidates, beaten, others, margin, alpha)
+    fastest = max(eligible, key=lambda c: (c.speed, -c.replicas))
     best = fastest if len(eligible) == 1 else min(eligible, key=lambda c: c.simplicity)
     settlements = {c.key: s for c in candidates
-                   if c is not best and (s := settle_of(c, best, margin, alpha)) is not None}
+                   if c is not best and (s := family.against(c, best)) is not None}
     rest = [c for c in eligible if c is not best]
     equivalent = [c for c in rest if c.key in settlements
                   and settlements[c.key].verdict == EQUIVALENT]
     unsettled = [c for c in rest if c not in equivalent]
     # Open comparisons that cannot change the answer: see STANDS.
-    bounded = [c for c in unsettled if cannot_displace(c, best, margin, alpha)]
+    bounded = [c for c in unsettled if cannot_displace(c, best, settlements.get(c.key))]
     open_ = [c for c in unsettled if c not in bounded]
     kind = (ALONE if len(candidates) == 1 else FASTER if not rest else
             NOT_SETTLED if open_ else STANDS if bounded else EQUIVALENT)
@@ -551,10 +578,10 @@ def recommend(ranking: Ranking, machine: Machine, scaling: dict[str, Scaling],
     rec.text = _answer(rec, candidates, scaling.get(best.key, Scaling()), machine)
 
     per_strategy: dict[str, ConfigView] = {}
-    for c in sorted(candidates, key=lambda c: -(c.throughput or 0.0)):
+    for c in sorted(candidates, key=lambda c: -c.speed):
         per_strategy.setdefault(c.strategy, c)
-    lines = [_other_line(c, best, margin, inputs, alpha) for st, c in per_strategy.items()
-             if st != best.strategy]
+    lines = [_other_line(c, best, settlements.get(c.key), margin, inputs)
+             for st, c in per_strategy.items() if st != best.strategy]
     for strategy in sorted({c.strategy for c in ranking.configs() if is_choice(c)}
                            - {c.strategy for c in choices}):
         lines.append(f"{strategy}: no successful run (see the failures below)")
@@ -562,36 +589,86 @@ def recommend(ranking: Ranking, machine: Machine, scaling: dict[str, Scaling],
     return rec
 
 
+@dataclass(frozen=True)
+class PlaceComparisons:
+    """Every pair of a place's candidates compared once, by its own evidence (the
+    sessions that measured both, else their runs), at ``alpha``, with Holm's adjusted
+    p-value over the place's comparisons (those with a measured noise): a pair is
+    shown apart, for the place, where its adjusted p-value is at most ``alpha``. So
+    the chance that any configuration of a place is set aside, or an answer called
+    faster, by a difference that is not there stays at most ``alpha`` per place."""
+
+    by_pair: Mapping[tuple[str, str], tuple[Settlement, float]]
+    configs: Mapping[str, ConfigView]
+    alpha: float
+    margin: float
+
+    @classmethod
+    def of(cls, candidates: Sequence[ConfigView], margin: float,
+           alpha: float = DEFAULT_ALPHA) -> PlaceComparisons:
+        """Compare every pair of ``candidates`` (candidate / reference = later / earlier
+        in their order by throughput)."""
+        ordered = sorted(candidates, key=lambda c: -c.speed)
+        found = [((a.key, b.key), s) for i, a in enumerate(ordered) for b in ordered[i + 1:]
+                 if (s := settle_of(b, a, margin, alpha)) is not None]
+        tested = [(pair, s.p_value) for pair, s in found if s.p_value is not None]
+        adjusted = dict(zip((pair for pair, _ in tested),
+                            holm_adjusted([p for _, p in tested]), strict=True))
+        return cls({pair: (s, adjusted.get(pair, 1.0)) for pair, s in found},
+                   {c.key: c for c in candidates}, alpha, margin)
+
+    def _pair(self, a: ConfigView, b: ConfigView) -> tuple[Settlement, float] | None:
+        """b / a's settlement and its adjusted p-value (None: not compared)."""
+        if (a.key, b.key) in self.by_pair:
+            return self.by_pair[(a.key, b.key)]
+        if (b.key, a.key) in self.by_pair:
+            s, adjusted = self.by_pair[(b.key, a.key)]
+            return s.flipped(), adjusted
+        return None
+
+    def beaten(self) -> dict[str, tuple[ConfigView, Settlement]]:
+        """The candidates some other is shown faster than for the place (Holm), each with
+        the fastest such other and the comparison (candidate / other)."""
+        out: dict[str, tuple[ConfigView, Settlement]] = {}
+        for (a_key, b_key), (s, adjusted) in self.by_pair.items():
+            if s.direction is None or adjusted > self.alpha:
+                continue
+            slow, fast, seen = ((b_key, self.configs[a_key], s) if s.direction == SLOWER
+                                else (a_key, self.configs[b_key], s.flipped()))
+            if slow not in out or fast.speed > out[slow][0].speed:
+                out[slow] = (fast, seen)
+        return out
+
+    def against(self, c: ConfigView, best: ConfigView) -> Settlement | None:
+        """c / best, read where its direction agrees with the place's: a comparison whose
+        95% interval leaves out 1 but that Holm's correction does not show apart is read
+        at the level where it would (alpha x p / adjusted p), so that no line says
+        "beyond the noise" where the place does not."""
+        found = self._pair(best, c)
+        if found is None:
+            return None
+        s, adjusted = found
+        if s.direction is None or adjusted <= self.alpha or s.p_value is None:
+            return s
+        return settle_of(c, best, self.margin, self.alpha * s.p_value / adjusted)
+
+
 def beaten_by(candidates: Sequence[ConfigView], margin: float,
               alpha: float = DEFAULT_ALPHA) -> dict[str, tuple[ConfigView, Settlement]]:
-    """The candidates some other candidate is shown faster than beyond the noise (the
-    95% interval of their ratio leaves out 1), each with the fastest such other and
-    the comparison (candidate / other). Every pair is compared once, by its own
-    evidence (the sessions that measured both, else their runs)."""
-    out: dict[str, tuple[ConfigView, Settlement]] = {}
-    ordered = sorted(candidates, key=lambda c: -(c.throughput or 0.0))
-    for i, a in enumerate(ordered):
-        for b in ordered[i + 1:]:
-            s = settle_of(b, a, margin, alpha)
-            if s is None or s.direction is None:
-                continue
-            slow, fast, seen = (b, a, s) if s.direction == SLOWER else (a, b, s.flipped())
-            if slow.key not in out or (fast.throughput or 0.0) > (
-                    out[slow.key][0].throughput or 0.0):
-                out[slow.key] = (fast, seen)
-    return out
+    """The candidates some other candidate is shown faster than beyond the noise, over
+    the place's comparisons (``PlaceComparisons``), each with the fastest such other and
+    the comparison (candidate / other)."""
+    return PlaceComparisons.of(candidates, margin, alpha).beaten()
 
 
-def cannot_displace(c: ConfigView, best: ConfigView, margin: float,
-                    alpha: float = DEFAULT_ALPHA) -> bool:
+def cannot_displace(c: ConfigView, best: ConfigView, s: Settlement | None) -> bool:
     """``c`` cannot change an answer of ``best``: it is no simpler, and the evidence
-    shows it does not beat ``best`` by more than ``margin`` (the upper end of its 90%
-    interval against ``best`` below 1 + margin: a one-sided test at 5%). Slower, or
-    within the margin where the simplest wins: ``best`` either way."""
+    (``s``: c / best) shows it does not beat ``best`` by more than the margin (the upper
+    end of its 90% interval against ``best`` below 1 + margin: a one-sided test at 5%).
+    Slower, or within the margin where the simplest wins: ``best`` either way."""
     if c.simplicity <= best.simplicity:
         return False
-    s = settle_of(c, best, margin, alpha)
-    return s is not None and s.decided and s.eq_high < 1.0 + margin
+    return s is not None and s.decided and s.eq_high < 1.0 + s.margin
 
 
 def place_of(machine_id: str, variant: Variant, ranking: Ranking) -> str:

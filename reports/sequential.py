@@ -72,6 +72,28 @@ def look_event(place: str, alpha: float, final: bool) -> dict[str, Any]:
     return {"event": LOOK_EVENT, "where": place, "alpha": alpha, "final": final}
 
 
+@dataclass(frozen=True)
+class Taken:
+    """The looks a place's answer has had: ``interim`` ones, and whether its last
+    (``final``) one was taken."""
+
+    interim: int = 0
+    final: bool = False
+
+
+def looks_taken(events: Iterable[Mapping[str, Any]]) -> dict[str, Taken]:
+    """Each place's looks so far, from a sweep's journal: what a resumed budget continues
+    from (its plan's alpha is spent once per sweep, not once per invocation)."""
+    out: dict[str, Taken] = {}
+    for e in events:
+        if e.get("event") != LOOK_EVENT or "where" not in e:
+            continue
+        where, was = str(e["where"]), out.get(str(e["where"]), Taken())
+        out[where] = (Taken(was.interim, True) if e.get("final") else
+                      Taken(was.interim + 1, was.final))
+    return out
+
+
 Settle = Callable[[Sequence[float], float], Settlement]
 
 

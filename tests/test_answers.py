@@ -29,6 +29,7 @@ from bench.results.stats import (
     PAIRS,
     RUNS,
     SLOWER,
+    LogSpread,
     Settlement,
     settle_pairs,
     settle_runs,
@@ -127,12 +128,18 @@ def test_the_runs_it_would_need_do_settle_it(kind: str) -> None:
             assert again.verdict == EQUIVALENT
 
 
-def test_one_run_a_side_measures_no_noise_and_one_measured_side_stands_for_both() -> None:
+def test_a_side_of_one_run_measures_no_noise_and_borrows_none() -> None:
     blind = settle_runs([1000.0], [1500.0])
     assert blind.verdict == NOT_SETTLED and not blind.decided and blind.needed is None
     assert "the noise is not measured: 2 or more runs a configuration needed" in blind.reason
-    one_side = settle_runs([1000.0], _runs(1500.0, 0.01))
-    assert one_side.verdict == FASTER and one_side.decided
+    # The other side's spread says nothing of how a single run varies: not settled,
+    # even beside a pool with many degrees of freedom (a 1.5x gap at 1% noise).
+    for pooled in (None, LogSpread(40 * 1e-4, 40)):
+        one_side = settle_runs([1000.0], _runs(1500.0, 0.01), pooled=pooled)
+        assert one_side.verdict == NOT_SETTLED and not one_side.decided, pooled
+        assert one_side.needed is None and "noise is not measured" in one_side.reason
+    # Measured on both sides, the same gap is settled.
+    assert settle_runs(_runs(1000.0, 0.01), _runs(1500.0, 0.01)).verdict == FASTER
     # a window floor widens what two lucky, identical runs would claim
     lucky = settle_runs([1000.0, 1000.0], [1030.0, 1030.0])
     assert lucky.verdict == EQUIVALENT and lucky.half_width == 0.0

@@ -23,11 +23,12 @@ from bench.results.stats import (
     GUARD_POWER,
     NOT_SETTLED,
     LogSpread,
+    guarded_pool,
     noise_guard_power,
     settle_pairs,
     settle_runs,
 )
-from reports.noise import guarded_pool, pair_spread
+from reports.noise import pair_spread
 from reports.recommend import Recommendation
 from reports.report import build_from_results
 from tests.helpers import fake_environment, measured
@@ -130,25 +131,39 @@ def test_a_group_the_guard_cannot_judge_keeps_its_own() -> None:
 def test_pooled_noise_is_used_only_where_it_has_more_degrees_of_freedom() -> None:
     pairs = [math.log(1.02) + d for d in (0.01, -0.01)]  # own SD 0.0141
     alone = settle_pairs(pairs)
-    # A quieter pool lends its degrees of freedom, never its smaller variance.
-    pooled = settle_pairs(pairs, pooled=LogSpread(20 * 0.5e-4, 20))
     assert alone.verdict == NOT_SETTLED and alone.pooled_df is None  # t at 1 df
+    # A pool at least as noisy as the comparison lends its variance and its df.
+    pooled = settle_pairs(pairs, pooled=LogSpread(20 * 2.5e-4, 20))
     assert pooled.verdict == EQUIVALENT and pooled.pooled_df == 20
-    assert pooled.sd_log == pytest.approx(0.01 * math.sqrt(2))
+    assert pooled.sd_log == pytest.approx(math.sqrt(2.5e-4))
+    # A quieter pool lends nothing: the comparison's own variance is the larger, and it
+    # keeps its own degrees of freedom with it (the pool's df beside a larger own
+    # variance let a noisier configuration's intervals cover 92% for 95%).
+    quieter = settle_pairs(pairs, pooled=LogSpread(20 * 0.5e-4, 20))
+    assert quieter.pooled_df is None and quieter.verdict == NOT_SETTLED
+    assert quieter.sd_log == pytest.approx(0.01 * math.sqrt(2))
     fewer = settle_pairs(pairs * 3, pooled=LogSpread(1.0, 1))
     assert fewer.pooled_df is None  # its own 5 df beat the pool's 1
 
 
 def test_pooled_runs_never_get_an_interval_below_either_sides_own() -> None:
     """3 runs at 1% against 2 at 5%, with a much quieter pool: each side keeps its own
-    variance (their average let the quiet side hide the noisy one)."""
+    variance, and with it its own (Welch-Satterthwaite) degrees of freedom; a pool
+    noisier than both sides lends its variance and its df."""
     quiet = [1000 * math.exp(0.01 * z) for z in (-1.0, 0.0, 1.0)]
     loud = [1000 * math.exp(0.05 * z / math.sqrt(2)) for z in (-1.0, 1.0)]
     s = settle_runs(quiet, loud, pooled=LogSpread(40 * 1e-6, 40))
-    welch_se = math.sqrt(0.01 ** 2 / 3 + 0.05 ** 2 / 2)
+    parts = [0.01 ** 2 / 3, 0.05 ** 2 / 2]
+    welch_se = math.sqrt(sum(parts))
+    df = sum(parts) ** 2 / (parts[0] ** 2 / 2 + parts[1] ** 2 / 1)
     half = (math.log(s.high) - math.log(s.low)) / 2
-    assert s.pooled_df == 40
-    assert half / float(sps.t.ppf(0.975, 40)) == pytest.approx(welch_se, rel=1e-6)
+    assert s.pooled_df is None
+    assert half / float(sps.t.ppf(0.975, df)) == pytest.approx(welch_se, rel=1e-6)
+    loud_pool = settle_runs(quiet, loud, pooled=LogSpread(40 * 0.06 ** 2, 40))
+    half = (math.log(loud_pool.high) - math.log(loud_pool.low)) / 2
+    assert loud_pool.pooled_df == 40
+    assert half / float(sps.t.ppf(0.975, 40)) == pytest.approx(
+        0.06 * math.sqrt(1 / 3 + 1 / 2), rel=1e-6)
 
 
 def _answers(noisy_gap: float, narrowed: bool = False) -> dict[int, Recommendation]:
@@ -167,7 +182,9 @@ def _answers(noisy_gap: float, narrowed: bool = False) -> dict[int, Recommendati
             luck = rng.uniform(0.7, 1.3)  # the session's own luck: cancels in its pairs
             # The arms' noise sums to nought over the sessions: the arms' means over them
             # are exactly their levels, and every pair of arms varies.
-            levels = [1000.0 * luck * math.exp(noise * c * w) for w in (1, -1, 0.5)]
+            # The pair the tests read (one_device, mirrored) varies less than the
+            # answer's average pair, so its own variance never exceeds the pool's.
+            levels = [1000.0 * luck * math.exp(noise * c * w) for w in (1, 0.5, -1)]
             levels[1] *= gap
             results += _session(levels[:k], batch, f"b{b}s{s}", s + 1)
     report = build_from_results(results, Path("/nonexistent/sweep"))

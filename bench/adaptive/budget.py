@@ -15,7 +15,9 @@ and says which.
 Each read is a look, with its own share of alpha (``reports.sequential.LookPlan``):
 the looks before the last read at a small interim alpha, and the last one, when the
 budget is spent, reads what is still open at what they left. Every look is journaled,
-so that the report reads each answer at its last look's alpha.
+so that the report reads each answer at its last look's alpha, and a resumed sweep
+goes on from the looks its journal holds: no interim look beyond the plan's, and no
+second last look at a place.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from bench.results.schema import RunResult
 from bench.results.store import SweepStore, load_sweep
 from bench.spec import RunSpec
 from reports.places import Place, places, places_text
-from reports.sequential import LookPlan, Looks, look_event
+from reports.sequential import LookPlan, Looks, look_event, looks_taken
 
 DEFAULT_BUDGET_S = 600.0  # the default sweep on a 2-core machine
 BUDGET_LOOKS = LookPlan()
@@ -100,13 +102,26 @@ def spend(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: floa
     store = SweepStore(out)
     outcomes: list[SweepOutcome] = []
     last_cost: dict[str, float] = {}
-    looks = 0
+    # A resumed sweep goes on from the looks its journal holds: the plan's alpha is the
+    # sweep's, and restarting it would spend up to twice the error rate on the same
+    # comparisons. A place that had its last look is closed: it keeps that answer.
+    taken = looks_taken(store.journal_events())
+    looks = max((t.interim for t in taken.values()), default=0)
+    closed = {where for where, t in taken.items() if t.final}
     still: list[OpenAnswer] = []
+    if looks >= plan.max_interim:  # resumed after its interim looks: open as last read
+        results = [r for r in load_sweep(out).results if r.key in spec_of]
+        found, _ = open_answers(results, out, Looks.of_journal(store.journal_events()))
+        still = [a for a in found if a.where not in closed]
+        if not still:
+            return outcomes
     while True:
         results = [r for r in load_sweep(out).results if r.key in spec_of]
         elapsed = clock() - started
         if looks < plan.max_interim:
-            still, places = open_answers(results, out, Looks(default=plan.interim))
+            found, places = open_answers(results, out, Looks(default=plan.interim))
+            still = [a for a in found if a.where not in closed]
+            places = [p for p in places if p not in closed]
             looks += 1
             for where in places:
                 store.journal(look_event(where, plan.interim, final=False))

@@ -24,15 +24,18 @@ differences between groups stay out of it. It carries every contributing group's
 degrees of freedom and is unbiased for the variance when the groups share one: hence
 the guard.
 
-The guard is a two-sided F test at ``POOL_GUARD_ALPHA`` rather than Bartlett's or
-Levene's: an omnibus test says that some configuration differs, not which; Levene and
-Brown-Forsythe are degenerate at 2 runs a group (both deviations from the median are
-equal); Bartlett's is the F test's many-group form on the same normal theory. Each
-configuration is tested against the rest of its family pooled (leave one out) and,
-when it differs, is judged on its own runs and history only, and stays out of the
-others' pool. The history is tested against the configuration's runs here the same
-way. With 2 runs a group the test sees only gross differences: the family, fixed
-beforehand, is the first guard.
+The guard is the reports' (``bench.results.stats.guarded_pool``, one rule for both):
+a configuration joins its family's pool only where its own evidence has enough degrees
+of freedom for a two-sided F test at ``NOISE_DIFFERS_ALPHA`` to catch it 3x noisier
+than the rest with 80% power (``GUARD_POWER``), and that test does not find it
+different; then the one that differs most leaves first, and so on. With 2 runs a side
+and no stored sweeps (2 degrees of freedom) no configuration can be guarded, so each
+keeps its own: six configurations, one 3x noisier, pooled by a plain F test at 0.01,
+called a true -3% change REGRESSED 7.4% of the time (3.2% now). And pooled or not, a
+comparison whose own variance is the larger is judged on its own, with its own degrees
+of freedom (``compare_runs``). Stored sweeps of the same configuration are its own
+history: they are tested against its runs here with the F test at
+``POOL_GUARD_ALPHA`` and join unless it finds them different.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from bench.results.schema import RunResult
 from bench.results.stats import (
     LogSpread,
     RunNoise,
+    guarded_pool,
     noise_differs_p,
     run_figure,
 )
@@ -59,11 +63,10 @@ Grouped = list[tuple[RunResult, Hashable]]  # a run and the group it came from (
 # Stored sweeps of a configuration pooled, newest first: the machine's load and software
 # change over months, and beyond ~20 df the t quantiles barely move (2.09 at 20, 1.96).
 HISTORY_SWEEPS = 20
-# Level of the F test that keeps a configuration (or its stored sweeps) out of a pool.
-# Lower than the sides' test for Welch: a configuration wrongly left out loses its
-# decision (back to its own 2 df, "cannot tell"), so with 8 configurations a family at
-# 0.05 a third of sweeps would lose one; at 0.01, 8%. Gross differences, the ones that
-# would turn into false alarms, are still found (a 5x SD at 2 runs a side: ~70%).
+# Level of the F test that keeps a configuration's stored sweeps out of its evidence:
+# its own history, lower than the family's guard, since history wrongly left out costs
+# the comparison its degrees of freedom while the same configuration's older runs
+# rarely differ by much.
 POOL_GUARD_ALPHA = 0.01
 
 
@@ -192,36 +195,30 @@ def _guarded(ev: _Evidence) -> _Evidence:
 
 def _pool_family(kin: Sequence[str], found: Mapping[str, _Evidence]
                  ) -> dict[str, PooledNoise]:
-    """Each configuration of one family with the others' evidence pooled in, except
-    those whose noise differs from the rest of the family (leave-one-out F test)."""
-    def total(keys: Iterable[str]) -> LogSpread:
-        return sum((found[k].total for k in keys), LogSpread())
-
-    # One at a time, the most different first: a loud configuration in the rest's pool
-    # would make every quiet one look different from it too.
-    apart: dict[str, float] = {}
-    while True:
-        kept = [k for k in kin if k not in apart]
-        tests = [(p, k) for k in kept
-                 if (p := noise_differs_p(found[k].total, total(j for j in kept if j != k)))
-                 is not None]
-        p, worst = min(tests, default=(1.0, ""))
-        if p >= POOL_GUARD_ALPHA:
-            break
-        apart[worst] = p
+    """Each configuration of one family with the others' evidence pooled in, by the
+    reports' rule (``stats.guarded_pool``): a configuration whose evidence is too thin
+    for the F test to have caught it 3x noisier, or whose noise differs from the rest
+    of its family, keeps its own and stays out of the others' pool."""
+    pool, apart = guarded_pool({k: found[k].total for k in kin})
     out = {}
     for key in kin:
         ev = found[key]
         members = [] if key in apart else [k for k in kin if k != key and k not in apart]
-        if key in apart:
+        own = ev.total.var
+        if members and own is not None and pool.var is not None and own > pool.var:
+            # Its own evidence is the noisier: judged on it, with its own degrees of
+            # freedom (the pool's df beside a larger own variance is the leak the
+            # guard cannot close when the configuration is only somewhat noisier).
+            members = []
+        if key in apart and len(kin) > 1:
             ev = replace(ev, apart="; ".join(filter(None, [
-                ev.apart, f"its noise differs from its family's (F test p={apart[key]:.2g}): "
-                          f"not pooled"])))
+                ev.apart, "its noise was not shown alike its family's (F test, or too few "
+                          "degrees of freedom for it to tell): not pooled"])))
         noise = RunNoise(
             baseline=sum((found[k].baseline + found[k].history for k in members),
                          ev.baseline + ev.history),
             current=sum((found[k].current for k in members), ev.current),
-            common=total(members) + ev.total)
+            common=sum((found[k].total for k in members), ev.total))
         out[key] = PooledNoise(noise=noise, family=ev.family, configurations=1 + len(members),
                                history_sweeps=ev.history_sweeps, apart=ev.apart)
     return out

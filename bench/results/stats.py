@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from scipy import stats as sps
@@ -42,6 +42,7 @@ from bench.results.samples import coefficient_of_variation
 from bench.results.schema import RunResult
 
 Runs = Sequence[Sequence[float]]
+H = TypeVar("H", bound=Hashable)
 
 DEFAULT_ALPHA = 0.05
 DEFAULT_POWER = 0.9
@@ -339,6 +340,43 @@ def noise_guard_power(df: int, pool_df: int, sd_ratio: float = GUARD_SD_RATIO,
     r = sd_ratio * sd_ratio
     hi, lo = sps.f.ppf(1.0 - alpha / 2.0, df, pool_df), sps.f.ppf(alpha / 2.0, df, pool_df)
     return float(sps.f.sf(hi / r, df, pool_df) + sps.f.cdf(lo / r, df, pool_df))
+
+
+def guarded_pool(groups: Mapping[H, LogSpread]) -> tuple[LogSpread, set[H]]:
+    """The pool of ``groups``' spreads and the groups left out of it. A group the F test
+    could not guard (``noise_guard_power`` below ``GUARD_POWER`` against the rest:
+    too few degrees of freedom to show a 3x noisier group apart) keeps its own noise.
+    Then, while some group's noise differs from the pool of the others still in (F test,
+    two-sided), the one that differs most leaves, so that one very noisy group cannot
+    push every quiet one out (nor the reverse)."""
+    total = sum(groups.values(), LogSpread())
+    inside = {g: s for g, s in groups.items()
+              if noise_guard_power(s.df, total.df - s.df) >= GUARD_POWER}
+    while len(inside) > 1:
+        tests = []
+        for g, spread in inside.items():
+            rest = sum((s for h, s in inside.items() if h != g), LogSpread())
+            p = noise_differs_p(spread, rest)
+            if p is not None:
+                tests.append((p, g))
+        if not tests or min(p for p, _ in tests) >= NOISE_DIFFERS_ALPHA:
+            break
+        del inside[min(tests, key=lambda t: t[0])[1]]
+    return sum(inside.values(), LogSpread()), set(groups) - set(inside)
+
+
+def holm_adjusted(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order given: a hypothesis is rejected
+    at family-wise level alpha exactly where its adjusted p-value is at most alpha,
+    whatever the tests' dependence (``max over the first j of (m - i + 1) p_(i)``)."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    out = [1.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        out[i] = running
+    return out
 
 
 def welch_satterthwaite(parts: Sequence[tuple[float, float]]) -> float:
@@ -759,6 +797,9 @@ class Settlement:
     sd_log: float | None
     needed: int | None
     pooled_df: float | None = None
+    # Two-sided p-value of "no difference" (None: no noise measured): what a correction
+    # over several comparisons (Holm's, ``reports.recommend.beaten_by``) orders them by.
+    p_value: float | None = None
 
     @property
     def decided(self) -> bool:
@@ -868,10 +909,13 @@ def _settle(mean: float, se: float | None, df: float, sd_pair: float | None, *,
     ``paired_equivalence``'s, the same decision)."""
     bound = math.log1p(margin)
     nan = math.nan
+    p_value: float | None = None
     if se is None:
         low = high = eq_low = eq_high = half = nan
         same = False
     else:
+        p_value = (float(2.0 * sps.t.sf(abs(mean) / se, df)) if se > 0
+                   else float(mean == 0.0))
         half = float(sps.t.ppf(1.0 - alpha / 2.0, df)) * se
         eq_half = float(sps.t.ppf(1.0 - alpha, df)) * se
         low, high = math.exp(mean - half), math.exp(mean + half)
@@ -900,7 +944,7 @@ def _settle(mean: float, se: float | None, df: float, sd_pair: float | None, *,
     return Settlement(verdict=verdict, ratio=math.exp(mean), low=low, high=high, eq_low=eq_low,
                       eq_high=eq_high, margin=margin, alpha=alpha, power=power,
                       evidence=evidence, sizes=sizes, sd_log=sd_log, needed=needed,
-                      pooled_df=pooled_df)
+                      pooled_df=pooled_df, p_value=p_value)
 
 
 def settle_runs(reference: Sequence[float], candidate: Sequence[float], *,
@@ -924,34 +968,28 @@ def settle_runs(reference: Sequence[float], candidate: Sequence[float], *,
     cand = _log_windows(candidate, "settle_runs candidate")
     mean = float(cand.mean() - ref.mean())
     floor = floor_sd_log * floor_sd_log
-    var = [max(float(x.var(ddof=1)), floor) if x.size >= 2 else None for x in (ref, cand)]
     sizes = (int(ref.size), int(cand.size))
-    measured = [(v, n) for v, n in zip(var, sizes, strict=True) if v is not None]
     se: float | None = None
-    df, sd = 0.0, None
-    if len(measured) == 2:
-        parts = [v / n for v, n in measured]
+    df, sd, pooled_df = 0.0, None, None
+    # A side of one run has no noise of its own, and none is lent to it: the other
+    # side's spread, or the pool's, says nothing about how its single figure varies (a
+    # multi-process configuration measured once was settled FASTER on the arms' noise).
+    if min(sizes) >= 2:
+        var = [max(float(x.var(ddof=1)), floor) for x in (ref, cand)]
+        parts = [v / n for v, n in zip(var, sizes, strict=True)]
         se = math.sqrt(sum(parts))
-        sd = math.sqrt(sum(v for v, _ in measured) / 2.0)
-        df = welch_satterthwaite([(p, n - 1) for p, (_, n) in zip(parts, measured,
-                                                                  strict=True)])
-    elif measured:  # one side measured: its noise stands for both
-        v, n = measured[0]
-        sd, df = math.sqrt(v), float(n - 1)
-        se = sd * math.sqrt(1.0 / sizes[0] + 1.0 / sizes[1])
-    pooled_df = None
-    if pooled is not None and pooled.var is not None and pooled.df > df:
-        # The pool's degrees of freedom, never a variance below either side's own: a
-        # noisier configuration the F test could not tell apart keeps its width, side
-        # by side (their average would let a quiet side hide a noisy one: 3 runs at 1%
-        # against 2 at 5% gave an SE of 0.046 below their own Welch SE of 0.050).
-        own = [v if v is not None else 0.0 for v in var]
-        if len(measured) == 1:
-            own = [measured[0][0]] * 2  # one side measured: its noise stands for both
-        sides = [max(pooled.var, floor, v) for v in own]
-        se = math.sqrt(sides[0] / sizes[0] + sides[1] / sizes[1])
-        sd, df = math.sqrt(sum(sides) / 2.0), float(pooled.df)
-        pooled_df = df
+        sd = math.sqrt(sum(var) / 2.0)
+        df = welch_satterthwaite([(p, n - 1) for p, n in zip(parts, sizes, strict=True)])
+        if (pooled is not None and pooled.var is not None and pooled.df > df
+                and max(var) <= max(pooled.var, floor)):
+            # The pool's variance and degrees of freedom, only where neither side's own
+            # variance is the larger: a side noisier than the pool keeps its own with its
+            # own (Welch-Satterthwaite) degrees of freedom. The pool's df beside a larger
+            # own variance let a noisy configuration's interval cover 92% for 95%.
+            v = max(pooled.var, floor)
+            se = math.sqrt(v / sizes[0] + v / sizes[1])
+            sd, df = math.sqrt(v), float(pooled.df)
+            pooled_df = df
     # Planned as pairs of runs (one a side): a pair's log ratio has SD sqrt(2) x a run's.
     return _settle(mean, se, df, None if sd is None else sd * math.sqrt(2.0), margin=margin,
                    alpha=alpha, power=power, evidence=RUNS, sizes=sizes, sd_log=sd,
@@ -974,9 +1012,12 @@ def settle_pairs(log_ratios: Sequence[float], *, margin: float = DEFAULT_MARGIN,
         raise ValueError(f"log_ratios must be one finite value a pair. Received: "
                          f"log_ratios={list(log_ratios)!r}")
     n = int(d.size)
-    if pooled is not None and pooled.var is not None and pooled.df > n - 1:
-        own = float(d.var(ddof=1)) if n >= 2 else 0.0
-        sd = math.sqrt(max(pooled.var, own))  # never below its own, as settle_runs
+    own = float(d.var(ddof=1)) if n >= 2 else None
+    if (pooled is not None and pooled.var is not None and pooled.df > n - 1
+            and (own is None or own <= pooled.var)):
+        # Borrowed only where its own variance is not the larger (as settle_runs): a
+        # comparison noisier than the pool keeps its own variance and n - 1 df.
+        sd = math.sqrt(pooled.var)
         return _settle(float(d.mean()), sd / math.sqrt(n), float(pooled.df), sd,
                        margin=margin, alpha=alpha, power=power, evidence=PAIRS, sizes=(n,),
                        sd_log=sd, pooled_df=float(pooled.df))

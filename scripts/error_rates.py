@@ -1,0 +1,258 @@
+"""Seeded simulations of the decisions' error rates, each through the functions the
+reports and the gate call (never a copy of them): what a comparison, a place or a
+regression check states wrongly, on constructed data whose truth is known.
+
+    python -m scripts.error_rates [--trials N] [--seed S]
+
+prints one line per case: the rate measured, its nominal level, and whether it is at
+or under that level within the simulation's binomial error (two standard errors).
+``tests/test_error_rates.py`` runs the same cases at fewer trials.
+
+The cases (docs/how-it-decides.md, "Error rates"):
+
+- ``compare``: ``bench compare`` (and the nightly without a side) on six configurations
+  of one family, 2 runs a side, one of them 3x noisier than the rest: how often its true
+  -4% change (inside the 5% threshold) is called REGRESSED, and how often an unchanged
+  one is called REGRESSED or IMPROVED;
+- ``place``: five truly equal configurations at one place, 3 runs each: how often any
+  of them is set aside as "shown slower beyond the noise" (per place);
+- ``one run``: a configuration measured once (a multi-process one, 3x noisier than the
+  arms) against one measured three times, truly equal: how often a direction is stated,
+  and, at a true gap exactly at the margin, how often EQUIVALENT is;
+- ``member``: an answer whose sessions hold three arms and a multi-worker member 3x
+  noisier, beside a quieter answer, the sessions' noise pooled: how often the member's
+  interval against an arm misses the true ratio, and how often a gap exactly at the
+  margin is called EQUIVALENT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from bench.launch.launcher import make_result
+from bench.regress.compare import IMPROVED, REGRESSED, compare
+from bench.results.schema import Interleaving, RunResult
+from bench.results.stats import (
+    DEFAULT_ALPHA,
+    DEFAULT_MARGIN,
+    EQUIVALENT,
+    Settlement,
+    settle_pairs,
+    settle_runs,
+)
+from bench.spec import RunSpec
+from reports.configs import group_configs, pool_noise
+from reports.noise import Measured, NoisePool
+from reports.recommend import beaten_by
+from reports.runs import views
+from tests.helpers import fake_figures
+
+# A fingerprint of one made-up machine: every simulated result is of the same place.
+ENVIRONMENT = {"machine_id": "sim", "host": "sim", "cpu_model": "Simulated CPU",
+               "cpu_cores": 2, "env_vars": {}}
+
+
+@dataclass(frozen=True)
+class Rate:
+    """How often a wrong statement was made: ``count`` of ``trials``, against the
+    ``nominal`` rate the decision claims."""
+
+    case: str
+    what: str
+    count: int
+    trials: int
+    nominal: float = DEFAULT_ALPHA
+
+    @property
+    def rate(self) -> float:
+        return self.count / self.trials
+
+    @property
+    def bound(self) -> float:
+        """The nominal rate plus two binomial standard errors at ``trials``."""
+        return self.nominal + 2.0 * math.sqrt(self.nominal * (1 - self.nominal) / self.trials)
+
+    @property
+    def holds(self) -> bool:
+        return self.rate <= self.bound
+
+    def line(self) -> str:
+        verdict = "holds" if self.holds else "EXCEEDS"
+        return (f"{self.case:8}  {self.what}: {self.rate:.1%} ({self.count}/{self.trials}); "
+                f"nominal {self.nominal:.0%}, bound {self.bound:.1%}: {verdict}")
+
+
+def _spec(strategy: str, devices: int, batch: int) -> RunSpec:
+    return RunSpec(workload="mlp", strategy=strategy, devices=devices, batch=batch,
+                   size="tiny", repeats=1, max_seconds=0.3, min_steps=3, max_steps=20,
+                   warmup_steps=2, timeout_s=120.0)
+
+
+def _result(spec: RunSpec, windows: Sequence[float], replicate: int) -> RunResult:
+    """An ok result whose windows are ``windows`` (examples/s), the tests' figures around
+    them (``tests.helpers.fake_figures``: one made-up figure set for scripts and tests)."""
+    figures = fake_figures(tuple(windows), replicas=spec.replicas, batch=spec.global_batch)
+    r = make_result(spec, "ok", None, figures=figures, environment=dict(ENVIRONMENT))
+    r.replicate = replicate
+    return r
+
+
+# -- compare: a noisier configuration pooled with its family ------------------------------
+COMPARE_CONFIGS = [("one_device", 1, b) for b in (32, 64, 128, 256, 512, 1024)]
+
+
+def compare_case(trials: int, seed: int, change: float) -> Rate:
+    """``bench compare`` of two sides of 2 runs each, six configurations of one family at
+    2% run noise but the last at 6%, whose throughput changes by ``change`` (the others
+    do not). Counts how often that configuration is called REGRESSED (``change`` below 1:
+    inside the 5% threshold, so wrongly) or, unchanged, REGRESSED or IMPROVED."""
+    rng = np.random.default_rng(seed)
+    noisy = COMPARE_CONFIGS[-1]
+
+    def side(factor: float) -> list[RunResult]:
+        return [_result(_spec(*c), [40.0 * c[2] * (factor if c == noisy else 1.0) * math.exp(
+                    rng.normal(0.0, 0.06 if c == noisy else 0.02))], i + 1)
+                for c in COMPARE_CONFIGS for i in range(2)]
+
+    wrong = {REGRESSED} if change < 1 else {REGRESSED, IMPROVED}
+    key = _spec(*noisy).key()
+    count = 0
+    for _ in range(trials):
+        report = compare(side(1.0), side(change))
+        (config,) = [c for c in report.configs if c.key == key]
+        m = config.measure("global_throughput")
+        count += m is not None and m.verdict in wrong
+    what = (f"a 3x noisier configuration, true {change - 1:+.0%}, called REGRESSED"
+            if change < 1 else "an unchanged 3x noisier configuration called a change")
+    return Rate("compare", what, count, trials)
+
+
+# -- place: five equal configurations ------------------------------------------------------
+PLACE_CONFIGS = [("default", 1), ("one_device", 1), ("mirrored", 2), ("central_storage", 2),
+                 ("mirrored", 4)]
+
+
+def place_case(trials: int, seed: int) -> Rate:
+    """Five configurations of one place, truly equal, 3 runs each at 3% run noise, read
+    by the reports (``beaten_by`` over their pooled noise): how often any is set aside
+    as shown slower beyond the noise."""
+    rng = np.random.default_rng(seed)
+    count = 0
+    for _ in range(trials):
+        results = [_result(_spec(s, d, 256), [1000.0 * math.exp(rng.normal(0.0, 0.03))] * 3,
+                           i + 1) for s, d in PLACE_CONFIGS for i in range(3)]
+        configs = group_configs(views(results))
+        pool_noise(configs)
+        count += bool(beaten_by(configs, DEFAULT_MARGIN))
+    return Rate("place", "five equal configurations: one set aside as shown slower",
+                count, trials)
+
+
+# -- one run: a side whose noise was never measured ----------------------------------------
+def one_run_case(trials: int, seed: int, gap: float) -> Rate:
+    """A configuration measured once (run noise 6%) against one measured three times
+    (2%), through ``settle_runs``: at ``gap`` 1 how often a direction is stated; at a
+    gap at the margin how often EQUIVALENT is."""
+    rng = np.random.default_rng(seed)
+    count = 0
+    for _ in range(trials):
+        once = [1000.0 * gap * math.exp(rng.normal(0.0, 0.06))]
+        thrice = list(1000.0 * np.exp(rng.normal(0.0, 0.02, 3)))
+        s = settle_runs(thrice, once)
+        count += (s.direction is not None) if gap == 1.0 else (s.verdict == EQUIVALENT)
+    what = ("equal: a direction stated" if gap == 1.0 else
+            f"a gap of {gap - 1:+.0%}, at the margin: called EQUIVALENT")
+    return Rate("one run", what, count, trials)
+
+
+# -- member: a noisier member of the sessions, pooled --------------------------------------
+def _session_result(level: float, session: str) -> RunResult:
+    r = _result(_spec("one_device", 1, 32), [level], 1)
+    r.interleaved = Interleaving(session, [], 0, 1, 0)
+    return r
+
+
+def _level(result: RunResult) -> float:
+    assert result.figures is not None
+    return result.figures.global_throughput
+
+
+def member_comparison(rng: np.random.Generator, gap: float, sessions: int = 5,
+                      sd: float = 0.02, member_sd: float = 0.06) -> Settlement:
+    """One draw: two answers of three arms each in ``sessions`` sessions, the first with
+    a multi-worker member too (its level ``member_sd`` from session to session, the arms'
+    ``sd``, ``gap`` above the first arm), pooled as the reports pool them (``NoisePool``);
+    returns the member / first-arm settlement."""
+    measured: list[Measured] = []
+    for a in range(2):
+        keys = [f"{a}:arm{k}" for k in range(3)] + (["0:member"] if a == 0 else [])
+        by_key: dict[str, dict[str, RunResult]] = {k: {} for k in keys}
+        for i in range(sessions):
+            luck = rng.normal(0.0, 0.1)  # the session's own level: cancels in its pairs
+            for k in keys:
+                member = k.endswith("member")
+                level = luck + rng.normal(0.0, member_sd if member else sd)
+                by_key[k][f"{a}s{i}"] = _session_result(
+                    1000.0 * math.exp(level) * (gap if member else 1.0), f"{a}s{i}")
+        measured += [Measured(k, ("own", 2) if k.endswith("member") else ("arm", 1), (),
+                              by_key[k]) for k in keys]
+    pool = NoisePool.of(measured)
+    found = {m.key: m.sessions for m in measured}
+    ratios = [math.log(_level(found["0:member"][s]) / _level(found["0:arm0"][s]))
+              for s in found["0:arm0"]]
+    return settle_pairs(ratios, pooled=pool.for_pairs("0:member", "0:arm0"))
+
+
+def member_case(trials: int, seed: int, gap: float) -> Rate:
+    """``member_comparison`` ``trials`` times: at ``gap`` 1 how often its 95% interval
+    misses the true ratio; at a gap at the margin how often it is called EQUIVALENT."""
+    rng = np.random.default_rng(seed)
+    count = 0
+    for _ in range(trials):
+        s = member_comparison(rng, gap)
+        count += (s.decided and not s.low <= gap <= s.high) if gap == 1.0 else (
+            s.verdict == EQUIVALENT)
+    what = ("a 3x noisier member: its interval misses the true ratio" if gap == 1.0 else
+            f"a 3x noisier member {gap - 1:+.0%}, at the margin: called EQUIVALENT")
+    return Rate("member", what, count, trials)
+
+
+AT_MARGIN = 1.0 + DEFAULT_MARGIN
+CASES: dict[str, Callable[[int, int], Rate]] = {
+    "compare-change": lambda n, seed: compare_case(n, seed, 0.96),
+    "compare-same": lambda n, seed: compare_case(n, seed + 1, 1.0),
+    "place": place_case,
+    "one-run-equal": lambda n, seed: one_run_case(n, seed, 1.0),
+    "one-run-margin": lambda n, seed: one_run_case(n, seed + 1, AT_MARGIN),
+    "member-coverage": lambda n, seed: member_case(n, seed, 1.0),
+    "member-margin": lambda n, seed: member_case(n, seed + 1, AT_MARGIN),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print every case's rate; exit 1 when one exceeds its bound."""
+    parser = argparse.ArgumentParser(prog="python -m scripts.error_rates",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, default=2000, help="simulated draws a case")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--case", action="append", choices=sorted(CASES),
+                        help="only these cases (repeatable)")
+    args = parser.parse_args(argv)
+    if args.trials < 1:
+        print(f"--trials must be at least 1. Received: {args.trials}", file=sys.stderr)
+        return 2
+    rates = [CASES[name](args.trials, args.seed) for name in args.case or CASES]
+    for r in rates:
+        print(r.line(), flush=True)
+    return 0 if all(r.holds for r in rates) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
