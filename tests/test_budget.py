@@ -19,6 +19,7 @@ from bench.results.store import SweepStore, save
 from bench.spec import RunSpec
 from reports.places import Place, places
 from reports.report import build_from_results
+from reports.sequential import LookPlan
 from tests.helpers import fake_figures, fake_result, replicated
 
 ONE = RunSpec(workload="mlp", strategy="one_device", devices=1, batch=32, size="tiny")
@@ -70,15 +71,27 @@ def test_open_answers_get_sessions_until_settled(monkeypatch: pytest.MonkeyPatch
     clock = [0.0]
     fake = FakeSweep(tmp_path, clock)
     monkeypatch.setattr(budget_mod, "run_sweep", fake)
+    read_at: list[float] = []  # the alpha each look actually reads the answers at
+    real_open_answers = budget_mod.open_answers
+
+    def spy(results: Any, source: Path, looks: Any = None) -> Any:
+        read_at.append(looks.default if looks is not None else 0.05)
+        return real_open_answers(results, source, looks)
+
+    monkeypatch.setattr(budget_mod, "open_answers", spy)
     lines: list[str] = []
     outcomes = budget_mod.spend([ONE, TWO], tmp_path, budget_s=600, started=0.0,
                                 interleave=True, echo=lines.append, clock=lambda: clock[0])
     assert lines[0].startswith("budget: look 1 (alpha 0.001): 0 of 1 answers settled")
     assert "open: [test] mlp[tiny]" in lines[0]
     assert " 1 of 1 answers settled" in lines[-1]
-    assert 2 <= fake.calls == len(outcomes) <= 4  # two shared processes are the least
+    # Every look read at the interim alpha, one a session and one more; read at 0.05 the
+    # same sessions settle after 2, at 0.001 after 3 (two shared processes, then a third
+    # for the t quantile at the interim alpha).
+    assert read_at == [LookPlan().interim] * (fake.calls + 1), read_at
+    assert fake.calls == len(outcomes) == 3
     from bench.results.store import load_sweep
-    from reports.sequential import LookPlan, Looks
+    from reports.sequential import Looks
 
     # Every look was journaled at the interim alpha, and the report reads the answer there.
     looks = Looks.of_journal(SweepStore(tmp_path).journal_events())

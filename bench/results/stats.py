@@ -347,22 +347,29 @@ def guarded_pool(groups: Mapping[H, LogSpread]) -> tuple[LogSpread, set[H]]:
     could not guard (``noise_guard_power`` below ``GUARD_POWER`` against the rest:
     too few degrees of freedom to show a 3x noisier group apart) keeps its own noise.
     Then, while some group's noise differs from the pool of the others still in (F test,
-    two-sided), the one that differs most leaves, so that one very noisy group cannot
-    push every quiet one out (nor the reverse)."""
+    two-sided), the one of those farthest from the groups' median variance (log scale)
+    leaves, so that one very noisy group cannot push every quiet one out, nor the
+    reverse: by smallest p-value, two loud groups of eight made each quiet one look the
+    most different from a pool they dominated, and the quiet ones left instead."""
     total = sum(groups.values(), LogSpread())
     inside = {g: s for g, s in groups.items()
               if noise_guard_power(s.df, total.df - s.df) >= GUARD_POWER}
     while len(inside) > 1:
-        tests = []
+        center = float(np.median([_log_var(s) for s in inside.values()]))
+        differing = []
         for g, spread in inside.items():
             rest = sum((s for h, s in inside.items() if h != g), LogSpread())
             p = noise_differs_p(spread, rest)
-            if p is not None:
-                tests.append((p, g))
-        if not tests or min(p for p, _ in tests) >= NOISE_DIFFERS_ALPHA:
+            if p is not None and p < NOISE_DIFFERS_ALPHA:
+                differing.append((abs(_log_var(spread) - center), p, g))
+        if not differing:
             break
-        del inside[min(tests, key=lambda t: t[0])[1]]
+        del inside[max(differing, key=lambda t: (t[0], -t[1]))[2]]
     return sum(inside.values(), LogSpread()), set(groups) - set(inside)
+
+
+def _log_var(spread: LogSpread) -> float:
+    return math.log(max(spread.var or 0.0, 1e-24))
 
 
 def holm_adjusted(p_values: Sequence[float]) -> list[float]:
