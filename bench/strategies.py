@@ -109,6 +109,17 @@ COMMON_LOOP_LIMITS = (
 )
 
 
+# Processes of their own cost a start-up each; what they show is there at 2 GPUs (the
+# first step across processes) and on all of them.
+WHY_TWO_AND_ALL = ("one process per GPU: the step from one process to two, and all the "
+                   "GPUs")
+
+
+def two_and_all(gpus: int) -> tuple[int, ...]:
+    """2 GPUs and all of them (none on one GPU: one process is no multi-process run)."""
+    return tuple(sorted({2, gpus})) if gpus >= 2 else ()
+
+
 class StrategyFactory:
     """One strategy: its traits (read by specs and reports) and how a run is laid out.
 
@@ -143,6 +154,13 @@ class StrategyFactory:
     # between separate runs.
     paced_processes = False
 
+    # Its variables live in host memory, away from the replicas' devices: every step
+    # copies them to each device and the gradients back (what a GPU sweep weighs
+    # against an all-reduce over the cards' own links, ``bench.adaptive.plan``).
+    variables_on_host = False
+    # Why a GPU sweep measures it at the device counts ``sweep_devices`` gives.
+    sweep_devices_why = "its scaling curve at each doubling of the GPUs, and on all of them"
+
     # Multi-process knobs this strategy accepts away from their defaults.
     accepts: tuple[str, ...] = ()
     # Training loops / Keras lanes it cannot train with (besides COMMON_LOOP_LIMITS).
@@ -162,6 +180,14 @@ class StrategyFactory:
 
     def per_replica_batch(self, spec: SpecView) -> int:
         return self.global_batch(spec) // self.replicas(spec)
+
+    def sweep_devices(self, gpus: int) -> tuple[int, ...]:
+        """The device counts at which the default sweep on ``gpus`` GPUs measures it:
+        powers of two from 2 and all the GPUs (one GPU: that one)."""
+        if gpus <= 1:
+            return (1,)
+        return tuple(sorted({*(2 ** k for k in range(1, gpus.bit_length())
+                               if 2 ** k <= gpus), gpus}))
 
     def validate(self, spec: SpecView) -> None:
         """Reject specs that are wrong whatever the hardware (raises SpecError).
@@ -227,8 +253,13 @@ class DefaultStrategy(StrategyFactory):
     single_device_rank = 1
     plainness = 0
 
+    sweep_devices_why = "a single-device reference"
+
     def replicas(self, spec: SpecView) -> int:
         return 1
+
+    def sweep_devices(self, gpus: int) -> tuple[int, ...]:
+        return (1,)
 
     def unsupported_reason(self, spec: SpecView, hw: Hardware) -> str | None:
         if spec.devices > 1:
@@ -276,6 +307,7 @@ class CentralStorage(StrategyFactory):
     trait = ("its variables sit on one device (the CPU); every step copies them to each "
              "replica and sends the gradients back")
     plainness = 11
+    variables_on_host = True
 
 
 class MultiWorkerMirrored(StrategyFactory):
@@ -293,6 +325,11 @@ class MultiWorkerMirrored(StrategyFactory):
              "every step")
     plainness = 20
     paced_processes = True
+
+    sweep_devices_why = WHY_TWO_AND_ALL
+
+    def sweep_devices(self, gpus: int) -> tuple[int, ...]:
+        return two_and_all(gpus)
     accepts = ("workers", "workers_per_device", "communication")
     loop_limits = (
         LoopLimit("Keras 3 fit cannot train under MultiWorkerMirroredStrategy "
@@ -405,6 +442,11 @@ class ParameterServer(StrategyFactory):
     no_profile_reason = ("parameter_server steps run on remote worker servers, which the "
                          "coordinator's profiler does not see")
     plainness = 30
+
+    sweep_devices_why = WHY_TWO_AND_ALL
+
+    def sweep_devices(self, gpus: int) -> tuple[int, ...]:
+        return two_and_all(gpus)
     accepts = ("workers", "ps_tasks", "partitioner")
     loop_limits = (
         LoopLimit("Keras 3 fit cannot train under ParameterServerStrategy: it has no "
@@ -480,6 +522,11 @@ class Independent(StrategyFactory):
     no_allreduce_reason = "independent copies never communicate"
     is_choice = False
     plainness = 40
+
+    sweep_devices_why = WHY_TWO_AND_ALL
+
+    def sweep_devices(self, gpus: int) -> tuple[int, ...]:
+        return two_and_all(gpus)
     accepts = ("workers_per_device",)
     combiner = "concurrent_copies"
     combination = ("independent copies started together (barrier after every copy's "

@@ -129,3 +129,17 @@ def h100(state: str = "idle", sample: int = 1) -> FakeSmi:
            _answer_blocks("busy-answers.txt")[f"busy sample {sample}: --query-gpu=ALL"])
     values: list[Any] = [v.strip() for v in row.split(",")]
     return FakeSmi([dict(zip(KNOWN_FIELDS, values, strict=True))], topo=idle["topo -m"])
+
+
+def h100s(n: int, link: str = "NV18") -> FakeSmi:
+    """``n`` of the recorded H100 (its idle answers, each card with its own index, UUID
+    and bus id), every pair joined by ``link`` in ``topo -m`` (NV18: an HGX H100 board's
+    NVLink; PHB: PCIe through the host bridge)."""
+    (row,) = h100().gpus
+    gpus = [{**row, "index": i, "uuid": f"{row['uuid'][:-4]}{i:04x}",
+             "pci.bus_id": f"00000000:{0x18 + 0x10 * i:02X}:00.0"} for i in range(n)]
+    names = [f"GPU{i}" for i in range(n)]
+    topo = "\t" + "\t".join([*names, "CPU Affinity", "NUMA Affinity"]) + "\n" + "\n".join(
+        f"{a}\t" + "\t".join(" X " if a == b else link for b in names) + "\t0-95\t0"
+        for a in names)
+    return FakeSmi(gpus, topo=topo)

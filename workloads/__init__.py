@@ -7,6 +7,7 @@ from __future__ import annotations
 from bench.errors import UnknownNameError
 from bench.registry import Registry
 from workloads.base import Workload
+from workloads.flops import cnn_train_flops, mlp_train_flops, resnet50_train_flops
 from workloads.models import build_cnn, build_mlp, build_resnet50, build_transformer
 from workloads.user import SPELLINGS, UserWorkload, looks_like_user_model, parse_ref
 
@@ -19,6 +20,7 @@ WORKLOADS.register("mlp", Workload(
     tiny={"input_dim": 32, "widths": (32,), "classes": 4},
     build=build_mlp,
     input_shape=lambda p: (p["input_dim"],),
+    train_flops=mlp_train_flops,
 ))
 WORKLOADS.register("cnn", Workload(
     name="cnn",
@@ -30,6 +32,7 @@ WORKLOADS.register("cnn", Workload(
     input_shape=lambda p: (p["image_size"], p["image_size"], p["channels"]),
     teacher_pool=4,
     cost_hint=1.2,
+    train_flops=cnn_train_flops,
 ))
 WORKLOADS.register("resnet50", Workload(
     name="resnet50",
@@ -44,6 +47,7 @@ WORKLOADS.register("resnet50", Workload(
     teacher_pool=4,
     check=lambda p: None if p["image_size"] >= 32 else "image_size must be >= 32 for ResNet50",
     cost_hint=4.0,
+    train_flops=resnet50_train_flops,
 ))
 WORKLOADS.register("transformer", Workload(
     name="transformer",

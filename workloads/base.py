@@ -45,6 +45,10 @@ class Workload:
     # convolution layers) or "graph" (TensorFlow's op statistics of the traced step,
     # bench.child.flops: attention's einsums are no Dense layer).
     flops: str = "analytic"
+    # Training FLOPs per example from the parameters, without building the model: the
+    # first guess of a configuration's step time when a sweep prices its plan before
+    # anything ran (bench.adaptive.pricing). None: unknown until a run counts them.
+    train_flops: Callable[[Mapping[str, Any]], float] | None = None
 
     def resolve(self, size: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
         """Parameters for a variant with overrides applied; unknown keys are errors."""

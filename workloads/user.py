@@ -276,6 +276,8 @@ class UserWorkload:
     ref: ModelRef
     # Rough wall time of one configuration relative to the MLP's, before one has run.
     cost_hint: float = 2.0
+    # Its FLOPs are unknown until a run counts them (``Workload.train_flops``).
+    train_flops: None = None
 
     @property
     def name(self) -> str:

@@ -9,6 +9,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bench.adaptive.budget import BUDGET_LOOKS, print_answers, spend
+from bench.adaptive.plan import plan_first_pass
+from bench.hardware import detect, topology, topology_links
 from bench.launch.evidence import Evidence
 from bench.launch.groups import sweep_units
 from bench.launch.sweep import Replication, SweepOutcome, run_sweep
@@ -19,14 +21,28 @@ from reports.sequential import Looks
 
 def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: float,
                    interleave: bool, evidence: Evidence, passes: Replication | None = None,
-                   explain: bool = False, echo: Callable[[str], None] = print) -> SweepOutcome:
+                   explain: bool = False, preset: bool = False,
+                   echo: Callable[[str], None] = print) -> SweepOutcome:
     """Run ``specs`` into ``out`` within ``budget_s`` seconds from ``started``
     (``time.monotonic``): each answer's in-process configurations first, as one process
     each, then the provisional answers (with ``explain``, in full), then everything else
     once, then ``passes`` (an explicit ``--runs``) of every configuration, then sessions
-    where answers are open. Returns the whole sweep's outcome."""
+    where answers are open. Returns the whole sweep's outcome.
+
+    On GPUs the first pass is priced (``bench.adaptive.plan``): what the budget cannot
+    pay for, and with ``preset`` (the default preset's matrix) what is not worth
+    measuring, is left out, printed with why, and never run by this sweep."""
     echo(f"budget {budget_s:.0f} s: provisional answers after each answer's first session, "
          f"then more runs where answers are not settled while the budget allows")
+    hw = detect()
+    first = plan_first_pass(
+        specs, hw, budget_s=budget_s - (time.monotonic() - started), preset=preset,
+        results=load_sweep(out).results if out.is_dir() else [],
+        links=topology_links(topology()) if hw.gpus else [], interleave=interleave,
+        runs=passes.runs if passes is not None else 1, evidence_steps=evidence.steps)
+    for line in first.summary():
+        echo(line)
+    specs = first.runs  # the later sessions measure only what the first pass ran
     units = sweep_units(specs) if interleave else [(s,) for s in specs]
     shared = {s.key() for u in units if len(u) > 1 for s in u}
     phases = [[s for s in specs if s.key() in shared], [s for s in specs if s.key() not in shared]]

@@ -48,7 +48,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         outcome = budgeted_sweep(specs, out, budget_s=budget, started=t0,
                                  interleave=args.interleave, evidence=evidence,
                                  passes=replication if args.runs is not None else None,
-                                 explain=args.explain)
+                                 explain=args.explain, preset=args.preset == "default")
     else:
         extra = replication.passes - replication.runs
         print(f"each configuration in {replication.runs} separate process(es), alternating "

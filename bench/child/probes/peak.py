@@ -52,7 +52,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.hardware import (
+from bench.hardware import (  # the GPU datasheet table lives there: the sweep prices from it
     QUIET_OTHERS_SHARE,
     QUIET_STEAL_SHARE,
     Activity,
@@ -60,6 +60,7 @@ from bench.hardware import (
     activity,
     cpu_budget,
     cpu_times,
+    gpu_model,
     parse_float,
     parse_int,
 )
@@ -322,61 +323,6 @@ def probe_errors(achievable: dict[str, float], theo: Theoretical) -> dict[str, s
                       f"converted and runs on the float32 units): one of the two figures is "
                       f"wrong; measure both again on a quiet machine")
     return out
-
-
-@dataclass(frozen=True)
-class GpuModel:
-    """One GPU model's dense (no sparsity) datasheet peaks, FLOP/s per GPU.
-
-    ``pattern`` matches nvidia-smi's name with word boundaries (so "L4" never matches
-    an "L40"); ``float32`` is the CUDA-core rate, ``tf32`` the TensorFloat-32 tensor-core
-    rate at which TensorFlow runs float32 matmuls and convolutions on Ampere and newer
-    GPUs by default (None before Ampere).
-    """
-
-    name: str
-    pattern: str
-    float32: float
-    tf32: float | None
-    bfloat16: float | None
-    float16: float
-
-    def peaks(self, tf32: bool) -> dict[str, float]:
-        """Per dtype; float32 at the math mode the run used."""
-        out = {"float32": self.tf32 if tf32 and self.tf32 else self.float32,
-               "float16": self.float16}
-        if self.bfloat16:
-            out["bfloat16"] = self.bfloat16
-        return out
-
-
-# Most specific first: the first model whose pattern matches wins. The datasheets quote
-# tensor-core rates with 2:4 sparsity; these are half of them (dense). "H100 80GB HBM3"
-# is the SXM part (its PCIe sibling says PCIe, NVL says NVL); an A100's memory size does
-# not change its compute.
-GPU_MODELS: tuple[GpuModel, ...] = (
-    GpuModel("H100 NVL", r"\bH100 NVL\b", 60e12, 417.5e12, 835e12, 835e12),
-    GpuModel("H100 PCIe", r"\bH100\b.*\bPCIe\b", 51.2e12, 378e12, 756e12, 756e12),
-    GpuModel("GH200", r"\bGH200\b", 67e12, 494.5e12, 989e12, 989e12),
-    GpuModel("H200 NVL", r"\bH200 NVL\b", 60e12, 417.5e12, 835e12, 835e12),
-    GpuModel("H200", r"\bH200\b", 67e12, 494.5e12, 989e12, 989e12),
-    GpuModel("H100 SXM", r"\bH100\b", 67e12, 494.5e12, 989e12, 989e12),
-    GpuModel("B200", r"\bB200\b", 80e12, 1.1e15, 2.25e15, 2.25e15),
-    GpuModel("A100", r"\bA100\b", 19.5e12, 156e12, 312e12, 312e12),
-    GpuModel("A10G", r"\bA10G\b", 31.2e12, 35e12, 70e12, 70e12),
-    GpuModel("A10", r"\bA10\b", 31.2e12, 62.5e12, 125e12, 125e12),
-    GpuModel("L40S", r"\bL40S\b", 91.6e12, 183e12, 362e12, 362e12),
-    GpuModel("L40", r"\bL40\b", 90.5e12, 90.5e12, 181e12, 181e12),
-    GpuModel("L4", r"\bL4\b", 30.3e12, 60e12, 121e12, 121e12),
-    GpuModel("V100", r"\bV100\b", 15.7e12, None, None, 125e12),
-    GpuModel("T4", r"\bT4\b", 8.1e12, None, None, 65e12),
-)
-
-
-def gpu_model(name: str) -> GpuModel | None:
-    """The datasheet entry of nvidia-smi's ``name`` (None: not a listed model; an
-    unknown card is never matched to a neighbour)."""
-    return next((m for m in GPU_MODELS if re.search(m.pattern, name, re.IGNORECASE)), None)
 
 
 def gpu_theoretical(name: str, tf32: bool = True) -> Theoretical:

@@ -1,0 +1,232 @@
+"""The first pass a budget buys: which configurations a sweep measures once, which it
+leaves out, and why.
+
+On GPUs the default preset's matrix (every strategy on 1..N GPUs, two batches) costs
+far more than `make bench`'s ten minutes, so the first pass is planned from it:
+
+- what is worth measuring (``worth_reason``, from each strategy's traits in the
+  registry): one single-device reference (the lowest ``single_device_rank``); each
+  strategy at its ``sweep_devices`` (mirrored at the powers of two and on all GPUs,
+  the multi-process ones at 2 and all); a strategy that keeps its variables on the host
+  only where the cards have no link of their own, since elsewhere it copies what an
+  all-reduce would send over NVLink across PCIe instead;
+- what the budget pays for (``plan_first_pass``): in order of what answers most (the
+  reference and the full machine, then 2 GPUs, then the rest; the plainer strategy
+  first; the first batch before the second), each configuration is priced
+  (``bench.adaptive.pricing``) and kept while the first pass still fits.
+
+Everything left out is listed with its reason; nothing is dropped silently. On a CPU
+the preset is sized by hand for 2 cores and is kept whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from bench.adaptive.pricing import Price, Pricer, unit_price
+from bench.hardware import Hardware
+from bench.launch.groups import sweep_units
+from bench.results.schema import RunResult
+from bench.spec import RunSpec
+from bench.strategies import STRATEGIES
+
+# What `make bench` gives the sweep by default (Makefile: BENCH_BUDGET_S less
+# BENCH_REPORT_S, less the all-reduce probe it runs first, about 20 s).
+MAKE_BENCH_S = 600.0
+MAKE_BENCH_REPORT_S = 15.0
+MAKE_BENCH_PROBE_S = 20.0
+MAKE_BENCH_SWEEP_S = MAKE_BENCH_S - MAKE_BENCH_REPORT_S - MAKE_BENCH_PROBE_S
+
+STATES = ("will run", "unsupported", "left out", "done")
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One configuration of the matrix and what the first pass does with it."""
+
+    spec: RunSpec
+    state: str
+    reason: str | None = None
+    price: Price | None = None
+
+    def __post_init__(self) -> None:
+        if self.state not in STATES:
+            raise ValueError(f"Planned.state must be one of {', '.join(STATES)}. "
+                             f"Received: state={self.state!r}")
+
+    def text(self) -> str:
+        """The listing's state column."""
+        if self.state == "will run":
+            return "will run" + (f", {self.price.text()}" if self.price else "")
+        return f"{self.state}: {self.reason}" if self.reason else self.state
+
+
+@dataclass(frozen=True)
+class FirstPass:
+    """The priced first pass of a sweep: every configuration in the matrix's order."""
+
+    entries: list[Planned]
+    budget_s: float
+    estimate_s: float  # the first pass of what will run, sessions priced as they run
+    priced: bool  # False: nothing was priced (a CPU machine: the preset stays whole)
+    where: str = ""
+    budget_note: str = ""
+    sources: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def runs(self) -> list[RunSpec]:
+        """What the first pass runs: the kept configurations, and the unsupported and
+        done ones (recorded or skipped as any sweep does)."""
+        return [e.spec for e in self.entries if e.state != "left out"]
+
+    @property
+    def left_out(self) -> list[Planned]:
+        return [e for e in self.entries if e.state == "left out"]
+
+    @property
+    def fits(self) -> bool:
+        return self.estimate_s <= self.budget_s
+
+    def summary(self, left_out: bool = True) -> list[str]:
+        """Lines saying what runs, in how long against the budget, and (``left_out``)
+        what was left out with why, by reason (empty where nothing was priced)."""
+        if not self.priced:
+            return []
+        count = {s: sum(e.state == s for e in self.entries) for s in STATES}
+        counts = ", ".join(f"{n} {s}" for s, n in count.items() if n)
+        how = ", ".join(f"{n} {s}" for s, n in self.sources.items())
+        lines = [f"{len(self.entries)} configuration(s): {counts}",
+                 f"first pass on {self.where}: ~{self.estimate_s:.0f} s estimated ({how}); "
+                 f"{'fits' if self.fits else 'does NOT fit'} the budget of "
+                 f"{self.budget_s:.0f} s{self.budget_note}"]
+        left = self.left_out
+        if left and left_out:
+            lines.append(f"left out of the first pass ({len(left)}), by reason:")
+            by_reason: dict[str, list[str]] = {}
+            for e in left:
+                by_reason.setdefault(e.reason or "", []).append(e.spec.label())
+            lines += [f"  {why}: {', '.join(labels)}" for why, labels in by_reason.items()]
+        return lines
+
+
+def reference_strategy(specs: Iterable[RunSpec]) -> str | None:
+    """The single-device reference among ``specs``' strategies: the lowest
+    ``single_device_rank`` (one_device before default)."""
+    ranked = [(f.single_device_rank, s.strategy) for s in specs
+              if (f := STRATEGIES.get(s.strategy)).single_device_rank is not None]
+    return min(ranked)[1] if ranked else None
+
+
+def worth_reason(spec: RunSpec, gpus: int, reference: str | None,
+                 links: Sequence[Mapping[str, str]]) -> str | None:
+    """Why the default sweep on ``gpus`` GPUs does not measure ``spec`` (None: it is
+    worth its price). ``links``: the cards' pairs as ``bench.hardware.topology_links``
+    gives them."""
+    factory = STRATEGIES.get(spec.strategy)
+    if factory.single_device_rank is not None and spec.strategy != reference:
+        return (f"the same computation on one GPU as the single-device reference "
+                f"({reference})")
+    if factory.variables_on_host:
+        if spec.devices == 1:
+            return (f"on one GPU TensorFlow keeps {spec.strategy}'s variables on that GPU: "
+                    f"the same computation as the single-device reference ({reference})")
+        linked = sorted({p["link"] for p in links if p["link"].startswith("NV")})
+        if linked:
+            return (f"it keeps the variables on the CPU, so every step copies them to each "
+                    f"GPU and the gradients back over PCIe, while these GPUs all-reduce "
+                    f"over their own links ({', '.join(linked)}): it cannot win here "
+                    f"(it is measured where the GPUs have no link of their own)")
+    counts = factory.sweep_devices(gpus)
+    if spec.devices not in counts:
+        at = f"at {', '.join(map(str, counts))}" if counts else "from 2"
+        return (f"the default sweep measures {spec.strategy} {at} GPU(s) "
+                f"({factory.sweep_devices_why}); ask for other counts with --devices")
+    return None
+
+
+def priority(spec: RunSpec, gpus: int, batches: Sequence[int]) -> tuple[int, int, int, int]:
+    """The order the budget buys in: the first batch before the next; the reference and
+    the full machine, then 2 GPUs, then the counts between; the plainer strategy first."""
+    tier = 0 if spec.devices in (1, gpus) else 1 if spec.devices == 2 else 2
+    return (batches.index(spec.batch), tier, STRATEGIES.get(spec.strategy).plainness,
+            spec.devices)
+
+
+def plan_first_pass(specs: Sequence[RunSpec], hw: Hardware, *, budget_s: float,
+                    preset: bool, results: Sequence[RunResult] = (),
+                    links: Sequence[Mapping[str, str]] = (), interleave: bool = True,
+                    runs: int = 1, evidence_steps: int = 0, budget_note: str = ""
+                    ) -> FirstPass:
+    """The first pass of ``specs`` that ``budget_s`` seconds pay for on ``hw``.
+
+    ``preset``: the specs are the default preset's matrix, and only what is worth
+    measuring (``worth_reason``) is considered; otherwise every supported one is.
+    ``results``: what the sweep stored so far (measured prices; a configuration with a
+    stored run costs the first pass nothing). ``runs``: runs of each configuration the
+    pass makes (an explicit ``--runs``). On a machine without GPUs nothing is priced or
+    left out.
+    """
+    entries = {s.key(): _unsupported_or(s, hw) for s in specs}
+    if not hw.gpus:
+        return FirstPass(list(entries.values()), budget_s, 0.0, priced=False)
+    pricer = Pricer(hw, results, evidence_steps)
+    done = {r.key for r in results}
+    gpus = len(hw.gpus)
+    reference = reference_strategy(specs)
+    candidates: list[RunSpec] = []
+    for spec in specs:
+        if entries[spec.key()].state != "will run":
+            continue
+        why = worth_reason(spec, gpus, reference, links) if preset else None
+        if why:
+            entries[spec.key()] = Planned(spec, "left out", why)
+        else:
+            candidates.append(spec)
+    batches = list(dict.fromkeys(s.batch for s in specs))
+    prices = {s.key(): pricer.price(s) for s in candidates}
+
+    def cost(chosen: Sequence[RunSpec]) -> float:
+        todo = [s for s in chosen if s.key() not in done]
+        units = sweep_units(todo) if interleave else [(s,) for s in todo]
+        return runs * sum(unit_price([prices[s.key()] for s in u]) for u in units)
+
+    chosen: list[RunSpec] = []
+    spent = 0.0
+    short_of: int | None = None  # the first batch the budget could not pay in full
+    for spec in sorted(candidates, key=lambda s: priority(s, gpus, batches)):
+        rank = batches.index(spec.batch)
+        if short_of is not None and rank > short_of:
+            entries[spec.key()] = Planned(
+                spec, "left out", f"batch {spec.batch} comes after every configuration of "
+                f"batch {batches[short_of]} is in, and the budget could not pay for them all",
+                prices[spec.key()])
+            continue
+        with_it = cost([*chosen, spec])
+        if with_it <= budget_s:
+            chosen.append(spec)
+            spent = with_it
+            entries[spec.key()] = Planned(spec, "done" if spec.key() in done else "will run",
+                                          None, prices[spec.key()])
+        else:
+            short_of = rank if short_of is None else short_of
+            entries[spec.key()] = Planned(
+                spec, "left out", f"the budget cannot pay for it: ~{with_it - spent:.0f} s "
+                f"more, {budget_s - spent:.0f} s of {budget_s:.0f} s left",
+                prices[spec.key()])
+    for key in done & entries.keys():
+        if entries[key].state == "will run":
+            entries[key] = Planned(entries[key].spec, "done", None, entries[key].price)
+    sources: dict[str, int] = {}
+    for s in chosen:
+        src = prices[s.key()].source
+        sources[src] = sources.get(src, 0) + 1
+    names = sorted({g.name for g in hw.gpus})
+    return FirstPass(list(entries.values()), budget_s, spent, priced=True,
+                     where=f"{gpus} GPU(s) ({', '.join(names)})", budget_note=budget_note,
+                     sources=sources)
+
+
+def _unsupported_or(spec: RunSpec, hw: Hardware) -> Planned:
+    reason = STRATEGIES.get(spec.strategy).unsupported_reason(spec, hw)
+    return Planned(spec, "unsupported", reason) if reason else Planned(spec, "will run")
