@@ -441,6 +441,13 @@ def run_cards(entries: Sequence[str], hw: Hardware | None = None) -> tuple[str, 
     return card_ids(visible(devices, ",".join(entries)), hw.machine_gpus)
 
 
+def first_cards(devices: int, hw: Hardware | None = None) -> tuple[str, ...]:
+    """The cards of a process's first ``devices`` GPUs: those an arm of a shared
+    process trains on (its devices are the process's first ones)."""
+    hw = hw or detect()
+    return card_ids(hw.gpus[:devices], hw.machine_gpus)
+
+
 # -- GPU state: what moves benchmark numbers by tens of percent ----------------------
 # Bits of nvidia-smi's clocks_event_reasons.active (NVML's clocksEventReasons).
 THROTTLE_BITS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap",
@@ -970,13 +977,15 @@ class GpuRun:
         windows (the all-reduce probe) has the fingerprint alone."""
         return self._entries(self.samples, None)
 
-    def environment_over(self, windows: Sequence[tuple[float, float]],
+    def environment_over(self, windows: Sequence[tuple[float | None, float | None]],
                          cards: Sequence[str] | None = None) -> dict[str, Any]:
         """``environment()`` of one arm of a shared process: ``during`` from the samples
-        taken inside its ``windows`` ((start, end) epoch seconds) only, and every entry
-        of its own ``cards`` only (UUIDs or indices; None: all read)."""
+        taken inside its ``windows`` ((start, end) epoch seconds; a window without
+        either holds none) only, and every entry of its own ``cards`` only (UUIDs or
+        indices; None: all read)."""
+        spans = [(a, b) for a, b in windows if a is not None and b is not None]
         inside = [s for s, t in zip(self.samples, self.sample_ts, strict=True)
-                  if any(a <= t <= b for a, b in windows)]
+                  if any(a <= t <= b for a, b in spans)]
         return self._entries(inside, cards)
 
     def _entries(self, samples: list[list[dict[str, Any]]],
