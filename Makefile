@@ -17,7 +17,7 @@ ARGS   ?=
 TF_MINOR = $(PY) -c "import importlib.metadata as m; print('.'.join(m.version(m.packages_distributions()['tensorflow'][0]).split('.')[:2]))"
 
 .DEFAULT_GOAL := help
-.PHONY: help venv bench smoke test test-onednn lint overhead gate-power probes clean
+.PHONY: help venv bench smoke gpu-smoke test test-onednn lint overhead gate-power probes clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -47,6 +47,12 @@ bench: $(STAMP) ## run the default sweep for this hardware and print a summary
 
 smoke: $(STAMP) ## a tiny sweep end to end (about a minute)
 	$(PY) -m bench run --preset smoke --out $(or $(SMOKE_OUT),results/smoke-$(shell date +%Y%m%d-%H%M%S)) $(ARGS)
+
+# On a GPU machine, first: one_device, mirrored and multi_worker_mirrored on 2 GPUs with
+# NCCL_DEBUG=INFO, mixed_float16 once, /dev/shm, peer access and CUPTI checked; one file
+# to attach to a bug report (exit 2 where no GPU is visible, 3 when a run did not train).
+gpu-smoke: $(STAMP) ## does TensorFlow train on this machine's GPUs? (about 3 minutes, one file for a bug report)
+	$(PY) -m bench gpu-smoke $(if $(SMOKE_OUT),--out $(SMOKE_OUT)) $(ARGS)
 
 test: $(STAMP) ## run the test suite
 	$(PY) -m pytest

@@ -144,13 +144,16 @@ def nvml_meter(gpus: Sequence[GpuInfo], nvml: Any = None) -> EnergyMeter:
     return EnergyMeter(NVML, None, [g.uuid or "" for g in gpus], read)
 
 
-@functools.lru_cache(maxsize=1)
-def energy_meter() -> EnergyMeter:
-    """This process's meter: its GPUs' NVML counters where it trains on GPUs, else
-    the CPU packages' RAPL counters, else none with the reason (both tried)."""
-    gpus = detect().gpus
-    if gpus:
-        return nvml_meter(gpus)
+@functools.lru_cache(maxsize=8)
+def energy_meter(gpus: int | None = None) -> EnergyMeter:
+    """This process's meter: its GPUs' NVML counters where it trains on GPUs (the
+    launcher shows each process only its own, by UUID), else the CPU packages' RAPL
+    counters, else none with the reason (both tried). ``gpus``: only the first that
+    many of its GPUs, those an arm of a shared process trains on (its devices are the
+    process's first ones): a 1-GPU arm beside a 2-GPU one counts its own card only."""
+    visible = detect().gpus
+    if visible:
+        return nvml_meter(visible[:gpus] if gpus else visible)
     meter = rapl_meter()
     if meter.source is None:
         meter.reason = f"no energy counter: no GPU in this process, and {meter.reason}"

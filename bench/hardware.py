@@ -17,7 +17,8 @@ import statistics
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -334,10 +335,14 @@ def _smi(args: list[str], timeout_s: float = _SMI_TIMEOUT_S) -> str | None:
         return None
 
 
-def _query(fields: list[str], timeout_s: float = _SMI_TIMEOUT_S) -> list[dict[str, str | None]]:
-    """``nvidia-smi --query-gpu=FIELDS``: one dict per GPU ([N/A] and the like -> None)."""
-    out = _smi([f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
-               timeout_s)
+def _query(fields: list[str], timeout_s: float = _SMI_TIMEOUT_S,
+           ids: Sequence[str] | None = None) -> list[dict[str, str | None]]:
+    """``nvidia-smi --query-gpu=FIELDS``: one dict per GPU ([N/A] and the like -> None).
+    ``ids``: only these GPUs (``--id=``: UUIDs or indices); None: every GPU."""
+    args = [f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"]
+    if ids:
+        args.append(f"--id={','.join(ids)}")
+    out = _smi(args, timeout_s)
     rows = []
     for line in (out or "").strip().splitlines():
         parts = [p.strip() for p in line.split(",")]
@@ -470,6 +475,38 @@ def _lookup(gpus: tuple[GpuInfo, ...], entry: str) -> tuple[GpuInfo, ...]:
     return prefixed if len(prefixed) == 1 else ()
 
 
+def card_ids(devices: Iterable[GpuInfo], machine: Iterable[GpuInfo]) -> tuple[str, ...]:
+    """The physical GPUs behind CUDA ``devices``, as nvidia-smi ``--id`` and NVML know
+    them (UUID, else index), once each: a MIG slice is read through its card, which
+    holds its clocks, power and energy counter. ``machine``: every physical GPU."""
+    by_index = {g.index: g for g in machine}
+    ids: list[str] = []
+    for g in devices:
+        card = by_index.get(g.index, g) if g.mig else g
+        ident = card.uuid or str(card.index)
+        if ident not in ids:
+            ids.append(ident)
+    return tuple(ids)
+
+
+def run_cards(entries: Sequence[str], hw: Hardware | None = None) -> tuple[str, ...]:
+    """The physical GPUs a run trains on, from its tasks' CUDA_VISIBLE_DEVICES
+    ``entries`` (empty: this process's visible GPUs), for ``GpuRun``'s ``cards``."""
+    hw = hw or detect()
+    if not entries:
+        return card_ids(hw.gpus, hw.machine_gpus)
+    devices = cuda_devices(hw.machine_gpus) if any(g.mig_enabled for g in hw.machine_gpus) \
+        else hw.machine_gpus
+    return card_ids(visible(devices, ",".join(entries)), hw.machine_gpus)
+
+
+def first_cards(devices: int, hw: Hardware | None = None) -> tuple[str, ...]:
+    """The cards of a process's first ``devices`` GPUs: those an arm of a shared
+    process trains on (its devices are the process's first ones)."""
+    hw = hw or detect()
+    return card_ids(hw.gpus[:devices], hw.machine_gpus)
+
+
 # -- GPU state: what moves benchmark numbers by tens of percent ----------------------
 # Bits of nvidia-smi's clocks_event_reasons.active (NVML's clocksEventReasons).
 THROTTLE_BITS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap",
@@ -497,17 +534,20 @@ def throttle_reasons(mask: int | None) -> list[str]:
     return [name for bit, name in THROTTLE_BITS.items() if mask & bit]
 
 
-def gpu_state(timeout_s: float = _SMI_TIMEOUT_S) -> list[dict[str, Any]]:
+def gpu_state(timeout_s: float = _SMI_TIMEOUT_S,
+              ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """Per physical GPU, now: clocks (SM, memory, and their maxima, MHz), power draw and
     limit (W), temperature (C), persistence mode and active throttle reasons.
 
-    Empty without nvidia-smi. Sample it at the start and at the end of the measured
-    windows: a run whose GPU slowed down (``throttle_findings``) is not comparable.
+    ``ids``: only these GPUs (``smi_ids``: a run's own cards); None: every GPU of the
+    host. Empty without nvidia-smi. Sample it at the start and at the end of the
+    measured windows: a run whose GPU slowed down (``throttle_findings``) is not
+    comparable.
     """
     rows: list[dict[str, str | None]] = []
     reason_field = _REASON_FIELDS[0]
     for reason_field in _REASON_FIELDS:
-        rows = _query([*_STATE_FIELDS, reason_field], timeout_s)
+        rows = _query([*_STATE_FIELDS, reason_field], timeout_s, ids)
         if rows:
             break
     states = []
@@ -737,15 +777,17 @@ def nccl_version(dists: tuple[str, ...] = _NCCL_DISTS,
     return {"version": version, "source": path}
 
 
-def gpu_fingerprint(timeout_s: float = _SMI_TIMEOUT_S) -> dict[str, Any]:
+def gpu_fingerprint(timeout_s: float = _SMI_TIMEOUT_S,
+                    ids: Sequence[str] | None = None) -> dict[str, Any]:
     """The GPU part of a run's fingerprint: NCCL version, ``nvidia-smi topo -m`` and
-    the GPUs' state now (call again at the end of the windows for the second sample).
-    Empty on a machine without nvidia-smi, so CPU fingerprints are unchanged."""
+    the state now of the GPUs ``ids`` (None: every GPU; call again at the end of the
+    windows for the second sample). Empty on a machine without nvidia-smi, so CPU
+    fingerprints are unchanged."""
     if not nvidia_gpus(timeout_s):
         return {}
     topo = topology(timeout_s)
     return {"nccl": nccl_version(), "topology": topo, "links": topology_links(topo),
-            "gpu_state": gpu_state(timeout_s)}
+            "gpu_state": gpu_state(timeout_s, ids)}
 
 
 # Inside a run every nvidia-smi call is on the clock: a healthy driver answers in well
@@ -775,6 +817,111 @@ def _bounded(fn: Callable[[], Any], deadline_s: float) -> tuple[bool, Any]:
     return (True, box[0]) if box else (False, None)
 
 
+# NVML's enums as nvidia-ml-py defines them (read from the module where it has them).
+_NVML_ENUMS = {"NVML_CLOCK_SM": 1, "NVML_CLOCK_MEM": 2, "NVML_TEMPERATURE_GPU": 0}
+
+
+def _nvml_enum(nvml: Any, name: str) -> int:
+    return int(getattr(nvml, name, _NVML_ENUMS[name]))
+
+
+def nvml_state(nvml: Any, handles: Sequence[Any]) -> list[dict[str, Any]]:
+    """``gpu_state``'s dicts read in-process through NVML (``nvml``: the ``pynvml``
+    module of nvidia-ml-py, or a fake), one per handle: no process started, so a
+    sample costs microseconds, not nvidia-smi's tens of milliseconds of a core. A
+    field NVML does not give on this card is None, as nvidia-smi's [N/A]."""
+    def get(h: Any, name: str, *args: Any) -> Any:
+        fn = getattr(nvml, name, None)
+        if fn is None:
+            return None
+        try:
+            return fn(h, *args)
+        except Exception:  # NVML_ERROR_NOT_SUPPORTED and the like: no such field here
+            return None
+
+    sm, mem = _nvml_enum(nvml, "NVML_CLOCK_SM"), _nvml_enum(nvml, "NVML_CLOCK_MEM")
+    states = []
+    for h in handles:
+        # Renamed in R535 as nvidia-smi's field was; older bindings know the first name.
+        mask = get(h, "nvmlDeviceGetCurrentClocksEventReasons")
+        if mask is None:
+            mask = get(h, "nvmlDeviceGetCurrentClocksThrottleReasons")
+        uuid = get(h, "nvmlDeviceGetUUID")
+        power, limit = get(h, "nvmlDeviceGetPowerUsage"), \
+            get(h, "nvmlDeviceGetPowerManagementLimit")
+        persistence = get(h, "nvmlDeviceGetPersistenceMode")
+        states.append({
+            "index": get(h, "nvmlDeviceGetIndex"),
+            "uuid": uuid.decode() if isinstance(uuid, bytes) else uuid,
+            "sm_clock_mhz": get(h, "nvmlDeviceGetClockInfo", sm),
+            "mem_clock_mhz": get(h, "nvmlDeviceGetClockInfo", mem),
+            "sm_clock_max_mhz": get(h, "nvmlDeviceGetMaxClockInfo", sm),
+            "mem_clock_max_mhz": get(h, "nvmlDeviceGetMaxClockInfo", mem),
+            "power_draw_w": power / 1000.0 if power is not None else None,  # mW
+            "power_limit_w": limit / 1000.0 if limit is not None else None,
+            "temperature_c": get(h, "nvmlDeviceGetTemperature",
+                                 _nvml_enum(nvml, "NVML_TEMPERATURE_GPU")),
+            "persistence_mode": None if persistence is None else
+            ("Enabled" if persistence else "Disabled"),
+            "throttle_mask": f"0x{mask:016x}" if mask is not None else None,
+            "throttle_reasons": throttle_reasons(mask)})
+    return states
+
+
+@dataclass(frozen=True)
+class StateReader:
+    """Where a run's GPU state comes from: ``source`` (``nvml`` or ``nvidia-smi``),
+    ``read(timeout_s)`` (one state per card) and ``calls``, the nvidia-smi calls a
+    read may take (its deadline is that many timeouts)."""
+
+    source: str
+    read: Callable[[float], list[dict[str, Any]]]
+    calls: int = 1
+
+
+def _nvml_reader(cards: Sequence[str], nvml: Any) -> StateReader | None:
+    """NVML in this process, where nvidia-ml-py is installed and the driver answers."""
+    if nvml is False:
+        return None
+    if nvml is None:
+        try:
+            nvml = importlib.import_module("pynvml")  # nvidia-ml-py, the gpu extra
+        except ImportError:
+            return None
+    try:
+        nvml.nvmlInit()
+        if cards:
+            handles = [nvml.nvmlDeviceGetHandleByIndex(int(c)) if c.isdigit()
+                       else nvml.nvmlDeviceGetHandleByUUID(c) for c in cards]
+        else:
+            handles = [nvml.nvmlDeviceGetHandleByIndex(i)
+                       for i in range(nvml.nvmlDeviceGetCount())]
+    except Exception:  # no driver, a card NVML does not know: nvidia-smi then
+        return None
+    return StateReader("nvml", lambda _timeout_s: nvml_state(nvml, handles))
+
+
+def _smi_reader(cards: Sequence[str], nvml: Any) -> StateReader | None:
+    """One nvidia-smi call naming only the run's cards (``--id``)."""
+    ids = list(cards) or None
+    return StateReader("nvidia-smi", lambda timeout_s: gpu_state(timeout_s, ids),
+                       len(_REASON_FIELDS))
+
+
+# The readers in order of preference: the first that can read the cards samples them.
+STATE_READERS: tuple[Callable[[Sequence[str], Any], StateReader | None], ...] = (
+    _nvml_reader, _smi_reader)
+
+
+def state_reader(cards: Sequence[str], nvml: Any = None) -> StateReader:
+    """The first of ``STATE_READERS`` that can read ``cards`` (empty: every GPU)."""
+    for make in STATE_READERS:
+        reader = make(cards, nvml)
+        if reader is not None:
+            return reader
+    raise AssertionError("nvidia-smi's reader always answers")  # pragma: no cover
+
+
 @dataclass
 class GpuRun:
     """The GPU part of one run's environment, sampled by the process that measures.
@@ -783,9 +930,17 @@ class GpuRun:
     ``at_start()`` just before the measured windows and ``at_end()`` just after them;
     ``environment()`` gives the entries to add to the run's environment: ``gpu`` and
     ``gpu_state`` (``{"start": [...], "end": [...]}``, one dict per GPU as
-    ``gpu_state`` returns, for ``throttle_findings``). nvidia-smi sees every GPU of the
-    host whatever CUDA_VISIBLE_DEVICES says, so a process that sees none (the
-    parameter-server coordinator) still samples the cards its workers train on.
+    ``gpu_state`` returns, for ``throttle_findings``).
+
+    ``cards``: the physical GPUs the run trains on (``run_cards``), the only ones read:
+    on an 8-GPU server a 1-GPU run's clocks are its card's. None: every GPU of the host
+    (``scripts.gpu_readings``). A process that sees none (the parameter-server
+    coordinator) still reads the cards its workers train on: nvidia-smi and NVML see
+    every GPU whatever CUDA_VISIBLE_DEVICES says. ``sample``: False in a run's other
+    processes, so that one sampler per run reads the cards (eight workers used to run
+    nvidia-smi eight times a second over every GPU). The sampler reads through NVML
+    in-process where nvidia-ml-py and the driver answer (``nvml``: a module, a fake,
+    or False for never), else one nvidia-smi call naming the cards.
 
     Nothing without nvidia-smi (no entries at all: CPU results are unchanged). Every
     call is bounded; once one does not answer, later samples are skipped and the
@@ -799,6 +954,15 @@ class GpuRun:
     problem: str | None = None
     every_s: float = SAMPLE_EVERY_S
     samples: list[list[dict[str, Any]]] = field(default_factory=list)
+    cards: tuple[str, ...] | None = None
+    sample: bool = True
+    nvml: Any = None
+    reader: StateReader | None = None
+    # When each sample was taken (epoch seconds, the middle of its read): the arms of
+    # one process take the samples that fell inside their own windows.
+    sample_ts: list[float] = field(default_factory=list)
+    start_ts: float | None = None
+    end_ts: float | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
     _sampler: threading.Thread | None = None
 
@@ -813,17 +977,29 @@ class GpuRun:
         return value
 
     def begin(self) -> None:
-        """The fingerprint: empty (and every later sample skipped) without a GPU."""
-        if shutil.which("nvidia-smi") is None:  # the common CPU case: no thread at all
-            return
-        self.fingerprint = self._call(lambda: gpu_fingerprint(self.timeout_s),
+        """The fingerprint: empty (and every later sample skipped) without a GPU, or
+        in a process that does not ``sample``."""
+        if not self.sample or shutil.which("nvidia-smi") is None:
+            return  # the common CPU case, and a run's other processes: no thread at all
+        ids = list(self.cards or ()) or None
+        self.fingerprint = self._call(lambda: gpu_fingerprint(self.timeout_s, ids),
                                       _CALLS_PER_FINGERPRINT) or {}
+        if self.fingerprint:
+            self.reader = self._call(lambda: state_reader(self.cards or (), self.nvml),
+                                     _CALLS_PER_FINGERPRINT)
+
+    def _read(self) -> list[dict[str, Any]] | None:
+        reader = self.reader
+        if reader is None:
+            return None
+        return self._call(lambda: reader.read(self.timeout_s), reader.calls)
 
     def at_start(self) -> None:
         """Sample the state as the measured windows begin, then every ``every_s``
         until ``at_end`` (at most ``MAX_SAMPLES``), in a thread of its own."""
-        if self.fingerprint:
-            self.start = self._call(lambda: gpu_state(self.timeout_s), len(_REASON_FIELDS))
+        if self.fingerprint and self.reader is not None:
+            self.start_ts = time.time()
+            self.start = self._read()
             if self.problem is None:
                 self._sampler = threading.Thread(target=self._sample, daemon=True,
                                                  name="gpu-sampler")
@@ -832,33 +1008,65 @@ class GpuRun:
     def _sample(self) -> None:
         # nvidia-smi takes a core for tens of ms a call: once a second is a small,
         # steady share beside a GPU run, and clocks and power move more slowly.
+        reader = self.reader
+        assert reader is not None
         while not self._stop.wait(self.every_s) and len(self.samples) < MAX_SAMPLES:
-            done, state = _bounded(lambda: gpu_state(self.timeout_s),
-                                   self.timeout_s * len(_REASON_FIELDS) + 1.0)
+            t0 = time.time()
+            done, state = _bounded(lambda: reader.read(self.timeout_s),
+                                   self.timeout_s * reader.calls + 1.0)
             if not done:
                 return  # a driver that stopped answering: the samples so far stand
             if state:
                 self.samples.append(state)
+                self.sample_ts.append((t0 + time.time()) / 2)
 
     def at_end(self) -> None:
         """Sample the state as the measured windows end (the sampler stops first)."""
         if self._sampler is not None:
             self._stop.set()
             self._sampler.join(self.timeout_s * len(_REASON_FIELDS) + 2.0)
-        if self.fingerprint:
-            self.end = self._call(lambda: gpu_state(self.timeout_s), len(_REASON_FIELDS))
+        if self.fingerprint and self.reader is not None:
+            self.end = self._read()
+            self.end_ts = time.time()
 
     def environment(self) -> dict[str, Any]:
         """``{"gpu": ..., "gpu_state": {"start": ..., "end": ...}}``, or {} without GPUs.
 
         ``gpu_state`` only once a sample was taken (or failed): a run without measured
         windows (the all-reduce probe) has the fingerprint alone."""
+        return self._entries(self.samples, None)
+
+    def environment_over(self, windows: Sequence[tuple[float | None, float | None]],
+                         cards: Sequence[str] | None = None) -> dict[str, Any]:
+        """``environment()`` of one arm of a shared process: ``during`` from the samples
+        taken inside its ``windows`` ((start, end) epoch seconds; a window without
+        either holds none) only, and every entry of its own ``cards`` only (UUIDs or
+        indices; None: all read)."""
+        spans = [(a, b) for a, b in windows if a is not None and b is not None]
+        inside = [s for s, t in zip(self.samples, self.sample_ts, strict=True)
+                  if any(a <= t <= b for a, b in spans)]
+        return self._entries(inside, cards)
+
+    def _entries(self, samples: list[list[dict[str, Any]]],
+                 cards: Sequence[str] | None) -> dict[str, Any]:
         if not self.fingerprint and self.problem is None:
             return {}
-        out: dict[str, Any] = {"gpu": self.fingerprint}
+
+        def own(states: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+            if cards is None:
+                return list(states or [])
+            return [st for st in states or [] if st.get("uuid") in cards
+                    or str(st.get("index")) in cards]
+
+        fingerprint = dict(self.fingerprint)
+        if cards is not None and "gpu_state" in fingerprint:
+            fingerprint["gpu_state"] = own(fingerprint["gpu_state"])
+        out: dict[str, Any] = {"gpu": fingerprint}
         if self.start is not None or self.end is not None or self.problem is not None:
-            out["gpu_state"] = {"start": self.start or [], "end": self.end or [],
-                                "during": summarise_samples(self.samples)}
+            out["gpu_state"] = {"start": own(self.start), "end": own(self.end),
+                                "during": summarise_samples([own(s) for s in samples])}
+            if self.reader is not None:
+                out["gpu_state"]["source"] = self.reader.source
             if self.problem is not None:
                 out["gpu_state"]["problem"] = self.problem
         return out

@@ -15,7 +15,7 @@ from typing import Any, Protocol, TypeVar
 from bench.errors import SpecError
 from bench.hardware import Hardware
 from bench.registry import Registry
-from bench.tasks import Task, shared_device_tasks
+from bench.tasks import Task, shared_device_tasks, with_run_gpus
 
 S = TypeVar("S", bound="SpecView")
 
@@ -118,6 +118,12 @@ WHY_TWO_AND_ALL = ("one process per GPU: the step from one process to two, and a
 def two_and_all(gpus: int) -> tuple[int, ...]:
     """2 GPUs and all of them (none on one GPU: one process is no multi-process run)."""
     return tuple(sorted({2, gpus})) if gpus >= 2 else ()
+
+
+def own_gpus(hw: Hardware, devices: int) -> tuple[str, ...]:
+    """The CUDA_VISIBLE_DEVICES entries of a process training on ``devices`` GPUs: the
+    first that many visible (empty without GPUs: CPU children are unchanged)."""
+    return tuple(g.cuda_id for g in hw.gpus[:devices])
 
 
 class StrategyFactory:
@@ -224,8 +230,11 @@ class StrategyFactory:
         return None
 
     def plan(self, spec: SpecView, hw: Hardware) -> list[Task]:
-        """The processes of a run; in-process strategies need exactly one."""
-        return [Task("single", 0, "train", main=True, local_devices=spec.devices)]
+        """The processes of a run; in-process strategies need exactly one, which sees
+        only the GPUs it trains on (by UUID, as every process of a multi-process run):
+        a 1-GPU run on an 8-GPU server must not count the other seven cards' energy."""
+        return [Task("single", 0, "train", main=True, local_devices=spec.devices,
+                     gpus=own_gpus(hw, spec.devices))]
 
     def local_spec(self, spec: S, task: Task) -> S:
         """The spec one training process trains (the run's spec unless it is a copy)."""
@@ -414,8 +423,8 @@ class MultiWorkerMirrored(StrategyFactory):
             return tasks
         # The implementation every worker builds (local_spec) and the run records.
         comm = self.communication_for(spec, hw)
-        return [dataclasses.replace(t, extra={**t.extra, "communication": comm})
-                for t in tasks]
+        return with_run_gpus([dataclasses.replace(t, extra={**t.extra, "communication": comm})
+                              for t in tasks])
 
     def local_spec(self, spec: S, task: Task) -> S:
         """The run's spec with the collective implementation its plan chose."""
@@ -504,7 +513,7 @@ class ParameterServer(StrategyFactory):
               for i in range(spec.ps_tasks or 1)]
         chief = Task("chief", 0, "ps_chief", main=True, local_devices=1, cluster_job="chief",
                      no_gpu=True)
-        return [chief, *ps, *workers]
+        return with_run_gpus([chief, *ps, *workers])
 
 
 class Independent(StrategyFactory):
@@ -542,9 +551,9 @@ class Independent(StrategyFactory):
         return spec.devices * spec.workers_per_device
 
     def plan(self, spec: SpecView, hw: Hardware) -> list[Task]:
-        return shared_device_tasks("replica", "train", spec.devices, spec.workers_per_device,
-                                   hw, cluster_job=None, barrier=True,
-                                   memory_limit_mb=spec.gpu_memory_limit_mb)
+        return with_run_gpus(shared_device_tasks(
+            "replica", "train", spec.devices, spec.workers_per_device, hw, cluster_job=None,
+            barrier=True, memory_limit_mb=spec.gpu_memory_limit_mb))
 
     def task_share(self, spec: SpecView, local_replicas: int) -> float:
         return 1.0  # each copy measures only itself

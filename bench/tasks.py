@@ -9,10 +9,10 @@ parameter server and coordinator.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from bench.hardware import Hardware
+from bench.hardware import GpuRun, Hardware, run_cards
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,33 @@ class Task:
         data["gpus"] = tuple(str(g) for g in data.get("gpus", ()))
         data["cores"] = tuple(data.get("cores", ()))
         return cls(**data)
+
+
+# Task.extra entry of a run's main task: every card of the run (its tasks' ``gpus``), which
+# that one process samples for the whole run (``gpu_run``).
+RUN_GPUS = "run_gpus"
+
+
+def with_run_gpus(tasks: list[Task]) -> list[Task]:
+    """``tasks`` with the run's cards (every task's ``gpus``, once each, in order) on the
+    main task, so that one process samples them all: eight workers each sampling every
+    GPU made eight nvidia-smi calls a second. Unchanged where no task has a GPU."""
+    cards = list(dict.fromkeys(g for t in tasks for g in t.gpus))
+    if not cards:
+        return tasks
+    return [replace(t, extra={**t.extra, RUN_GPUS: cards}) if t.main else t for t in tasks]
+
+
+def gpu_run(task: Task, hw: Hardware | None = None) -> GpuRun:
+    """The GPU sampler of ``task``'s process: the run's cards (``RUN_GPUS``, else the
+    task's own, else the GPUs it sees) in its main task; nothing in the others (one
+    sampler per run). A task of a multi-host run (``extra["gather"]``, see
+    bench.child.gather) samples its own host's cards: one sampler per machine."""
+    sample = task.main or bool(task.extra.get("gather"))
+    if not sample:
+        return GpuRun(sample=False)
+    entries = [str(g) for g in task.extra.get(RUN_GPUS) or task.gpus]
+    return GpuRun(cards=run_cards(entries, hw))
 
 
 def core_ids() -> list[int]:

@@ -3,7 +3,9 @@
 ``fake_smi(tmp_path, gpus)`` writes an executable ``nvidia-smi`` (a Python script)
 that answers the three forms the harness uses as a driver would:
 ``--query-gpu=F1,F2 --format=csv,noheader,nounits`` (an unknown field exits 2 with
-nvidia-smi's message), ``-L`` (MIG slices nested under their GPU) and ``topo -m``.
+nvidia-smi's message; ``--id=``/``-i`` keep the GPUs named by index or UUID), ``-L``
+(MIG slices nested under their GPU) and ``topo -m``. Every call's arguments are
+appended to ``nvidia-smi.calls`` beside it, one JSON list a line.
 Prepend its directory to PATH and clear ``bench.hardware.detect``'s cache.
 """
 
@@ -19,7 +21,12 @@ _SCRIPT = '''#!{python}
 import json, sys
 cfg = json.load(open({config!r}))
 args = sys.argv[1:]
+with open({calls!r}, "a") as log:
+    log.write(json.dumps(args) + "\\n")
 query = [a for a in args if a.startswith("--query-gpu=")]
+ids = [a.split("=", 1)[1] for a in args if a.startswith("--id=")]
+ids += [args[k + 1] for k, a in enumerate(args[:-1]) if a == "-i"]
+wanted = [x for i in ids for x in i.split(",")]
 if query:
     fields = query[0].split("=", 1)[1].split(",")
     for f in fields:
@@ -27,6 +34,8 @@ if query:
             print(f'Field "{{f}}" is not a valid field to query.')
             sys.exit(2)
     for gpu in cfg["gpus"]:
+        if wanted and str(gpu["index"]) not in wanted and gpu.get("uuid") not in wanted:
+            continue
         print(", ".join(str(gpu.get(f, "[N/A]")) for f in fields))
 elif args[:1] == ["-L"]:
     for gpu in cfg["gpus"]:
@@ -85,7 +94,8 @@ class FakeSmi:
             "gpus": self.gpus, "mig": {str(k): v for k, v in self.mig.items()},
             "reject": list(self.reject), "known": list(KNOWN_FIELDS), "topo": self.topo}))
         exe = directory / "nvidia-smi"
-        exe.write_text(_SCRIPT.format(python=sys.executable, config=str(config)))
+        exe.write_text(_SCRIPT.format(python=sys.executable, config=str(config),
+                                      calls=str(directory / "nvidia-smi.calls")))
         exe.chmod(0o755)
         return directory
 

@@ -80,7 +80,7 @@ def test_a_driver_that_never_answers_costs_one_bounded_wait(
     release = threading.Event()
     calls = []
 
-    def stuck(timeout_s: float = 0.0) -> Any:
+    def stuck(timeout_s: float = 0.0, ids: Any = None) -> Any:
         calls.append(timeout_s)
         release.wait(30)
         return {}

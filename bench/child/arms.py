@@ -94,11 +94,14 @@ from bench.child.windows import (
     summarize_runs,
     warm_up,
 )
+from bench.energy import energy_meter
 from bench.errors import Unsupported
+from bench.hardware import first_cards
 from bench.matrix import block_rounds, round_orders
+from bench.results.mfu import at_sustained_clock
 from bench.results.payload import TaskReport, arm_name
 from bench.spec import RunSpec
-from bench.tasks import Task
+from bench.tasks import Task, gpu_run
 
 # Rebuild the arms for another block only while their build and warm-up cost at most
 # this share of a block's measuring time (the rest of the session's rounds then run
@@ -220,6 +223,9 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
     devices = setup_devices(tf, task.local_devices, task.gpu_memory_limit_mb)
     phases["device_setup_s"] = time.perf_counter() - t
     env = task_environment(tf, devices, threads, task)
+    gpu = gpu_run(task)  # one sampler for the process; each arm keeps its own windows'
+    gpu.begin()
+    env.update(gpu.environment())
     rng = random.Random(seed)
     allocator = DeviceMemory(tf, devices.kind, len(devices.names))
     arms = [Arm(i, s, ArmMemory(allocator)) for i, s in enumerate(specs)]
@@ -290,6 +296,7 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
         child_log(f"{len(blocks)} build(s) of at most {builds}: building the arms took "
                   f"{set_up_s:.1f} s, a round's windows about {round_s:.1f} s")
     r, build, rebuilding, block_s = 0, 0, True, 0.0
+    gpu.at_start()
     for b, block in enumerate(blocks):
         # Paced, the rebuild waits for the block's first turn: no other process of the
         # session measures while this one builds.
@@ -329,7 +336,7 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
                         loop.fetch(out)
                     run = run_window(loop, rules, r, out, memory=arm.memory,
                                      fixed_steps=arm.current.fixed_steps, slowdown=slowdown,
-                                     host_memory=False)
+                                     host_memory=False, meter=energy_meter(arm.spec.devices))
                     run.window.build = build
                     arm.call_s = run.window.wall_s * loop.steps_per_call / max(1, run.window.steps)
                     arm.runs.append(run)
@@ -346,6 +353,7 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
         if stopped:
             break
         block_s = time.perf_counter() - t_block
+    gpu.at_end()
     if pacer is not None:
         pacer.wait_turn()  # a turn or end of file: one process at a time finishes
     reports: list[TaskReport] = []
@@ -358,9 +366,14 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
                 where = profile_dirs[arm.index] if profile_dirs else None
                 extras = after_windows(arm.trainer, figures, where, progress=child_log,
                                        evidence_steps=profile_steps if where else 0)
+                # The GPU state over this arm's own windows and cards, as a run of its own.
+                own_gpu = gpu.environment_over(
+                    [(w.window.start_ts, w.window.end_ts) for w in arm.runs],
+                    first_cards(arm.spec.devices))
+                figures = at_sustained_clock(figures, own_gpu.get("gpu_state") or {})
                 arm.report = TaskReport(
                     "ok", extras.reason, figures=figures,
-                    environment={**env, "peak_flops": extras.peak_entry, "devices": {
+                    environment={**env, **own_gpu, "peak_flops": extras.peak_entry, "devices": {
                         # The arm's own devices; "process": how many the shared
                         # process configured (its CPU split serves every arm).
                         **env["devices"], "names": arm.trainer.devices.names,

@@ -36,11 +36,11 @@ from typing import Any
 from bench.child.gather import gather_hosts
 from bench.child.keras_lane import select_keras
 from bench.errors import Unsupported
-from bench.hardware import GpuRun, detect
+from bench.hardware import detect
 from bench.results.mfu import at_sustained_clock
 from bench.results.payload import TaskReport
 from bench.spec import RunSpec
-from bench.tasks import Task
+from bench.tasks import Task, gpu_run
 
 # Exceptions whose class name means "ran out of memory" (TensorFlow's class is
 # matched by name so that this module does not import TensorFlow at load time).
@@ -151,7 +151,9 @@ def run_train(ctx: Context) -> TaskReport:
                             ctx.task.gpu_memory_limit_mb or spec.gpu_memory_limit_mb)
     phases["device_setup_s"] = time.perf_counter() - t
     env = task_environment(tf, devices, threads, ctx.task)
-    gpu = GpuRun()  # clocks, power, throttling; nothing without nvidia-smi
+    # Clocks, power, throttling of the run's cards, in its main process only (one
+    # sampler per run); nothing without nvidia-smi.
+    gpu = gpu_run(ctx.task)
     gpu.begin()
     env.update(gpu.environment())
     t = time.perf_counter()
@@ -222,7 +224,8 @@ def run_ps_chief(ctx: Context) -> TaskReport:
     """Coordinate a parameter-server run and measure it."""
     from bench.child.ps import run_coordinator
 
-    return run_coordinator(ctx.spec, ctx.launch_ts, ctx.mark_ready, child_log)
+    return run_coordinator(ctx.spec, ctx.launch_ts, ctx.mark_ready, child_log,
+                           gpu=gpu_run(ctx.task))
 
 
 RUNNERS: dict[str, Callable[[Context], TaskReport]] = {

@@ -31,6 +31,7 @@ from bench.child.task import TrainingTask, build_task, check_data
 from bench.child.trainer import make_apply, pool_batches
 from bench.child.windows import Loop, NoDeviceMemory, Rules, measure
 from bench.errors import Unsupported
+from bench.hardware import GpuRun
 from bench.results.payload import TaskReport
 from bench.spec import RunSpec
 from bench.strategies import STRATEGIES
@@ -140,9 +141,10 @@ def worker_dataset_fn(spec: RunSpec) -> Callable[[], Any]:
 
 
 def run_coordinator(spec: RunSpec, launch_ts: float, mark_ready: Callable[[], None],
-                    log: Callable[[str], None]) -> TaskReport:
-    """Build the PS strategy from TF_CONFIG, train through the coordinator, measure."""
-    from bench.hardware import GpuRun, detect
+                    log: Callable[[str], None], gpu: GpuRun | None = None) -> TaskReport:
+    """Build the PS strategy from TF_CONFIG, train through the coordinator, measure.
+    ``gpu``: the run's sampler (``bench.tasks.gpu_run`` of the coordinator's task)."""
+    from bench.hardware import detect
 
     machine_gpus = len(detect().gpus)
     check_data_source(spec, machine_gpus)
@@ -158,9 +160,10 @@ def run_coordinator(spec: RunSpec, launch_ts: float, mark_ready: Callable[[], No
     strategy = build_strategy(spec, [])
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     mark_ready()
-    # The workers' GPUs are remote to this process; nvidia-smi shows this host's GPUs
-    # (theirs on one machine), whatever this process's CUDA_VISIBLE_DEVICES hides.
-    gpu = GpuRun()
+    # The workers' GPUs are remote to this process; nvidia-smi and NVML show this
+    # host's GPUs (theirs on one machine), whatever this process's CUDA_VISIBLE_DEVICES
+    # hides: the plan names the workers' cards (RUN_GPUS), the only ones read.
+    gpu = gpu if gpu is not None else GpuRun(sample=False)
     gpu.begin()
     task = build_task(spec, strategy)
     check_data(task, spec)

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from bench.child.memory import host_peak_rss_bytes, reset_host_peak
-from bench.energy import energy_meter, window_energy
+from bench.energy import EnergyMeter, energy_meter, window_energy
 from bench.env import INJECT_SLOWDOWN_VAR, injected_slowdown, stall_until
 from bench.results.samples import coefficient_of_variation, step_time_stats
 from bench.results.schema import Figures, Memory, ModelInfo, Startup, Warmup, Window
@@ -192,18 +192,20 @@ class WindowRun:
 
 def run_window(loop: Loop, rules: Rules, index: int, out: Any, *,
                memory: DeviceMemoryProbe, fixed_steps: int | None = None,
-               slowdown: float = 0.0, host_memory: bool = True) -> WindowRun:
+               slowdown: float = 0.0, host_memory: bool = True,
+               meter: EnergyMeter | None = None) -> WindowRun:
     """One synchronised window: opens after every device is idle, closes when they are.
 
     ``host_memory=False`` records no host peak (a process shared with other
-    configurations has no peak of this one's own).
+    configurations has no peak of this one's own). ``meter``: the energy counter of
+    the devices this window trains on (default: the process's, ``energy_meter()``).
     """
     k = loop.steps_per_call
     call, fetch, scale = loop.call, loop.fetch, loop.sample_scale / k
     memory.reset()
     host_scope = "window" if reset_host_peak() else "lifetime"
     loop.sync(out)
-    meter = energy_meter()
+    meter = meter or energy_meter()
     e0 = meter.read()
     epoch = _epoch_offset()
     c0 = time.process_time()

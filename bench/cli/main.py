@@ -21,6 +21,7 @@ from bench.cli import (
     cluster_demo,
     compare,
     env,
+    gpu_smoke,
     history,
     k8s_manifest,
     lab,
@@ -39,7 +40,7 @@ from bench.hardware import detect
 from bench.launch.interpreter import require_tensorflow
 
 COMMANDS = (run, listing, env, show, report, tensorboard_export, history, compare, nightly,
-            ab, allreduce, worker, cluster_demo, lab, k8s_manifest, project)
+            ab, allreduce, worker, cluster_demo, lab, k8s_manifest, project, gpu_smoke)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -18,6 +18,7 @@ from bench.errors import UsageError
 from bench.exits import Exit
 from bench.hardware import detect
 from bench.launch.evidence import OFF, Evidence, cost_line
+from bench.launch.gpu_preflight import gpu_preflight, scope_of
 from bench.launch.sweep import Replication, measured_line, run_sweep
 from bench.launch.usermodel import preflight
 from bench.results.store import SweepStore, load_sweep, new_sweep_dir
@@ -38,6 +39,9 @@ def cmd_run(args: argparse.Namespace) -> int:
              else f"CPU only ({hw.cores} cores; device counts are logical devices sharing them)")
     print(f"stratbench: {len(specs)} configuration(s) -> {out}\nmachine: {hw.cpu_model}, {where}")
     evidence = Evidence() if args.profile else OFF
+    if hw.gpus:  # what would make NCCL fail or fall back, or a profile empty: said now
+        for finding in gpu_preflight(scope_of(specs, hw, profiled=bool(evidence.steps))):
+            print(f"stratbench: preflight: {finding.text()}", file=sys.stderr)
     if evidence.steps:
         print(f"evidence: each configuration's first run profiles {evidence.steps} steps after "
               f"its windows, for the report's explanations (--no-profile skips it)")

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.env import now_iso
-from bench.hardware import detect
+from bench.hardware import Hardware, detect
 from bench.launch.launcher import (
     _Proc,
     _Run,
@@ -33,7 +33,7 @@ from bench.results.pairs import builds_of
 from bench.results.payload import TaskReport, arm_name, read_report
 from bench.results.schema import Interleaving, RunResult
 from bench.spec import RunSpec
-from bench.strategies import STRATEGIES
+from bench.strategies import STRATEGIES, own_gpus
 from bench.tasks import Task
 
 DEFAULT_ROUNDS = 6
@@ -83,11 +83,13 @@ def check_arms(specs: Sequence[RunSpec]) -> None:
                         f"Received: keras={sorted(lanes)}")
 
 
-def arms_task(specs: Sequence[RunSpec]) -> Task:
+def arms_task(specs: Sequence[RunSpec], hw: Hardware | None = None) -> Task:
     """The task of a process holding ``specs`` as its arms: as many devices as the
-    largest needs."""
-    return Task(TASK.role, TASK.index, TASK.runner, main=True,
-                local_devices=max(s.devices for s in specs))
+    largest needs, and only those GPUs (by UUID, as a run of its own gets them), so
+    that its energy, clocks and memory are of the cards its arms train on."""
+    devices = max(s.devices for s in specs)
+    return Task(TASK.role, TASK.index, TASK.runner, main=True, local_devices=devices,
+                gpus=own_gpus(hw or detect(), devices))
 
 
 def write_arms(run_dir: Path, specs: Sequence[RunSpec], *, rounds: int, seed: int,
@@ -150,7 +152,7 @@ def run_interleaved(specs: Sequence[RunSpec], log_path: Path, *, rounds: int = D
         return [results[i] for i in range(len(specs))]
     arm_specs = [specs[i].replace(repeats=rounds) for i in arms]
     dirs = [Path(d) if (profile_dirs and (d := profile_dirs[i])) else None for i in arms]
-    task = arms_task(arm_specs)
+    task = arms_task(arm_specs, hw)
     # The process runs every arm's warm-up and windows: its timeout is the arms' sum.
     timeout = timeout_s if timeout_s is not None else sum(s.timeout_s for s in arm_specs)
     session = uuid.uuid4().hex[:12]

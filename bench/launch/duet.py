@@ -212,5 +212,5 @@ def _start(side: _Side, seed: int, rewarm_calls: int, env: Mapping[str, str] | N
     """Start one side's process with its two pipes (the launcher keeps the other ends)."""
     arms = write_arms(side.run_dir, [side.spec], rounds=side.spec.repeats, seed=seed,
                       rewarm_calls=rewarm_calls)
-    side.paced = start_paced(arms_task([side.spec]), arms, side.run_dir, side.log, hw,
+    side.paced = start_paced(arms_task([side.spec], hw), arms, side.run_dir, side.log, hw,
                              env=env, python=python)

@@ -278,7 +278,7 @@ def _start_arms(party: _Party, specs: Sequence[RunSpec], run_dir: Path, log: Pat
     arms = write_arms(run_dir, specs, rounds=rounds, seed=seed, rewarm_calls=rewarm_calls,
                       builds=builds, rebuild_share=rebuild_share, dirs=dirs,
                       profile_steps=profile_steps)
-    party.procs.append(start_paced(arms_task(specs), arms, run_dir, log, hw))
+    party.procs.append(start_paced(arms_task(specs, hw), arms, run_dir, log, hw))
 
 
 def _start_member(party: _Party, spec: RunSpec, run_dir: Path, log_stem: Path, *,
