@@ -31,9 +31,10 @@ than the rest with 80% power (``GUARD_POWER``), and that test does not find it
 different; then the one that differs most leaves first, and so on. With 2 runs a side
 and no stored sweeps (2 degrees of freedom) no configuration can be guarded, so each
 keeps its own: six configurations, one 3x noisier, pooled by a plain F test at 0.01,
-called a true -3% change REGRESSED 7.4% of the time (3.2% now). And pooled or not, a
-comparison whose own variance is the larger is judged on its own, with its own degrees
-of freedom (``compare_runs``). Stored sweeps of the same configuration are its own
+called a true -4% change REGRESSED 8.8% of the time (2.0% now; ``python -m
+scripts.error_rates``). And pooled or not, a
+configuration whose own evidence is the noisier is judged on it, with its own degrees
+of freedom (``_pool_family``). Stored sweeps of the same configuration are its own
 history: they are tested against its runs here with the F test at
 ``POOL_GUARD_ALPHA`` and join unless it finds them different.
 """
