@@ -20,9 +20,9 @@ from reports.recommend import Recommendation, WorkloadAnswer, change_of, shown_c
 
 HEADERS = ("configuration", "examples/s", "vs the answer", "standing", "because (profiles)")
 NONE = "-"
-# Rows of one place beyond this are folded into the details (a place rarely has more
-# candidates; a matrix that has them keeps its table a screen high).
-MAX_ROWS = 8
+# Rows of one place beyond this (the answer and the four fastest others) are left to
+# the ranked tables in the details: the short table stays a screen high for a matrix.
+MAX_ROWS = 5
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def heading(r: Recommendation) -> str:
     """``global batch 64: not settled, default on 1 device for now``."""
     kind = KIND_WORDS[r.kind]
     if r.best is None:
-        return f"{r.ranking.label}: {kind}"
+        return f"{r.ranking.label}: {r.text}"  # why there is none
     return (f"{r.ranking.label}: {kind}, {r.best.choice}"
             + ("" if r.settled else " for now"))
 
