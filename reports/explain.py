@@ -15,6 +15,7 @@ shares of the parts that grew can exceed 100% of the difference.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from bench.results.text import tensorboard_command
@@ -117,6 +118,17 @@ class Difference:
         """The evidence after "because" (only where ``reproduced``)."""
         return f"{self.attribution()} ({self.profiles})"
 
+    def headline(self) -> str:
+        """``+7.1 ms/step: communication +5.9 ms (CollectiveReduceV2)``: the difference,
+        the part that grew most and its largest op, the one line a report's summary
+        table has room for (the whole attribution stays in ``because``)."""
+        head = f"+{_ms(self.delta_s)} ms/{self.unit}"
+        top = self.changes[0] if self.changes and self.changes[0].delta_s > 0 else None
+        if top is None:
+            return f"{head}: no single part"
+        op = f" ({top.ops[0][0]})" if top.ops else ""
+        return f"{head}: {top.part} +{_ms(top.delta_s)} ms{op}"
+
 
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3g}"
@@ -160,6 +172,32 @@ def because(slower: ConfigView, faster: ConfigView) -> str | None:
     "because"), or None where the profiles cannot give it."""
     d = difference(slower, faster)
     return d.because() if d is not None and d.reproduced else None
+
+
+def because_line(slower: ConfigView, faster: ConfigView) -> str | None:
+    """``because``'s one-line headline (``Difference.headline``), or None where the
+    profiles cannot give a cause."""
+    d = difference(slower, faster)
+    return d.headline() if d is not None and d.reproduced else None
+
+
+# What ``Difference.profiles`` puts in a sentence: after " (" (a cause in brackets) or
+# after "; " (inside a bracket that goes on being closed). Renderings that link the
+# paths take them out of the sentence with ``split_profiles``.
+_PROFILES = re.compile(r"(?P<lead> \(|; )profiles: (?P<dirs>[^;()]*); open them with: "
+                       r"(?P<command>[^()]*)\)")
+
+
+def split_profiles(text: str) -> tuple[str, list[str]]:
+    """``text`` without the profiles' paths and commands ``Difference.profiles`` wrote
+    into it, and those paths in order (each once): a rendering links them apart."""
+    dirs: list[str] = []
+
+    def cut(m: re.Match[str]) -> str:
+        dirs.extend(d for d in m["dirs"].split(", ") if d and d not in dirs)
+        return "" if m["lead"] == " (" else ")"
+
+    return _PROFILES.sub(cut, text), dirs
 
 
 def compared(a: ConfigView, b: ConfigView) -> str | None:

@@ -5,13 +5,18 @@ from __future__ import annotations
 import base64
 import html
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from bench.results.figures import why_missing
+from bench.results.text import tensorboard_command
 from reports.answers import HEADERS, LEGEND, answer_row
-from reports.breakdown import breakdown_table
+from reports.breakdown import breakdown_table, common_dir
+from reports.brief import HEADERS as BRIEF_HEADERS
+from reports.brief import brief
 from reports.columns import Notes, definitions
 from reports.configs import ConfigView
+from reports.explain import split_profiles
 from reports.loops import cost_line
 from reports.plots import Plot, allreduce_plot, workload_plots
 from reports.projection import SweepProjection, machine_projections
@@ -40,6 +45,8 @@ dl.defs dt{font-weight:600;margin-top:.4rem}dl.defs dd{margin-left:1rem}
 .scroll{overflow-x:auto;max-width:100%}tr.hasv td{border-bottom:none}
 tr.v td{border-top:none;color:#8a4b08;font-size:.74rem;padding-top:0}
 pre.wide{white-space:pre}ul.notes{list-style:none;padding-left:0;margin-top:0}
+details.more{margin:.6rem 0}details.more>summary{cursor:pointer;color:#1c5fb0}
+ul.paths{font-size:.78rem;margin:.2rem 0}
 """
 
 
@@ -103,12 +110,68 @@ def _notes(lines: Sequence[str]) -> str:
 
 
 def _recommendation(w: WorkloadAnswer) -> str:
-    items = []
+    """Each place's answer in full; the profiles' paths it names are taken out of its
+    sentences and linked under them."""
+    items, dirs = [], []
     for rec in w.recommendations:
-        others = "".join(f"<li>{e(o)}</li>" for o in rec.others)
-        items.append(f"<li><b>{e(rec.ranking.label)}</b>: {rec.verb}{e(rec.text)}"
-                     + (f"<ul>{others}</ul>" if others else "") + "</li>")
-    return (f"<div class='box rec'><b>Recommendation</b><ul>{''.join(items)}</ul></div>")
+        text, found = split_profiles(rec.text)
+        dirs += found
+        others = []
+        for o in rec.others:
+            line, more = split_profiles(o)
+            others.append(f"<li>{e(line)}</li>")
+            dirs += more
+        items.append(f"<li><b>{e(rec.ranking.label)}</b>: {rec.verb}{e(text)}"
+                     + (f"<ul>{''.join(others)}</ul>" if others else "") + "</li>")
+    return (f"<div class='box rec'><b>Recommendation</b><ul>{''.join(items)}</ul>"
+            f"{_profile_links(list(dict.fromkeys(dirs)))}</div>")
+
+
+def _href(path: str) -> str:
+    """A link to a profile directory. Stored paths are relative to where the sweep ran,
+    which is where ``bench report`` normally runs too: resolved here, not against the
+    report's own folder."""
+    return Path(path).resolve().as_uri()
+
+
+def _profile_links(dirs: Sequence[str]) -> str:
+    """The profiles named above, one link each, and the command that opens them all."""
+    if not dirs:
+        return ""
+    links = "".join(f"<li><a href='{e(_href(d))}'>{e(d)}</a></li>" for d in dirs)
+    return (f"<p class='muted'>Profiles compared above (open them together with "
+            f"<code>{e(tensorboard_command(common_dir(dirs)))}</code>):</p>"
+            f"<ul class='paths'>{links}</ul>")
+
+
+def _brief(w: WorkloadAnswer) -> str:
+    """The workload's places in one short table: a heading row per place, then the
+    answer and what it was compared with."""
+    head = "".join(f"<th class='l'>{e(h)}</th>" if i != 1 else f"<th>{e(h)}</th>"
+                   for i, h in enumerate(BRIEF_HEADERS))
+    body = []
+    for place in brief(w):
+        body.append(f"<tr class='sub'><th colspan='{len(BRIEF_HEADERS)}'>{e(place.heading)}"
+                    f"</th></tr>")
+        for i, row in enumerate(place.rows):
+            cells = "".join(f"<td class='l'>{e(c)}</td>" if j != 1 else f"<td>{e(c)}</td>"
+                            for j, c in enumerate(row.cells))
+            body.append(f"<tr{' class=best' if i == 0 else ''}>{cells}</tr>")
+        if place.more:
+            body.append(f"<tr><td class='l muted' colspan='{len(BRIEF_HEADERS)}'>"
+                        f"{place.more} more in the ranked tables below</td></tr>")
+    return (f"<div class='scroll'><table class='brief'><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table></div>")
+
+
+def _disclaimer(text: str) -> str:
+    """The machine's caveat: its first sentence in view, the rest folded (it stays
+    above the first plot, where a long paragraph would push the answers away)."""
+    first, sep, rest = text.partition(". ")
+    if not sep:
+        return f"<div class='box note'><b>Read this first.</b> {e(text)}</div>"
+    return (f"<div class='box note'><b>Read this first.</b> {e(first)}.<details>"
+            f"<summary>What that means</summary>{e(rest)}</details></div>")
 
 
 def _verdict_list(w: WorkloadAnswer, mr: MachineReport) -> str:
@@ -237,19 +300,22 @@ def _machine(mr: MachineReport, n: int) -> str:
     m = mr.machine
     parts = [f"<h2 id='machine-{n}'>Machine {n}: {e(m.hardware)}</h2>"]
     if m.disclaimer:
-        parts.append(f"<div class='box note'><b>Read this first.</b> {e(m.disclaimer)}</div>")
+        parts.append(_disclaimer(m.disclaimer))
+    for i, w in enumerate(mr.workloads, 1):
+        # What a reader needs in a minute first (the short table, the plots); the
+        # explanations and the full tables folded under them.
+        parts.append(f"<h3 id='m{n}-w{i}'>{e(w.variant.label())}</h3>")
+        parts.append(_brief(w))
+        parts.extend(_figure(p) for p in workload_plots(w, mr))
+        runs = [r for c in w.configs for r in c.runs]
+        parts.append(f"<details class='more'><summary>{e(w.variant.label())} in full: why "
+                     f"each answer, the ranked tables, verdicts and profiles</summary>"
+                     + _sentences(mr, w) + _recommendation(w) + _comparison(w, mr)
+                     + _verdict_list(w, mr) + _tasks(runs) + _profiles(w.configs) + "</details>")
+    # Reference, not an answer: after the workloads, so the first screen is the answers.
     parts.append("<details><summary>Environment (fingerprint)</summary>"
                  + _table(["", ""], [[k, v] for k, v in m.facts.items()], left=2)
                  + "</details>")
-    for i, w in enumerate(mr.workloads, 1):
-        parts.append(f"<h3 id='m{n}-w{i}'>{e(w.variant.label())}</h3>")
-        parts.append(_recommendation(w))
-        parts.append(_comparison(w, mr))
-        parts.extend(_figure(p) for p in workload_plots(w, mr))
-        parts.append(_verdict_list(w, mr))
-        runs = [r for c in w.configs for r in c.runs]
-        parts.append(_tasks(runs))
-        parts.append(_profiles(w.configs))
     ar = allreduce_plot(mr)
     if ar is not None:
         parts.append("<h3>All-reduce probes</h3>" + _figure(ar) + _allreduce_table(mr))
@@ -265,20 +331,24 @@ def _machine(mr: MachineReport, n: int) -> str:
 
 def _answers(mr: MachineReport, n: int) -> str:
     """One machine's answers: a row per place, its place linking to the workload's
-    section, and each answer in full under a collapsed summary."""
+    section (where each answer is in full, folded)."""
     rows = [(i, answer_row(mr.machine, w.variant, rec))
             for i, w in enumerate(mr.workloads, 1) for rec in w.recommendations]
     head = "".join(f"<th class='l'>{e(h)}</th>" for h in HEADERS)
     body = "".join(f"<tr><td class='l'><a href='#m{n}-w{i}'>{e(r.place)}</a></td>"
                    + "".join(f"<td class='l'>{e(c)}</td>" for c in r.cells[1:]) + "</tr>"
                    for i, r in rows)
-    full = "".join(f"<li>{e(r.sentence)}</li>" for _, r in rows)
     return (f"<p><a href='#machine-{n}'>{e(mr.machine.hardware)}</a> "
             f"<span class='muted'>({len(mr.machine.runs)} results)</span></p>"
             f"<div class='scroll'><table class='answers'><thead><tr>{head}</tr></thead>"
-            f"<tbody>{body}</tbody></table></div>"
-            + (f"<details><summary>The answers in full</summary><ul>{full}</ul></details>"
-               if full else ""))
+            f"<tbody>{body}</tbody></table></div>")
+
+
+def _sentences(mr: MachineReport, w: WorkloadAnswer) -> str:
+    """The workload's answers in full (what ``--explain`` prints)."""
+    items = "".join(f"<li>{e(answer_row(mr.machine, w.variant, rec).sentence)}</li>"
+                    for rec in w.recommendations)
+    return f"<p><b>The answers in full</b></p><ul>{items}</ul>" if items else ""
 
 
 def _definitions() -> str:
