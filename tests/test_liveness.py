@@ -21,6 +21,7 @@ from bench.launch import launcher
 from bench.launch.arms import run_interleaved
 from bench.launch.launcher import _Proc, _Run, _supervise, checkout_pythonpath
 from bench.launch.liveness import Deadlines, Liveness, ProgressWatch
+from bench.launch.pacing import Paced, Stop, hear
 from bench.progress import beat, last_phase, progress_path
 from bench.spec import RunSpec
 from bench.tasks import Task
@@ -176,3 +177,46 @@ def test_an_arms_process_hung_at_start_is_caught_by_its_silence(
         assert "last phase: process up" in (r.reason or "")
     assert "most recent call first" in (tmp_path / "a.log").read_text()  # its stacks
     assert not child_processes(tmp_path)
+
+
+def _paced_sleeper(tmp_path: Path, deadlines: Deadlines) -> Paced:
+    """A paced process that never answers (a sleep), its progress watched."""
+    turn_r, turn_w = os.pipe()
+    done_r, done_w = os.pipe()
+    os.close(turn_r)
+    proc = subprocess.Popen(["sleep", "60"], pass_fds=(done_w,), start_new_session=True)
+    os.close(done_w)  # the sleeper holds the write end: no EOF while it lives
+    task = Task("single", 0, "arms", main=True)
+    return Paced(_Proc(task, proc, tmp_path / "x.log"), tmp_path, turn_w, done_r,
+                 ProgressWatch.of(tmp_path, task.name, time.monotonic(), deadlines))
+
+
+def test_a_paced_process_that_goes_silent_while_starting_is_stopped_as_hung(
+        tmp_path: Path) -> None:
+    beat(tmp_path, "single0", "process up")
+    p = _paced_sleeper(tmp_path, Deadlines(startup_s=30.0, silence_s=1.0))
+    try:
+        with pytest.raises(Stop, match="hung.*last phase: process up") as stop:
+            hear(p, "the arms' process", time.monotonic() + 60, "build and warm up",
+                 starting=True)
+        assert stop.value.status == "timeout"
+    finally:
+        p.close()
+        launcher.kill_group(p.proc.proc)
+
+
+def test_a_paced_process_that_keeps_beating_is_bounded_by_the_overall_deadline(
+        tmp_path: Path) -> None:
+    p = _paced_sleeper(tmp_path, Deadlines(startup_s=30.0, silence_s=1.0))
+    end = time.monotonic() + 3.0
+    try:
+        while time.monotonic() < end - 0.5:  # beats every 0.2 s, as a build would
+            beat(tmp_path, "single0", "arm built")
+            with pytest.raises(Stop, match="in time"):
+                hear(p, "the arms' process", time.monotonic() + 0.2, "build and warm up",
+                     starting=True)
+        with pytest.raises(Stop, match="did not build and warm up in time"):
+            hear(p, "the arms' process", end, "build and warm up", starting=True)
+    finally:
+        p.close()
+        launcher.kill_group(p.proc.proc)
