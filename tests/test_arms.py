@@ -144,3 +144,11 @@ def test_each_block_of_rounds_runs_on_arms_built_afresh(tmp_path: Path) -> None:
             assert r.figures.learned is not None
         log = (tmp_path / f"arms{share}.log").read_text(encoding="utf-8")
         assert log.count("arm 0 built and warm") == max(builds) + 1
+
+
+def test_mirrored_arms_on_different_device_counts_share_a_process(tmp_path: Path) -> None:
+    # Each MirroredStrategy's collective group keys started at 1: the second one built,
+    # on another device count, failed at its first all-reduce (bench.child.build).
+    four = RunSpec(workload="mlp", strategy="mirrored", devices=4, batch=16, **TINY)
+    results = run_interleaved([four, four.replace(devices=2)], tmp_path / "a.log", rounds=2)
+    assert [r.status for r in results] == ["ok", "ok"], [r.reason for r in results]

@@ -115,6 +115,8 @@ def test_worker_that_never_starts_is_a_startup_timeout(tmp_path: Path,
     # The leader would wait forever in the MWMS constructor: the start-up deadline ends it.
     monkeypatch.setenv("STRATBENCH_FAULT", "worker1:hang_at_start")
     monkeypatch.setattr(launcher, "STARTUP_TIMEOUT_S", 15.0)
+    # It says "process up", then hangs: its silence after that phase ends it.
+    monkeypatch.setattr(launcher, "PROGRESS_SILENCE_S", 15.0)
     t0 = time.monotonic()
     r = run(tmp_path, strategy="multi_worker_mirrored", devices=2)
     assert r.status == "timeout", r.reason

@@ -81,6 +81,7 @@ from bench.child.main import (
     failure_report,
     finish_process,
     inject_fault,
+    progress_log,
     start_process,
     task_environment,
 )
@@ -98,6 +99,7 @@ from bench.energy import energy_meter
 from bench.errors import Unsupported
 from bench.hardware import first_cards
 from bench.matrix import block_rounds, round_orders
+from bench.progress import beat
 from bench.results.mfu import at_sustained_clock
 from bench.results.payload import TaskReport, arm_name
 from bench.spec import RunSpec
@@ -213,6 +215,10 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
     import tensorflow as tf
 
     phases["import_tf_s"] = time.perf_counter() - t
+    # Every phase of the arms' build is a heartbeat: the launcher waits on progress,
+    # not on the sum of the arms' builds (bench.launch.liveness).
+    say = progress_log(run_dir, task)
+    say(f"TensorFlow imported in {phases['import_tf_s']:.1f}s")
     from bench.child.build import build as build_strategy
     from bench.child.devices import DeviceSetup, setup_devices
     from bench.child.fit import TRAINERS
@@ -222,6 +228,7 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
     t = time.perf_counter()
     devices = setup_devices(tf, task.local_devices, task.gpu_memory_limit_mb)
     phases["device_setup_s"] = time.perf_counter() - t
+    say(f"devices set up: {', '.join(devices.names)}")
     env = task_environment(tf, devices, threads, task)
     gpu = gpu_run(task)  # one sampler for the process; each arm keeps its own windows'
     gpu.begin()
@@ -260,21 +267,24 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
                     arm.memory.building()
                 arm.trainer = TRAINERS.get(arm.spec.loop)(arm.spec, strategy, own)
                 arm_phases = {**phases, "build_s": time.perf_counter() - t}
+                say(f"arm {arm.index} built in {arm_phases['build_s']:.1f}s: "
+                    f"{arm.spec.label()}")
                 # Several workers time a few warm-up calls, then agree on one step
                 # count a window (as Trainer.measure does in a run of their own).
                 agreeing = multi_worker(arm.trainer)
                 arm.current = warm_up(
                     arm.trainer.loop(), Rules.of(arm.spec), launch_ts=own_launch,
-                    phases=arm_phases, progress=child_log,
+                    phases=arm_phases, progress=say,
                     warm_target=max(arm.spec.warmup_steps, 3 * arm.spec.steps_per_call)
                     if agreeing else None,
                     agree=arm.trainer.agreed_window_steps if agreeing else None)
                 if first:
                     arm.warm = arm.current
                     arm.memory.built()
-                child_log(f"arm {arm.index} built and warm: {arm.spec.label()}")
+                say(f"arm {arm.index} built and warm: {arm.spec.label()}")
             except BaseException as exc:
                 _fail(arm, exc)
+                say(f"arm {arm.index} failed to build")
         return time.perf_counter() - t0
 
     set_up_s = build_all(first=True)
@@ -398,6 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     doc = json.loads(args.arms.read_text(encoding="utf-8"))
     specs = [RunSpec.from_dict(d) for d in doc["specs"]]
     task = start_process(args.task)
+    beat(args.run_dir, task.name, "process up")  # the first heartbeat (bench.progress)
     inject_fault(task, "hang_at_start")
     inject_fault(task, "exit_at_start")
     own: TaskReport

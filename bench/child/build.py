@@ -8,6 +8,7 @@ object needs TensorFlow, so it lives here, one function per registry name.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable
 from typing import Any
@@ -62,12 +63,26 @@ def cross_device_ops(choice: str) -> Any:
     return table[choice]()
 
 
+# Collective group keys of each MirroredStrategy built in this process start at
+# 1 + its class's _collective_key_base, read at construction. The arms of one process
+# (bench.child.arms) hold several: mirrored on 4 devices, then on 2, both took group
+# key 1 and the second failed at its first step ("CPU:1 is joining a group with size2,
+# but that group has size 4"). Each gets a range of keys of its own.
+COLLECTIVE_KEY_STRIDE = 100_000
+_mirrored_built = itertools.count()
+
+
 @_register("mirrored")
 def _mirrored(spec: RunSpec, devices: list[str]) -> Any:
     import tensorflow as tf
 
-    return tf.distribute.MirroredStrategy(
-        devices, cross_device_ops=cross_device_ops(spec.cross_device_ops))
+    cls = tf.distribute.MirroredStrategy
+    saved = cls._collective_key_base
+    cls._collective_key_base = COLLECTIVE_KEY_STRIDE * next(_mirrored_built)
+    try:
+        return cls(devices, cross_device_ops=cross_device_ops(spec.cross_device_ops))
+    finally:
+        cls._collective_key_base = saved
 
 
 @_register("central_storage")

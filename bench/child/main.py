@@ -4,8 +4,9 @@
 
 The process does its task's job (``Task.runner``: train, serve as a cluster
 server, or coordinate a parameter-server run) and leaves files in ``DIR``:
-``ready.<task>`` once its strategy or server is up (the launcher's start-up
-deadline watches for it) and ``payload.<task>.json`` (its ``TaskReport``: status,
+``ready.<task>`` once its strategy or server is up, ``progress.<task>`` (a line
+per phase finished: the launcher declares a task that is not up yet hung only when
+this stops growing, ``bench.progress``) and ``payload.<task>.json`` (its ``TaskReport``: status,
 reason, figures, environment) when it finishes, whatever happened. Tasks with ``barrier``
 (independent copies) mark themselves ready only after their warm-up, then wait for
 ``DIR/go`` (written by the launcher once every task is ready) before their measured
@@ -37,6 +38,7 @@ from bench.child.gather import gather_hosts
 from bench.child.keras_lane import select_keras
 from bench.errors import Unsupported
 from bench.hardware import detect
+from bench.progress import beat
 from bench.results.mfu import at_sustained_clock
 from bench.results.payload import TaskReport
 from bench.spec import RunSpec
@@ -68,6 +70,15 @@ def child_log(msg: str) -> None:
     print(f"[child {os.getpid()}] {msg}", file=sys.stderr, flush=True)
 
 
+def progress_log(run_dir: Path, task: Task) -> Callable[[str], None]:
+    """A log for phases: each message goes to the log and is a heartbeat in the
+    task's progress file, the launcher's sign that a long start-up is not a hang."""
+    def say(msg: str) -> None:
+        child_log(msg)
+        beat(run_dir, task.name, msg)
+    return say
+
+
 class Context:
     """What a runner needs: the spec, its task, where to leave files, the launch time."""
 
@@ -78,6 +89,7 @@ class Context:
         # Steps a sweep asks this run to profile after its windows, for the report's
         # explanations (bench.launch.evidence), although its spec asks for none.
         self.evidence_steps = evidence_steps
+        self.say = progress_log(run_dir, task)  # log a phase, and beat
 
     def mark_ready(self) -> None:
         (self.run_dir / f"ready.{self.task.name}").touch()
@@ -138,6 +150,7 @@ def run_train(ctx: Context) -> TaskReport:
     import tensorflow as tf
 
     phases["import_tf_s"] = time.perf_counter() - t
+    ctx.say(f"TensorFlow imported in {phases['import_tf_s']:.1f}s")
     from bench.child.build import build as build_strategy
     from bench.child.devices import setup_devices
     from bench.child.fit import TRAINERS  # the spec's loop: custom or Keras fit
@@ -150,6 +163,7 @@ def run_train(ctx: Context) -> TaskReport:
     devices = setup_devices(tf, ctx.task.local_devices,
                             ctx.task.gpu_memory_limit_mb or spec.gpu_memory_limit_mb)
     phases["device_setup_s"] = time.perf_counter() - t
+    ctx.say(f"devices set up: {', '.join(devices.names)}")
     env = task_environment(tf, devices, threads, ctx.task)
     # Clocks, power, throttling of the run's cards, in its main process only (one
     # sampler per run); nothing without nvidia-smi.
@@ -158,6 +172,7 @@ def run_train(ctx: Context) -> TaskReport:
     env.update(gpu.environment())
     t = time.perf_counter()
     strategy = build_strategy(spec, devices.names)
+    ctx.say(f"strategy {spec.strategy} built")
     if not ctx.task.barrier:
         ctx.mark_ready()  # barrier tasks are ready once warmed up (_before_windows)
     if spec.mode == "allreduce":  # the all-reduce probe instead of training
@@ -167,9 +182,9 @@ def run_train(ctx: Context) -> TaskReport:
         return TaskReport("ok", allreduce=probe, environment=env)
     trainer = TRAINERS.get(spec.loop)(spec, strategy, devices)
     phases["build_s"] = time.perf_counter() - t
-    child_log(f"built {spec.label()} in {phases['build_s']:.2f}s "
-         f"({trainer.stats.params:,} params, pool of {trainer.pool} batches)")
-    figures = trainer.measure(ctx.launch_ts, phases, progress=child_log,
+    ctx.say(f"built {spec.label()} in {phases['build_s']:.2f}s "
+            f"({trainer.stats.params:,} params, pool of {trainer.pool} batches)")
+    figures = trainer.measure(ctx.launch_ts, phases, progress=ctx.say,
                               before_windows=_before_windows(ctx, gpu.at_start))
     gpu.at_end()  # the state at both ends of the windows, for throttle_findings
     env.update(gpu.environment())
@@ -210,6 +225,7 @@ def run_server(ctx: Context) -> TaskReport:
     """A TensorFlow cluster server (parameter-server or worker task): serve until killed."""
     import tensorflow as tf
 
+    ctx.say("TensorFlow imported")
     configure_threads(tf, ctx.task)
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     server = tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type,
@@ -224,7 +240,7 @@ def run_ps_chief(ctx: Context) -> TaskReport:
     """Coordinate a parameter-server run and measure it."""
     from bench.child.ps import run_coordinator
 
-    return run_coordinator(ctx.spec, ctx.launch_ts, ctx.mark_ready, child_log,
+    return run_coordinator(ctx.spec, ctx.launch_ts, ctx.mark_ready, ctx.say,
                            gpu=gpu_run(ctx.task))
 
 
@@ -266,6 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     spec = RunSpec.from_dict(json.loads(args.spec.read_text(encoding="utf-8")))
     task = start_process(args.task)
+    # The first heartbeat: the interpreter is up (a task hung at start is then caught
+    # by the silence after it).
+    beat(args.run_dir, task.name, "process up")
     inject_fault(task, "hang_at_start")
     inject_fault(task, "exit_at_start")
     ctx = Context(spec, task, args.run_dir, args.launch_ts, args.profile_dir,

@@ -9,8 +9,16 @@ bench.results.schema):
 
 - the first call (tracing, graph optimisation) and the warm-up calls are timed
   apart and never inside a window;
-- a window opens and closes with a full synchronisation; every call inside it is
-  waited for by fetching its loss, which gives one step-time sample per call;
+- a window opens and closes with a full synchronisation; inside it the host runs
+  at most ``FETCH_LAG`` calls ahead of the losses it has fetched: after starting
+  call i it waits for the loss of call i - ``FETCH_LAG``. On an asynchronous device
+  (a GPU) fetching every call's own loss would serialise host and device each call
+  (the device idles while the host dispatches the next), which TF's own benchmarks
+  and ``fit(steps_per_execution=...)`` do not do; a bounded lag keeps the device fed
+  and the host at the device's pace, so each call still gives a step-time sample
+  (the interval between two calls' ends) and a window cannot run past its end by
+  more than the lag. Every call's loss is still fetched and checked (the rest after
+  the closing synchronisation, outside the timing);
 - a window ends after ``max_steps`` steps, or once ``max_seconds`` have passed and
   ``min_steps`` were taken (or after the step count a multi-worker run agreed on);
 - the headline throughput is the median window.
@@ -25,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -38,6 +47,12 @@ from bench.results.samples import coefficient_of_variation, step_time_stats
 from bench.results.schema import Figures, Memory, ModelInfo, Startup, Warmup, Window
 from bench.spec import RunSpec
 from workloads.flops import ModelStats
+
+# Calls the host may start before it waits for an earlier call's loss (see the module
+# docstring). 0 fetches every call's loss before the next call: the old protocol, which
+# scripts/loss_fetch.py compares with this one. Two, not one, so that a call shorter
+# than the next one's dispatch jitter still leaves the device work queued.
+FETCH_LAG = 2
 
 
 @dataclass(frozen=True)
@@ -193,13 +208,18 @@ class WindowRun:
 def run_window(loop: Loop, rules: Rules, index: int, out: Any, *,
                memory: DeviceMemoryProbe, fixed_steps: int | None = None,
                slowdown: float = 0.0, host_memory: bool = True,
-               meter: EnergyMeter | None = None) -> WindowRun:
+               meter: EnergyMeter | None = None,
+               fetch_lag: int = FETCH_LAG) -> WindowRun:
     """One synchronised window: opens after every device is idle, closes when they are.
 
     ``host_memory=False`` records no host peak (a process shared with other
     configurations has no peak of this one's own). ``meter``: the energy counter of
     the devices this window trains on (default: the process's, ``energy_meter()``).
+    ``fetch_lag``: how many calls the host runs ahead of the losses it waits for
+    (``FETCH_LAG``; 0: each call's own loss before the next call).
     """
+    if fetch_lag < 0:
+        raise ValueError(f"fetch_lag must be 0 or more calls. Received: fetch_lag={fetch_lag}")
     k = loop.steps_per_call
     call, fetch, scale = loop.call, loop.fetch, loop.sample_scale / k
     memory.reset()
@@ -211,24 +231,35 @@ def run_window(loop: Loop, rules: Rules, index: int, out: Any, *,
     c0 = time.process_time()
     t0 = time.perf_counter()
     times: list[float] = []
-    steps, first_loss, loss = 0, math.nan, math.nan
+    losses: list[float] = []
+    pending: deque[Any] = deque()  # calls started whose loss is not fetched yet
+    steps, tc = 0, t0
     while True:
-        tc = time.perf_counter()
         out = call()
-        loss = fetch(out)
+        pending.append(out)
+        if len(pending) > fetch_lag:
+            losses.append(fetch(pending.popleft()))
         tn = time.perf_counter()
         if slowdown:  # proportional to the call's own time, so any workload slows alike
             tn = stall_until(tn + (tn - tc) * slowdown)
+        # The interval since the previous call ended: with the host held at most
+        # fetch_lag calls ahead, the device's pace once the queue is full.
         times.append((tn - tc) * scale)
-        if steps == 0:
-            first_loss = loss
+        tc = tn
         steps += k
         if rules.window_done(steps, tn - t0, fixed_steps, index=index, now_ts=epoch + tn):
             break
     loop.sync(out)
     t1 = time.perf_counter()
     cpu = time.process_time() - c0
-    energy = window_energy(e0, meter.read())
+    energy = window_energy(e0, meter.read())  # at the closing sync, as the wall time
+    # The window is closed: the losses still pending cost no window time now.
+    losses.extend(fetch(h) for h in pending)
+    first_loss, loss = losses[0], losses[-1]
+    bad = next((i for i, x in enumerate(losses) if not math.isfinite(x)), None)
+    if bad is not None:  # a diverged run's throughput is not a result
+        raise FloatingPointError(f"training diverged: loss is {losses[bad]} at call "
+                                 f"{bad + 1} of {len(losses)} in window {index + 1}")
     wall = t1 - t0
     examples = steps * loop.examples_per_step
     window = Window(

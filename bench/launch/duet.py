@@ -34,7 +34,6 @@ from bench.env import now_iso
 from bench.hardware import Hardware, detect
 from bench.launch.arms import arm_result, arms_task, check_arms, write_arms
 from bench.launch.launcher import (
-    STARTUP_TIMEOUT_S,
     _Run,
     make_result,
     unsupported_result,
@@ -88,11 +87,12 @@ def duet_reason(spec: RunSpec) -> str | None:
     return None
 
 
-def _hear(side: _Side, deadline: float, what: str) -> bytes:
-    """The side's next word, or _Stop when it dies or says nothing by ``deadline``."""
+def _hear(side: _Side, deadline: float, what: str, *, starting: bool = False) -> bytes:
+    """The side's next word, or _Stop when it dies or says nothing by ``deadline``
+    (``starting``: or shows no progress in time, ``pacing.hear``)."""
     assert side.paced is not None
     try:
-        return hear(side.paced, side.who, deadline, what)
+        return hear(side.paced, side.who, deadline, what, starting=starting)
     except Stop as stop:
         raise _Stop(stop.status, stop.reason, side.index) from None
 
@@ -147,9 +147,10 @@ def run_duet(specs: Sequence[RunSpec], log_paths: Sequence[Path], *, rounds: int
         try:
             for side in sides:
                 _start(side, seed, rewarm_calls, envs[side.index], pythons[side.index], hw)
-            ready_by = t0 + min(timeout, STARTUP_TIMEOUT_S + max(s.timeout_s for s in specs))
+            # A side is hung when its build stops making progress; the duet's own
+            # timeout bounds one that keeps going and never gets ready.
             for side in sides:
-                if _hear(side, ready_by, "build and warm up") != b"R":
+                if _hear(side, t0 + timeout, "build and warm up", starting=True) != b"R":
                     raise _Stop("failed", f"side {side.index} said something other than "
                                           f"ready", side.index)
             for order in round_orders(SIDES, rounds, random.Random(seed)):

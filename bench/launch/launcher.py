@@ -27,6 +27,7 @@ from typing import Any
 
 from bench.env import CPU_ALLOCATOR_VAR, fingerprint, now_iso
 from bench.hardware import Hardware, detect
+from bench.launch.liveness import Deadlines, ProgressWatch
 from bench.results.combination import combine
 from bench.results.mfu import TaskPeak, run_mfu
 from bench.results.payload import TaskReport, read_report, task_figures
@@ -41,8 +42,17 @@ POLL_S = 0.05
 # more than a task takes to notice the word (bench.child.main.BARRIER_POLL_S) and read
 # its device state, so that every one starts on the same clock.
 GO_LEAD_S = 0.25
-# A task that is not up (strategy built / server started) by then is declared hung.
+# A task that is not up yet (strategy built, server started, arms built and warm) is
+# hung when it shows no progress (bench.launch.liveness): no first phase within
+# STARTUP_TIMEOUT_S of launch (the interpreter and bench imported: seconds, even with
+# eight processes importing at once), or no next phase within PROGRESS_SILENCE_S of
+# the last one. Its phases' sum is bounded by the run's timeout only: the eight
+# ResNet50 arms of a 224x224 session took 321 s to build on two cores. One phase is a
+# single TensorFlow call at worst, the first call (tracing and one step): 74 s for
+# that session's Mirrored arm on 4 logical devices, 20-31 s on one; 300 s leaves it
+# room on a loaded machine and still ends a real hang within five minutes.
 STARTUP_TIMEOUT_S = 120.0
+PROGRESS_SILENCE_S = 300.0
 # After the main task finishes, how long its peers get to leave their payloads.
 PEER_GRACE_S = 15.0
 TAIL_LINES = 25
@@ -341,12 +351,23 @@ def run_isolated(spec: RunSpec, log_path: Path, timeout_s: float | None = None,
                        wall_s=wall, launcher=info, allreduce=report.allreduce)
 
 
+def startup_deadlines() -> Deadlines:
+    """The deadlines a starting task's progress is held to (read at each launch, so
+    that a test can shorten them)."""
+    return Deadlines(startup_s=STARTUP_TIMEOUT_S, silence_s=PROGRESS_SILENCE_S)
+
+
 def _supervise(run: _Run, t0: float, timeout: float) -> tuple[str | None, str, _Proc | None]:
     """Wait for the run to end. Returns (status, reason, culprit) when the launcher
-    must decide the outcome, or (None, "", None) when the main task left its payload."""
+    must decide the outcome, or (None, "", None) when the main task left its payload.
+
+    A task not up yet is hung when its progress file stops growing
+    (``startup_deadlines``); the whole run is bounded by ``timeout``."""
     procs = run.procs
     main = next(p for p in procs if p.task.main)
-    startup_deadline = t0 + STARTUP_TIMEOUT_S
+    deadlines = startup_deadlines()
+    watches = {p.task.name: ProgressWatch.of(run.run_dir, p.task.name, t0, deadlines)
+               for p in procs}
     deadline = t0 + timeout
     go_written = not any(p.task.barrier for p in procs)
     main_done_at: float | None = None
@@ -381,11 +402,13 @@ def _supervise(run: _Run, t0: float, timeout: float) -> tuple[str | None, str, _
                 if late else ""
             return "timeout", f"killed after exceeding the {timeout:g} s timeout{starting}", \
                 late[0] if late else None
-        if now > startup_deadline and main_done_at is None and late:
-            names = ", ".join(p.task.name for p in late)
-            why = (f"start-up hang: task(s) {names} not up within "
-                   f"{startup_deadline - t0:g} s of launch")
-            return "timeout", why, late[0]
+        silent = [p for p in late if watches[p.task.name].poll(now)] \
+            if main_done_at is None else []
+        if silent:
+            why = "; ".join(f"{p.task.name}: {watches[p.task.name].why(now)}" for p in silent)
+            names = ", ".join(p.task.name for p in silent)
+            return "timeout", f"start-up hang: task(s) {names} not up and silent ({why})", \
+                silent[0]
         time.sleep(POLL_S)
 
 

@@ -15,12 +15,13 @@ import select
 import subprocess
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.hardware import Hardware
-from bench.launch.launcher import _Proc, child_command, child_env
+from bench.launch.launcher import _Proc, child_command, child_env, startup_deadlines
+from bench.launch.liveness import ProgressWatch
 from bench.tasks import Task
 
 
@@ -40,6 +41,8 @@ class Paced:
     run_dir: Path
     turn_w: int
     done_r: int
+    # Its progress file, watched while it builds and warms up (``hear(..., starting=True)``).
+    watch: ProgressWatch | None = field(default=None, repr=False)
 
     def close_turns(self) -> None:
         """End of file on the turns: the process ends its rounds and finishes."""
@@ -77,16 +80,23 @@ def start_paced(task: Task, arms: Path, run_dir: Path, log: Path, hw: Hardware, 
     finally:
         os.close(turn_r)
         os.close(done_w)
-    return Paced(_Proc(task, proc, log), run_dir, turn_w, done_r)
+    return Paced(_Proc(task, proc, log), run_dir, turn_w, done_r,
+                 ProgressWatch.of(run_dir, task.name, time.monotonic(), startup_deadlines()))
 
 
-def hear(p: Paced, who: str, deadline: float, what: str) -> bytes:
+def hear(p: Paced, who: str, deadline: float, what: str, *, starting: bool = False) -> bytes:
     """``p``'s next word; Stop when it dies or says nothing by ``deadline`` (``who``
-    names it in the reason)."""
+    names it in the reason). ``starting``: ``p`` is building and warming up, and is
+    also stopped as soon as its progress file stays silent past its deadlines
+    (``bench.launch.liveness``): the overall ``deadline`` then bounds only a process
+    that keeps making progress."""
     while True:
-        left = deadline - time.monotonic()
+        now = time.monotonic()
+        left = deadline - now
         if left <= 0:
             raise Stop("timeout", f"{who} did not {what} in time")
+        if starting and p.watch is not None and p.watch.poll(now):
+            raise Stop("timeout", f"{who} did not {what}: hung ({p.watch.why(now)})")
         ready, _, _ = select.select([p.done_r], [], [], min(left, 1.0))
         if ready:
             word = os.read(p.done_r, 1)

@@ -47,7 +47,6 @@ from bench.launch.arms import (
     write_arms,
 )
 from bench.launch.launcher import (
-    STARTUP_TIMEOUT_S,
     _combine,
     _Run,
     cluster_configs,
@@ -93,9 +92,10 @@ class _Party:
     def who(self, p: Paced) -> str:
         return f"{self.label}: process {p.proc.task.name}"
 
-    def hear(self, deadline: float, what: str) -> list[bytes]:
-        """Each process's next word; Stop when one dies or says nothing by ``deadline``."""
-        return [hear(p, self.who(p), deadline, what) for p in self.procs]
+    def hear(self, deadline: float, what: str, *, starting: bool = False) -> list[bytes]:
+        """Each process's next word; Stop when one dies or says nothing by ``deadline``
+        (``starting``: or shows no progress in time, ``pacing.hear``)."""
+        return [hear(p, self.who(p), deadline, what, starting=starting) for p in self.procs]
 
     def turn(self, deadline: float) -> list[bytes]:
         """One window: every process of the party at once, then each one's answer."""
@@ -196,11 +196,12 @@ def run_session(specs: Sequence[RunSpec], log_path: Path, *, rounds: int, seed: 
                                   log_path.with_name(f"{log_path.stem}.m{m}"), rounds=rounds,
                                   seed=seed, profile_dir=dirs[i],
                                   profile_steps=profile_steps, hw=hw)
-                ready_by = min(deadline, t0 + STARTUP_TIMEOUT_S + max(
-                    sized[i].timeout_s for i in order))
+                # Building and warming every arm takes what it takes (eight ResNet50
+                # arms: minutes): a party is hung when its progress stops, and the
+                # session's deadline bounds one that never gets ready.
                 for party in parties:
-                    _attempt(party, lambda p: _expect(p.hear(ready_by, "build and warm up"),
-                                                      b"R", p.label))
+                    _attempt(party, lambda p: _expect(
+                        p.hear(deadline, "build and warm up", starting=True), b"R", p.label))
                 _conduct(parties, rounds, seed, deadline)
                 for party in parties:  # one at a time: each finishes alone
                     _attempt(party, lambda p: p.finish(min(deadline, time.monotonic()

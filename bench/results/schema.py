@@ -32,8 +32,10 @@ THROUGHPUT_DEFINITION = (
 )
 STEP_TIME_DEFINITION = (
     "step = one optimizer update (grad_accum x global batch examples). Each timed sample is "
-    "one call of the compiled train function (steps_per_call steps, synchronised by fetching "
-    "its loss) divided by steps_per_call."
+    "the interval between the ends of two calls of the compiled train function "
+    "(steps_per_call steps) divided by steps_per_call; the host waits for the loss of the "
+    "call two calls back (bench.child.windows.FETCH_LAG), so it keeps the device's pace "
+    "without idling it each call. Every call's loss is fetched."
 )
 MEMORY_DEFINITION = (
     "device peak: tf.config.experimental.get_memory_info peak, reset before each window. On "
