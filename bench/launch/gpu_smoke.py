@@ -32,6 +32,7 @@ from bench.launch.gpu_preflight import (
 )
 from bench.launch.launcher import run_isolated
 from bench.results.schema import RunResult
+from bench.results.store import SweepStore
 from bench.spec import RunSpec
 
 # Every smoke run's environment: NCCL says what it found and which transport it took.
@@ -178,7 +179,7 @@ def run_smoke(hw: Hardware, out: Path, *, probe: Probe | None = None,
     for step in plan.steps:
         progress(f"gpu-smoke: {step.name} ({step.why})")
         t0 = time.monotonic()
-        result = run(step.spec, out / "logs" / f"{step.name}.log", env=SMOKE_ENV)
+        result = run(step.spec, SweepStore(out).logs_dir / f"{step.name}.log", env=SMOKE_ENV)
         results.append(result)
         parts += [step_text(step, result), ""]
         write()
