@@ -8,6 +8,10 @@ STAMP  := $(VENV)/.stratbench-installed
 # CPU build of TensorFlow unless an NVIDIA driver is visible; override with
 # `make TF_EXTRA=tf bench` to keep a TensorFlow you installed yourself.
 TF_EXTRA ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo gpu || echo cpu)
+# The JAX lane (`--backend jax`): CUDA jax beside the GPU build of TensorFlow, CPU jax
+# otherwise; JAX_EXTRA= (empty) leaves JAX out.
+JAX_EXTRA ?= $(if $(filter gpu,$(TF_EXTRA)),jax-cuda,jax)
+COMMA := ,
 # Expanded once (`?=` would re-run `date` at every use and split one sweep in two).
 ifndef OUT
 OUT    := results/bench-$(shell date +%Y%m%d-%H%M%S)
@@ -21,12 +25,12 @@ TF_MINOR = $(PY) -c "import importlib.metadata as m; print('.'.join(m.version(m.
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
-	@echo "  variables: OUT=<sweep dir> ARGS='<extra bench run args>' TF_EXTRA=cpu|gpu|tf"
+	@echo "  variables: OUT=<sweep dir> ARGS='<extra bench run args>' TF_EXTRA=cpu|gpu|tf JAX_EXTRA=jax|jax-cuda|"
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[$(TF_EXTRA),dev]"
+	$(PY) -m pip install --quiet -e ".[$(TF_EXTRA)$(if $(JAX_EXTRA),$(COMMA)$(JAX_EXTRA)),dev]"
 	$(PY) -m pip install --quiet --no-deps "tf-keras==$$($(TF_MINOR)).*"  # the keras2 extra, see pyproject.toml
 	@touch $(STAMP)
 
