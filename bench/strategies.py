@@ -179,6 +179,10 @@ class StrategyFactory:
     # Why a GPU sweep measures it at the device counts ``sweep_devices`` gives.
     sweep_devices_why = "its scaling curve at each doubling of the GPUs, and on all of them"
 
+    # None: its configuration can be an arm of a process shared with others
+    # (bench.launch.arms); otherwise why it runs in a process of its own.
+    no_shared_process_reason: str | None = None
+
     # The framework backends (RunSpec.backend) that run it: a strategy of one backend
     # asked on another is ``unsupported`` with ``backend_reason``, never a traceback.
     backends: tuple[str, ...] = ("tf",)
@@ -657,6 +661,9 @@ class JaxStrategy(StrategyFactory):
     no_allreduce_reason = ("the all-reduce probe drives tf.distribute's cross-device ops; "
                            "the JAX lane has no probe of its collectives yet")
     limits: tuple[LaneLimit, ...] = JAX_LANE_LIMITS
+    no_shared_process_reason = ("the JAX lane fixes its devices once per process (XLA_FLAGS "
+                                "before jax is imported) and has no arms loop yet: each "
+                                "configuration runs in a process of its own")
 
     def lane_reason(self, spec: SpecView) -> str | None:
         """The first lane limit ``spec`` breaks, as a reason naming the field."""

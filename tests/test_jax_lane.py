@@ -135,7 +135,7 @@ def _check_ok(result: object) -> None:
     env = r.environment  # type: ignore[attr-defined]
     assert env["backend"] == "jax" and env["jax"] and env["jaxlib"]
     assert "--xla_force_host_platform_device_count=2" in env["xla_flags"]
-    assert "tensorflow" not in env
+    assert env["frameworks_loaded"] == ["jax"]  # Keras on JAX never loads TensorFlow
 
 
 @needs_jax

@@ -9,6 +9,7 @@ one, the MFU at the sustained clock, and an optional profile.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +26,7 @@ from bench.results.schema import Figures
 from bench.spec import RunSpec
 from bench.tasks import Task, gpu_run
 
+FRAMEWORKS = ("tensorflow", "jax", "torch")
 BeforeWindows = Callable[[Callable[[], None]], Callable[[], float | None]]
 
 
@@ -121,6 +123,9 @@ def run_backend(backend: Backend, spec: RunSpec, task: Task, *, launch_ts: float
                 problems.append(f"profile failed: {type(exc).__name__}: "
                                 f"{str(exc).strip()[:300]}")
     figures = at_sustained_clock(figures, env.get("gpu_state") or {})
+    # Which frameworks the process held by the end: a JAX run that loaded TensorFlow
+    # (a library, or the user's code) paid its import and memory inside the figures.
+    env["frameworks_loaded"] = sorted(m for m in FRAMEWORKS if m in sys.modules)
     return TaskReport("ok", "; ".join(problems) or None, figures=figures, environment=env,
                       local_replicas=built.local_replicas,
                       weights_checksum=built.weights_checksum())

@@ -46,6 +46,27 @@ def cost_flops(lowered: Any) -> float | None:
     return float(value) if value and value > 0 else None
 
 
+def seed_without_tensorflow(seed: int) -> None:
+    """``keras.utils.set_random_seed`` less its TensorFlow seed: Keras 3.15 imports
+    TensorFlow there whenever it is installed (to seed tf.data), which would load it into
+    every JAX-lane process and hide a user's model that calls it."""
+    import random
+
+    try:
+        from keras.src.backend.common import global_state
+        from keras.src.random import seed_generator
+        from keras.src.utils.rng_utils import GLOBAL_RANDOM_SEED
+    except ImportError:  # another Keras layout: its own function, TensorFlow and all
+        import keras
+
+        keras.utils.set_random_seed(seed)
+        return
+    global_state.set_global_attribute(GLOBAL_RANDOM_SEED, seed)
+    global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, None)
+    random.seed(seed)
+    np.random.seed(seed)
+
+
 class JaxDeviceMemory:
     """Peak bytes per device from ``Device.memory_stats()``. JAX cannot reset a peak,
     so the figure is the process's peak so far (``scope``); its CPU client keeps no
@@ -87,7 +108,7 @@ class JaxTrainer:
             raise RuntimeError(f"the mesh made {self.replicas} replicas, the spec expects "
                                f"{spec.replicas}")
         keras.mixed_precision.set_global_policy(spec.precision)
-        keras.utils.set_random_seed(spec.seed)  # the same initial weights in every run
+        seed_without_tensorflow(spec.seed)  # the same initial weights in every run
         with placement.distribution.scope():
             task = build_task(spec)
             model = task.model
