@@ -180,3 +180,11 @@ def test_the_device_script_runs_its_cpu_path(tmp_path: Path) -> None:
         assert run["status"] == "ok" and run["examples_per_s"] > 0
     assert json.loads((tmp_path / "fingerprint.json").read_text())["backend"] == "jax"
     assert any((tmp_path / "profile").rglob("*.xplane.pb"))
+
+
+def test_jax_configurations_run_in_processes_of_their_own() -> None:
+    from bench.launch.arms import shareable_reason
+
+    reason = shareable_reason(jax_spec())
+    assert reason is not None and "process of its own" in reason
+    assert shareable_reason(tiny_spec()) is None
