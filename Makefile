@@ -8,6 +8,12 @@ STAMP  := $(VENV)/.stratbench-installed
 # CPU build of TensorFlow unless an NVIDIA driver is visible; override with
 # `make TF_EXTRA=tf bench` to keep a TensorFlow you installed yourself.
 TF_EXTRA ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo gpu || echo cpu)
+# The JAX lane (`--backend jax`): CUDA jax beside the GPU build of TensorFlow, CPU jax
+# otherwise; JAX_EXTRA= (empty) leaves JAX out.
+JAX_EXTRA ?= $(if $(filter gpu,$(TF_EXTRA)),jax-cuda,jax)
+COMMA := ,
+# What the venv installs: the project with its TensorFlow, JAX and dev extras.
+EXTRAS = .[$(TF_EXTRA)$(if $(JAX_EXTRA),$(COMMA)$(JAX_EXTRA)),dev]
 # Expanded once (`?=` would re-run `date` at every use and split one sweep in two).
 ifndef OUT
 OUT    := results/bench-$(shell date +%Y%m%d-%H%M%S)
@@ -21,7 +27,7 @@ TF_MINOR = $(PY) -c "import importlib.metadata as m; print('.'.join(m.version(m.
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
-	@echo "  variables: OUT=<sweep dir> ARGS='<extra bench run args>' TF_EXTRA=cpu|gpu|tf"
+	@echo "  variables: OUT=<sweep dir> ARGS='<extra bench run args>' TF_EXTRA=cpu|gpu|tf JAX_EXTRA=jax|jax-cuda|"
 
 # uv installs the same packages several times faster than pip (a fresh install is part of
 # make bench's budget). pip stays the fallback where uv cannot be had or fails (no wheel
@@ -34,15 +40,15 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@done=; if [ "$(INSTALLER)" = uv ] && { $(PY) -m uv --version >/dev/null 2>&1 || \
 	     $(PY) -m pip install --quiet uv; } && $(PY) -m uv --version >/dev/null 2>&1; then \
-	  echo "uv pip install -e \".[$(TF_EXTRA),dev]\""; \
+	  echo "uv pip install -e \"$(EXTRAS)\""; \
 	  uv="$(PY) -m uv pip install --quiet --python $(PY)"; \
-	  $$uv -e ".[$(TF_EXTRA),dev]" && $$uv --no-deps $(KERAS2) && done=1; \
+	  $$uv -e "$(EXTRAS)" && $$uv --no-deps $(KERAS2) && done=1; \
 	fi; \
 	if [ -z "$$done" ]; then \
 	  [ "$(INSTALLER)" = pip ] || echo "uv unavailable or failed: installing with pip"; \
-	  echo "pip install -e \".[$(TF_EXTRA),dev]\""; \
+	  echo "pip install -e \"$(EXTRAS)\""; \
 	  $(PY) -m pip install --quiet --upgrade pip && \
-	  $(PY) -m pip install --quiet -e ".[$(TF_EXTRA),dev]" && \
+	  $(PY) -m pip install --quiet -e "$(EXTRAS)" && \
 	  $(PY) -m pip install --quiet --no-deps $(KERAS2); \
 	fi
 	@touch $(STAMP)

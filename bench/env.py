@@ -164,7 +164,10 @@ def fingerprint(extra: dict[str, Any] | None = None) -> dict[str, Any]:
 
 # Fingerprint fields that belong to the software stack (everything else that is not
 # bookkeeping, such as host, timestamp and git, describes the machine or the run).
-SOFTWARE_FIELDS = ("tensorflow", "keras", "numpy", "python", "platform", "tf_build")
+SOFTWARE_FIELDS = ("tensorflow", "keras", "numpy", "python", "platform", "tf_build",
+                   # The JAX lane (bench.child.backends.jax): another framework, another
+                   # stack, whatever else the two runs share.
+                   "backend", "jax", "jaxlib", "xla_flags")
 # Recorded variables that name a job or a place rather than change the figures: they
 # differ on every run, and listing them would bury the differences that matter.
 _BOOKKEEPING_VARS = re.compile(r"^(SLURM_JOB|STRATBENCH_CACHE_DIR$)")

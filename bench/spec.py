@@ -33,6 +33,10 @@ LOOPS = ("custom", "fit")
 # Keras major version the child trains with: 3 (the `keras` package) or 2 (tf_keras,
 # selected with TF_USE_LEGACY_KERAS=1; the `keras2` extra installs it).
 KERAS_VERSIONS = (3, 2)
+# The framework a run trains with (DESIGN principle 14): "tf" (tf.distribute, the
+# default) or "jax" (Keras 3 on JAX, keras.distribution: bench.child.backends.jax).
+# Each strategy names the backends that run it (StrategyFactory.backends).
+BACKENDS = ("tf", "jax")
 ALLREDUCE_MIN_BYTES = 1024  # the probe's sizes: 1 KiB doubling up to allreduce_max_bytes
 
 _ALWAYS_IN_KEY = ("workload", "strategy", "devices", "batch")
@@ -326,6 +330,10 @@ class RunSpec:
                            help="custom (the harness's loop), fit (Keras)", label="loop={}")
     keras: int = spec_field(3, choices=KERAS_VERSIONS, help="3, 2 (tf_keras: the keras2 extra)",
                             label="keras{}")
+    backend: str = spec_field("tf", choices=BACKENDS,
+                              help="{choices}: tf.distribute, or Keras 3 on JAX "
+                                   "(keras.distribution: data_parallel, model_parallel; "
+                                   "the jax extra)", label="{}")
 
     def __post_init__(self) -> None:
         workload = find_workload(self.workload)
@@ -473,7 +481,8 @@ class RunSpec:
         # Loop and Keras lane in the readable part only away from their defaults, so
         # that every key written before they existed stays the same.
         lane = ("" if self.loop == "custom" else f".{self.loop}") + \
-            ("" if self.keras == 3 else f".keras{self.keras}")
+            ("" if self.keras == 3 else f".keras{self.keras}") + \
+            ("" if self.backend == "tf" else f".{self.backend}")
         return (f"{mode}{workload_slug(self.workload)}-{self.size}.{self.strategy}{cdo}"
                 f".n{self.devices}"
                 f".b{self.global_batch}.{self.precision}{lane}.{digest}")

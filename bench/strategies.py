@@ -1,4 +1,5 @@
-"""Registry of tf.distribute strategy factories.
+"""Registry of strategy factories: tf.distribute's, and Keras 3 ``keras.distribution``'s
+on the JAX backend.
 
 Each factory is a small object that knows how many replicas it makes, whether a
 spec can run on the hardware at hand (``unsupported_reason``), and how to build
@@ -9,6 +10,8 @@ Adding a strategy means adding one class and one ``register`` line here.
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -28,6 +31,10 @@ class SpecView(Protocol):
     starts to read is added here; mypy checks that the spec still fits."""
 
     @property
+    def workload(self) -> str: ...
+    @property
+    def backend(self) -> str: ...
+    @property
     def devices(self) -> int: ...
     @property
     def batch(self) -> int: ...
@@ -45,6 +52,10 @@ class SpecView(Protocol):
     def loop(self) -> str: ...
     @property
     def keras(self) -> int: ...
+    @property
+    def data(self) -> str: ...
+    @property
+    def tf32(self) -> bool: ...
     @property
     def seed(self) -> int: ...
     @property
@@ -64,6 +75,7 @@ class SpecView(Protocol):
     @property
     def per_replica_batch(self) -> int: ...
     def replace(self: S, **changes: Any) -> S: ...
+    def workload_params(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -167,6 +179,14 @@ class StrategyFactory:
     # Why a GPU sweep measures it at the device counts ``sweep_devices`` gives.
     sweep_devices_why = "its scaling curve at each doubling of the GPUs, and on all of them"
 
+    # None: its configuration can be an arm of a process shared with others
+    # (bench.launch.arms); otherwise why it runs in a process of its own.
+    no_shared_process_reason: str | None = None
+
+    # The framework backends (RunSpec.backend) that run it: a strategy of one backend
+    # asked on another is ``unsupported`` with ``backend_reason``, never a traceback.
+    backends: tuple[str, ...] = ("tf",)
+
     # Multi-process knobs this strategy accepts away from their defaults.
     accepts: tuple[str, ...] = ()
     # Training loops / Keras lanes it cannot train with (besides COMMON_LOOP_LIMITS).
@@ -212,8 +232,29 @@ class StrategyFactory:
         return next((limit.reason for limit in (*COMMON_LOOP_LIMITS, *self.loop_limits)
                      if limit.applies(spec)), None)
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # Every subclass's own ``unsupported_reason`` asks the backend first: a subclass
+        # that answers before calling super() (devices, NCCL, TPU) would otherwise blame
+        # the hardware for what is the wrong framework.
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("unsupported_reason")
+        if own is not None:
+            cls.unsupported_reason = _backend_first(own)  # type: ignore[method-assign,assignment]
+
+    def backend_reason(self, spec: SpecView) -> str | None:
+        """Why ``spec.backend`` cannot run this strategy, naming the ones that can."""
+        if spec.backend in self.backends:
+            return None
+        others = [n for n, f in STRATEGIES.items() if spec.backend in f.backends]
+        return (f"{self.name} is a strategy of the {'/'.join(self.backends)} backend, not "
+                f"of {spec.backend} (which runs {', '.join(others) or 'no strategy'}). "
+                f"Received: backend={spec.backend!r}, strategy={self.name!r}")
+
     def unsupported_reason(self, spec: SpecView, hw: Hardware) -> str | None:
         """Why the spec cannot run on this hardware, or None if it can."""
+        backend = self.backend_reason(spec)
+        if backend is not None:
+            return backend
         loop = self.loop_reason(spec)
         if loop is not None:
             return loop
@@ -253,6 +294,16 @@ class StrategyFactory:
         share is its replicas over all replicas.
         """
         return local_replicas / self.replicas(spec)
+
+
+Reason = Callable[[Any, SpecView, Hardware], "str | None"]
+
+
+def _backend_first(own: Reason) -> Reason:
+    @functools.wraps(own)
+    def checked(self: StrategyFactory, spec: SpecView, hw: Hardware) -> str | None:
+        return self.backend_reason(spec) or own(self, spec, hw)
+    return checked
 
 
 class DefaultStrategy(StrategyFactory):
@@ -577,7 +628,113 @@ class TPU(StrategyFactory):
         return self.loop_reason(spec)
 
 
+@dataclass(frozen=True)
+class LaneLimit:
+    """A spec field the JAX lane runs at ``allowed`` values only, and why (the run's
+    ``unsupported`` reason): what the harness does not build there yet, or what means
+    nothing on JAX."""
+
+    field: str
+    allowed: tuple[Any, ...]
+    why: str
+
+
+JAX_LANE_LIMITS = (
+    LaneLimit("loop", ("custom",), "the JAX lane drives its own compiled step (Keras fit "
+                                   "on JAX is not measured yet)"),
+    LaneLimit("keras", (3,), "keras.distribution is Keras 3 only"),
+    LaneLimit("precision", ("float32", "mixed_bfloat16"),
+              "mixed_float16 needs loss scaling, which the JAX step does not build yet"),
+    LaneLimit("xla", (False,), "JAX compiles every step with XLA: the xla knob is the "
+                               "TensorFlow lane's"),
+    LaneLimit("data", ("synthetic",), "tf.data belongs to the TensorFlow lane"),
+    LaneLimit("steps_per_call", (1,), "the JAX step is one optimizer step per call"),
+    LaneLimit("grad_accum", (1,), "gradient accumulation is not built in the JAX step yet"),
+)
+
+
+class JaxStrategy(StrategyFactory):
+    """A Keras 3 ``keras.distribution`` strategy on the JAX backend: one process, a
+    device mesh, one jitted step (``bench.child.backends.jax``)."""
+
+    backends = ("jax",)
+    no_allreduce_reason = ("the all-reduce probe drives tf.distribute's cross-device ops; "
+                           "the JAX lane has no probe of its collectives yet")
+    limits: tuple[LaneLimit, ...] = JAX_LANE_LIMITS
+    no_shared_process_reason = ("the JAX lane fixes its devices once per process (XLA_FLAGS "
+                                "before jax is imported) and has no arms loop yet: each "
+                                "configuration runs in a process of its own")
+
+    def lane_reason(self, spec: SpecView) -> str | None:
+        """The first lane limit ``spec`` breaks, as a reason naming the field."""
+        for limit in self.limits:
+            value = getattr(spec, limit.field)
+            if value not in limit.allowed:
+                return (f"{limit.field}={value!r} does not run on the JAX backend: "
+                        f"{limit.why}. Received: {limit.field}={value!r}")
+        return None
+
+    def unsupported_reason(self, spec: SpecView, hw: Hardware) -> str | None:
+        if hw.tpu:
+            return "the JAX lane is not set up for TPUs yet (its device setup is CPU/GPU)"
+        if hw.mig and spec.devices > 1:
+            return (f"a CUDA process can use only one MIG slice, and {self.name} trains "
+                    f"{spec.devices} devices in one process. Received: devices={spec.devices}")
+        if hw.gpus and spec.devices > len(hw.gpus):
+            return f"{spec.devices} devices requested but only {len(hw.gpus)} GPU(s) are visible"
+        return self.lane_reason(spec)
+
+
+class DataParallel(JaxStrategy):
+    name = "data_parallel"
+    description = ("keras.distribution.DataParallel (Keras 3 on JAX): a 1-D mesh over the "
+                   "devices, variables replicated, the batch sharded, one jitted step")
+    trait = ("it keeps a copy of the variables per device and XLA all-reduces the "
+             "gradients inside one compiled step")
+    plainness = 12
+
+
+class ModelParallel(JaxStrategy):
+    """A 2-D mesh ``batch x model`` with the model axis of ``MODEL_AXIS`` devices: the
+    workload's layout (``Workload.layout``) shards its weights along ``model``, and the
+    batch is split over the ``batch`` axis (its replicas)."""
+
+    name = "model_parallel"
+    description = ("keras.distribution.ModelParallel (Keras 3 on JAX): a 2-D mesh batch x "
+                   "model, the weights sharded along the model axis by the workload's "
+                   "LayoutMap, the batch along the batch axis")
+    trait = ("it shards each weight across the model axis's devices and exchanges "
+             "activations inside every step")
+    plainness = 22
+    MODEL_AXIS = 2
+
+    def model_axis(self, spec: SpecView) -> int:
+        """Devices along the mesh's model axis (1 on a single device)."""
+        return min(self.MODEL_AXIS, spec.devices)
+
+    def replicas(self, spec: SpecView) -> int:
+        return max(1, spec.devices // self.model_axis(spec))
+
+    def unsupported_reason(self, spec: SpecView, hw: Hardware) -> str | None:
+        if spec.devices % self.model_axis(spec):
+            return (f"model_parallel lays a model axis of {self.MODEL_AXIS} devices over the "
+                    f"mesh; devices must be 1 or a multiple of it. Received: "
+                    f"devices={spec.devices}")
+        from workloads import Workload, find_workload
+
+        workload = find_workload(spec.workload)
+        if not isinstance(workload, Workload):
+            return ("a model of your own has no layout of its weights over the model axis "
+                    "(a keras.distribution LayoutMap) for model_parallel; train it with "
+                    f"data_parallel. Received: workload={spec.workload!r}")
+        if workload.layout is None:
+            return (f"the {workload.name} workload has no model-parallel layout yet; "
+                    f"train it with data_parallel. Received: workload={workload.name!r}")
+        return super().unsupported_reason(spec, hw)
+
+
 STRATEGIES: Registry[StrategyFactory] = Registry("strategy")
 for _factory in (DefaultStrategy(), OneDevice(), Mirrored(), CentralStorage(),
-                 MultiWorkerMirrored(), ParameterServer(), Independent(), TPU()):
+                 MultiWorkerMirrored(), ParameterServer(), Independent(), TPU(),
+                 DataParallel(), ModelParallel()):
     STRATEGIES.register(_factory.name, _factory)

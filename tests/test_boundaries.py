@@ -54,7 +54,7 @@ def test_parent_side_modules_do_not_load_tensorflow() -> None:
     modules = parent_side_modules()
     assert {"bench.launch.launcher", "bench.cli.main", "bench.regress.compare",
             "reports.report", "bench.results.store"} <= set(modules)
-    loaded = loaded_by_importing(modules, ("tensorflow", "keras"))
+    loaded = loaded_by_importing(modules, ("tensorflow", "keras", "jax", "jaxlib"))
     assert loaded == [], f"parent-side imports loaded {loaded[:5]}"
 
 
@@ -77,7 +77,18 @@ def test_every_strategy_has_a_child_side_builder() -> None:
     text = (ROOT / "bench" / "child" / "build.py").read_text(encoding="utf-8")
     built = {line.split('"')[1] for line in text.splitlines()
              if line.startswith("@_register(")}
-    assert built == set(STRATEGIES.names())
+    assert built == {n for n, f in STRATEGIES.items() if "tf" in f.backends}
+
+
+def test_every_jax_strategy_has_a_distribution() -> None:
+    # The JAX lane's strategies are built by bench.child.backends.jax.distribution.
+    from bench.strategies import STRATEGIES
+
+    text = (ROOT / "bench" / "child" / "backends" / "jax" / "distribution.py").read_text(
+        encoding="utf-8")
+    built = {line.split('"')[1] for line in text.splitlines()
+             if line.startswith("DISTRIBUTIONS.register(")}
+    assert built == {n for n, f in STRATEGIES.items() if "jax" in f.backends}
 
 
 

@@ -19,7 +19,7 @@ TWO_GPUS = Hardware("test cpu", 8, 2**36,
 def test_registries_hold_the_product_axes() -> None:
     assert STRATEGIES.names() == ["default", "one_device", "mirrored", "central_storage",
                                   "multi_worker_mirrored", "parameter_server", "independent",
-                                  "tpu"]
+                                  "tpu", "data_parallel", "model_parallel"]
     assert WORKLOADS.names() == ["mlp", "cnn", "resnet50", "transformer"]
 
 

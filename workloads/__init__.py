@@ -8,6 +8,7 @@ from bench.errors import UnknownNameError
 from bench.registry import Registry
 from workloads.base import Workload
 from workloads.flops import cnn_train_flops, mlp_train_flops, resnet50_train_flops
+from workloads.layouts import mlp_layout, transformer_layout
 from workloads.models import build_cnn, build_mlp, build_resnet50, build_transformer
 from workloads.user import SPELLINGS, UserWorkload, looks_like_user_model, parse_ref
 
@@ -21,6 +22,7 @@ WORKLOADS.register("mlp", Workload(
     build=build_mlp,
     input_shape=lambda p: (p["input_dim"],),
     train_flops=mlp_train_flops,
+    layout=mlp_layout,
 ))
 WORKLOADS.register("cnn", Workload(
     name="cnn",
@@ -64,6 +66,7 @@ WORKLOADS.register("transformer", Workload(
     check=lambda p: None if p["width"] % p["heads"] == 0 else "width must be a multiple of heads",
     flops="graph",
     cost_hint=3.0,
+    layout=transformer_layout,
 ))
 
 

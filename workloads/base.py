@@ -49,6 +49,11 @@ class Workload:
     # first guess of a configuration's step time when a sweep prices its plan before
     # anything ran (bench.adaptive.pricing). None: unknown until a run counts them.
     train_flops: Callable[[Mapping[str, Any]], float] | None = None
+    # Model parallelism on the JAX backend (strategy model_parallel): how its weights
+    # lie on a ``batch x model`` mesh, ``{variable path regex: one axis name or None per
+    # dimension}`` from the parameters. Plain data, so the parent can tell whether a
+    # workload has one; the child builds Keras 3's LayoutMap from it. None: no layout.
+    layout: Callable[[Mapping[str, Any]], Mapping[str, tuple[str | None, ...]]] | None = None
 
     def resolve(self, size: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
         """Parameters for a variant with overrides applied; unknown keys are errors."""

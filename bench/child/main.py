@@ -144,7 +144,22 @@ def task_environment(tf: Any, devices: Any, threads: dict[str, int],
 
 
 def run_train(ctx: Context) -> TaskReport:
-    """Build the strategy and model for this task and measure training."""
+    """Measure training with the spec's backend: one behind the seam
+    (bench.child.backends: jax), else TensorFlow's own path below."""
+    from bench.child.backends import BACKENDS
+
+    if ctx.spec.backend not in BACKENDS:
+        return run_tf_train(ctx)
+    from bench.child.backends.runner import run_backend
+
+    return run_backend(BACKENDS.get(ctx.spec.backend)(), ctx.spec, ctx.task,
+                       launch_ts=ctx.launch_ts, mark_ready=ctx.mark_ready,
+                       before_windows=lambda at_start: _before_windows(ctx, at_start),
+                       profile_dir=ctx.profile_dir, progress=child_log)
+
+
+def run_tf_train(ctx: Context) -> TaskReport:
+    """Build the tf.distribute strategy and model for this task and measure training."""
     phases: dict[str, float] = {}
     t = time.perf_counter()
     import tensorflow as tf

@@ -49,6 +49,8 @@ def shareable_reason(spec: RunSpec, *, member: bool = False) -> str | None:
     ``member``: why it can be neither that nor a session's member in processes of its
     own taking turns with the arms' (``bench.launch.session``)."""
     factory = STRATEGIES.get(spec.strategy)
+    if factory.no_shared_process_reason:
+        return f"strategy {spec.strategy}: {factory.no_shared_process_reason}"
     hw = detect()
     tasks = factory.plan(spec, hw)
     paced = member and factory.paced_processes and len(tasks) > 1

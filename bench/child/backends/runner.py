@@ -1,0 +1,131 @@
+"""The harness's side of the seam: one training task through any ``Backend``.
+
+The same protocol as TensorFlow's path (bench.child.main.run_tf_train): the framework
+import, device setup and build timed as phases, the run's GPU state sampled at both
+ends of the windows, the windows of bench.child.windows, then MFU against the
+achievable peak (measured after the windows, never inside them) and the theoretical
+one, the MFU at the sustained clock, and an optional profile.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.child.backends.base import Backend, Built
+from bench.child.devices import DeviceSetup
+from bench.child.probes.peak import PRECISION_DTYPE, gpu_name, settle_mfu, theoretical_for
+from bench.child.windows import Rules, measure
+from bench.env import fingerprint
+from bench.results.mfu import at_sustained_clock
+from bench.results.payload import TaskReport
+from bench.results.schema import Figures
+from bench.spec import RunSpec
+from bench.tasks import Task, gpu_run
+
+FRAMEWORKS = ("tensorflow", "jax", "torch")
+BeforeWindows = Callable[[Callable[[], None]], Callable[[], float | None]]
+
+
+def environment(backend: Backend, devices: DeviceSetup, task: Task) -> dict[str, Any]:
+    """This process's fingerprint with the backend's part, its devices and task."""
+    env = fingerprint({"backend": backend.name, **backend.fingerprint()})
+    env["devices"] = {"kind": devices.kind, "names": devices.names, "logical": devices.logical}
+    env["task"] = {"name": task.name, "cores": list(task.cores), "gpus": list(task.gpus),
+                   "gpu_memory_limit_mb": task.gpu_memory_limit_mb}
+    return env
+
+
+def settle(backend: Backend, built: Built, figures: Figures, spec: RunSpec,
+           devices: DeviceSetup, progress: Callable[[str], None]) -> tuple[dict[str, Any],
+                                                                           list[str]]:
+    """Fill ``figures``' MFU fields in place; returns the fingerprint's peak entry and
+    the problems that cost a figure (for the run's reason)."""
+    dtype = PRECISION_DTYPE[spec.precision]
+    device = devices.names[0]
+    gpu = devices.kind == "GPU"
+    # Logical CPU devices share the same cores: the CPU's peak counts once.
+    physical = len(devices.names) if gpu else 1
+    theo = theoretical_for(device, gpu_name() if gpu else None,
+                           backend.float32_fast_math(spec))
+    problems: list[str] = []
+    measured: dict[str, float] = {}
+
+    def achievable(refresh: bool) -> float | None:
+        try:
+            value = backend.achievable_peak(device, dtype)
+        except Exception as exc:  # no matmul of this dtype here: no MFU, the run stands
+            problems.append(f"no MFU: no {dtype} matmul peak on {device} "
+                            f"({type(exc).__name__}: {str(exc).strip()[:200]})")
+            return None
+        if value:
+            measured[dtype] = value
+        return value
+
+    out = settle_mfu(figures.achieved_flops_per_s * built.local_replicas / built.replicas,
+                     physical, achievable, theo.flops_per_s.get(dtype),
+                     backend.peak_method(device), theoretical_bound=theo.bound)
+    figures.mfu, figures.peak_flops_per_s = out.mfu, out.peak_flops_per_s
+    figures.mfu_theoretical = out.mfu_theoretical
+    figures.theoretical_peak_flops_per_s = out.theoretical_peak_flops_per_s
+    if out.fault:
+        figures.peak_fault = out.fault
+        problems.append(out.fault)
+        progress(out.fault)
+    entry = {"device": device, "achievable": measured, "method": backend.peak_method(device),
+             "theoretical": theo.flops_per_s, "theoretical_source": theo.source,
+             "theoretical_is_bound": theo.bound}
+    return entry, problems
+
+
+def run_backend(backend: Backend, spec: RunSpec, task: Task, *, launch_ts: float,
+                mark_ready: Callable[[], None], before_windows: BeforeWindows,
+                profile_dir: Path | None, progress: Callable[[str], None]) -> TaskReport:
+    """Build ``spec`` with ``backend`` for ``task`` and measure training."""
+    phases: dict[str, float] = {}
+    backend.prepare(task, spec)
+    t = time.perf_counter()
+    backend.load()
+    # The schema's name for the framework's import (TensorFlow's in the TF lane).
+    phases["import_tf_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    devices = backend.setup_devices(task, spec)
+    phases["device_setup_s"] = time.perf_counter() - t
+    env = environment(backend, devices, task)
+    gpu = gpu_run(task)  # clocks, power, throttling of the run's cards (main task only)
+    gpu.begin()
+    env.update(gpu.environment())
+    t = time.perf_counter()
+    built = backend.build(spec, devices, progress)
+    phases["build_s"] = time.perf_counter() - t
+    if not task.barrier:
+        mark_ready()
+    progress(f"built {spec.label()} with {backend.name} in {phases['build_s']:.2f}s "
+             f"({built.stats.params:,} params, pool of {built.pool} batches)")
+    figures = measure(built.loop(), Rules.of(spec), stats=built.stats, launch_ts=launch_ts,
+                      phases=phases, memory=built.memory,
+                      replica_divergence=built.replica_divergence, progress=progress,
+                      before_windows=before_windows(gpu.at_start))
+    gpu.at_end()
+    env.update(gpu.environment())
+    env["peak_flops"], problems = settle(backend, built, figures, spec, devices, progress)
+    if spec.profile_steps:
+        if profile_dir is None:
+            problems.append("profile_steps > 0 but no profile directory was given: "
+                            "not profiled")
+        else:
+            try:
+                problems.append(built.profile(spec.profile_steps, profile_dir.resolve()))
+            except Exception as exc:  # a profile costs the breakdown, never the run
+                problems.append(f"profile failed: {type(exc).__name__}: "
+                                f"{str(exc).strip()[:300]}")
+    figures = at_sustained_clock(figures, env.get("gpu_state") or {})
+    # Which frameworks the process held by the end: a JAX run that loaded TensorFlow
+    # (a library, or the user's code) paid its import and memory inside the figures.
+    env["frameworks_loaded"] = sorted(m for m in FRAMEWORKS if m in sys.modules)
+    return TaskReport("ok", "; ".join(problems) or None, figures=figures, environment=env,
+                      local_replicas=built.local_replicas,
+                      weights_checksum=built.weights_checksum())
