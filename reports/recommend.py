@@ -607,7 +607,7 @@ class PlaceComparisons:
     def of(cls, candidates: Sequence[ConfigView], margin: float,
            alpha: float = DEFAULT_ALPHA) -> PlaceComparisons:
         """Compare every pair of ``candidates`` (candidate / reference = later / earlier
-        in their order by throughput)."""
+        in their order by speed: ``ConfigView.speed``)."""
         ordered = sorted(candidates, key=lambda c: -c.speed)
         found = [((a.key, b.key), s) for i, a in enumerate(ordered) for b in ordered[i + 1:]
                  if (s := settle_of(b, a, margin, alpha)) is not None]
