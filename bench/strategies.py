@@ -10,8 +10,6 @@ Adding a strategy means adding one class and one ``register`` line here.
 from __future__ import annotations
 
 import dataclasses
-import functools
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -232,15 +230,6 @@ class StrategyFactory:
         return next((limit.reason for limit in (*COMMON_LOOP_LIMITS, *self.loop_limits)
                      if limit.applies(spec)), None)
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        # Every subclass's own ``unsupported_reason`` asks the backend first: a subclass
-        # that answers before calling super() (devices, NCCL, TPU) would otherwise blame
-        # the hardware for what is the wrong framework.
-        super().__init_subclass__(**kwargs)
-        own = cls.__dict__.get("unsupported_reason")
-        if own is not None:
-            cls.unsupported_reason = _backend_first(own)  # type: ignore[method-assign,assignment]
-
     def backend_reason(self, spec: SpecView) -> str | None:
         """Why ``spec.backend`` cannot run this strategy, naming the ones that can."""
         if spec.backend in self.backends:
@@ -251,10 +240,14 @@ class StrategyFactory:
                 f"Received: backend={spec.backend!r}, strategy={self.name!r}")
 
     def unsupported_reason(self, spec: SpecView, hw: Hardware) -> str | None:
-        """Why the spec cannot run on this hardware, or None if it can."""
-        backend = self.backend_reason(spec)
-        if backend is not None:
-            return backend
+        """Why the spec cannot run on this hardware, or None if it can: the backend
+        first, so that no strategy blames the hardware for what is the wrong framework,
+        then what the strategy itself says (``run_reason``)."""
+        return self.backend_reason(spec) or self.run_reason(spec, hw)
+
+    def run_reason(self, spec: SpecView, hw: Hardware) -> str | None:
+        """Why this strategy cannot run the spec here, its backend being this
+        strategy's (what subclasses add to; callers ask ``unsupported_reason``)."""
         loop = self.loop_reason(spec)
         if loop is not None:
             return loop
@@ -296,14 +289,6 @@ class StrategyFactory:
         return local_replicas / self.replicas(spec)
 
 
-Reason = Callable[[Any, SpecView, Hardware], "str | None"]
-
-
-def _backend_first(own: Reason) -> Reason:
-    @functools.wraps(own)
-    def checked(self: StrategyFactory, spec: SpecView, hw: Hardware) -> str | None:
-        return self.backend_reason(spec) or own(self, spec, hw)
-    return checked
 
 
 class DefaultStrategy(StrategyFactory):
@@ -321,10 +306,10 @@ class DefaultStrategy(StrategyFactory):
     def sweep_devices(self, gpus: int) -> tuple[int, ...]:
         return (1,)
 
-    def unsupported_reason(self, spec: SpecView, hw: Hardware) -> str | None:
+    def run_reason(self, spec: SpecView, hw: Hardware) -> str | None:
         if spec.devices > 1:
             return "the default strategy uses a single device; devices must be 1"
-        return super().unsupported_reason(spec, hw)
+        return super().run_reason(spec, hw)
 
 
 class OneDevice(DefaultStrategy):
@@ -334,10 +319,10 @@ class OneDevice(DefaultStrategy):
     single_device_rank = 0
     plainness = 1
 
-    def unsupported_reason(self, spec: SpecView, hw: Hardware) -> str | None:
+    def run_reason(self, spec: SpecView, hw: Hardware) -> str | None:
         if spec.devices > 1:
             return "one_device places everything on one device; devices must be 1"
-        return StrategyFactory.unsupported_reason(self, spec, hw)
+        return StrategyFactory.run_reason(self, spec, hw)
 
 
 class Mirrored(StrategyFactory):
@@ -353,11 +338,11 @@ class Mirrored(StrategyFactory):
                   keras=(3,), min_replicas=2, min_steps_per_call=2),
     )
 
-    def unsupported_reason(self, spec: SpecView, hw: Hardware) -> str | None:
+    def run_reason(self, spec: SpecView, hw: Hardware) -> str | None:
         if spec.cross_device_ops == "nccl" and not hw.gpus:
             return ("nccl all-reduce needs GPUs (TensorFlow registers no NcclAllReduce "
                     "kernel for CPU)")
-        return super().unsupported_reason(spec, hw)
+        return super().run_reason(spec, hw)
 
 
 class CentralStorage(StrategyFactory):
@@ -445,7 +430,7 @@ class MultiWorkerMirrored(StrategyFactory):
             return spec.communication
         return "ring" if self.nccl_blocker(spec, hw) else "nccl"
 
-    def unsupported_reason(self, spec: SpecView, hw: Hardware) -> str | None:
+    def run_reason(self, spec: SpecView, hw: Hardware) -> str | None:
         if spec.communication == "nccl" and not hw.gpus:
             return "nccl collectives need GPUs"
         if spec.communication == "nccl" and (why := self.nccl_blocker(spec, hw)):
@@ -457,7 +442,7 @@ class MultiWorkerMirrored(StrategyFactory):
         if hw.mig and per_worker > 1:
             return ("a CUDA process can use only one MIG slice; use one worker per slice "
                     "(workers=0)")
-        return super().unsupported_reason(spec, hw)
+        return super().run_reason(spec, hw)
 
     def plan(self, spec: SpecView, hw: Hardware) -> list[Task]:
         per_worker = spec.devices // self.processes(spec)  # 0 when workers share a device
@@ -622,7 +607,7 @@ class TPU(StrategyFactory):
     trait = "it runs on TPU replicas"
     plainness = 25
 
-    def unsupported_reason(self, spec: SpecView, hw: Hardware) -> str | None:
+    def run_reason(self, spec: SpecView, hw: Hardware) -> str | None:
         if not hw.tpu:
             return "no TPU on this machine (no /dev/accel* device and TPU_NAME is not set)"
         return self.loop_reason(spec)
@@ -674,7 +659,7 @@ class JaxStrategy(StrategyFactory):
                         f"{limit.why}. Received: {limit.field}={value!r}")
         return None
 
-    def unsupported_reason(self, spec: SpecView, hw: Hardware) -> str | None:
+    def run_reason(self, spec: SpecView, hw: Hardware) -> str | None:
         if hw.tpu:
             return "the JAX lane is not set up for TPUs yet (its device setup is CPU/GPU)"
         if hw.mig and spec.devices > 1:
@@ -715,7 +700,7 @@ class ModelParallel(JaxStrategy):
     def replicas(self, spec: SpecView) -> int:
         return max(1, spec.devices // self.model_axis(spec))
 
-    def unsupported_reason(self, spec: SpecView, hw: Hardware) -> str | None:
+    def run_reason(self, spec: SpecView, hw: Hardware) -> str | None:
         if spec.devices % self.model_axis(spec):
             return (f"model_parallel lays a model axis of {self.MODEL_AXIS} devices over the "
                     f"mesh; devices must be 1 or a multiple of it. Received: "
@@ -730,7 +715,7 @@ class ModelParallel(JaxStrategy):
         if workload.layout is None:
             return (f"the {workload.name} workload has no model-parallel layout yet; "
                     f"train it with data_parallel. Received: workload={workload.name!r}")
-        return super().unsupported_reason(spec, hw)
+        return super().run_reason(spec, hw)
 
 
 STRATEGIES: Registry[StrategyFactory] = Registry("strategy")
