@@ -113,20 +113,12 @@ def session_levels(configs: Iterable[Measured]) -> dict[str, float]:
                     result.figures.global_throughput)
     out: dict[str, float] = {}
     for rows in answers_sessions(sessions.values()):
-        keys = sorted({k for s in rows for k in s})
-        column = {k: len(rows) + j for j, k in enumerate(keys)}
-        design, levels = [], []
-        for i, s in enumerate(rows):
-            for k, level in s.items():
-                row = np.zeros(len(rows) + len(keys))
-                row[i] = row[column[k]] = 1.0
-                design.append(row)
-                levels.append(level)
-        coef = np.linalg.lstsq(np.array(design), np.array(levels), rcond=None)[0]
+        fit = AdditiveFit.of(rows)
         # effect + mean session effect is estimable in a connected answer: the same
         # whichever least-squares solution the solver picks.
-        mean_session = float(coef[:len(rows)].mean())
-        out.update({k: math.exp(float(coef[column[k]]) + mean_session) for k in keys})
+        mean_session = float(fit.coef[:fit.sessions].mean())
+        out.update({k: math.exp(float(fit.coef[c]) + mean_session)
+                    for k, c in fit.column.items()})
     return out
 
 
@@ -161,20 +153,41 @@ def pair_spread(sessions: Sequence[Mapping[str, RunResult]]) -> LogSpread:
     N - S - K + 1 for one connected answer: (S-1)(K-1) when every session holds every
     arm (the two-way ANOVA residual), fewer when later sessions hold only the arms
     still open."""
-    keys = sorted({k for s in sessions for k in s})
-    column = {k: len(sessions) + j for j, k in enumerate(keys)}
-    levels: list[float] = []
-    design: list[np.ndarray] = []
-    for i, s in enumerate(sessions):
+    rows = []
+    for s in sessions:
         # Each arm's level against the session's first arm: a session effect, which the
         # model removes anyway.
         ref, *others = sorted(s)
-        for k, level in [(ref, 0.0), *((k, process_log_ratio(s[ref], s[k])) for k in others)]:
-            row = np.zeros(len(sessions) + len(keys))
-            row[i] = row[column[k]] = 1.0
-            design.append(row)
-            levels.append(level)
-    x, y = np.array(design), np.array(levels)
-    fitted = x @ np.linalg.lstsq(x, y, rcond=None)[0]
-    df = len(y) - int(np.linalg.matrix_rank(x))
-    return LogSpread(2.0 * float(((y - fitted) ** 2).sum()), df)
+        rows.append({ref: 0.0, **{k: process_log_ratio(s[ref], s[k]) for k in others}})
+    fit = AdditiveFit.of(rows)
+    df = len(fit.y) - int(np.linalg.matrix_rank(fit.x))
+    return LogSpread(2.0 * float(((fit.y - fit.x @ fit.coef) ** 2).sum()), df)
+
+
+@dataclass(frozen=True)
+class AdditiveFit:
+    """The two-way additive model (session + configuration) fitted by least squares to
+    one answer's sessions, each a mapping of configuration key to its log level there:
+    the design ``x`` (a column per session, then per key), the levels ``y``, the
+    coefficients, and each key's column."""
+
+    x: np.ndarray
+    y: np.ndarray
+    coef: np.ndarray
+    column: Mapping[str, int]
+    sessions: int
+
+    @classmethod
+    def of(cls, rows: Sequence[Mapping[str, float]]) -> AdditiveFit:
+        """Fit the model to ``rows`` (one mapping a session)."""
+        keys = sorted({k for s in rows for k in s})
+        column = {k: len(rows) + j for j, k in enumerate(keys)}
+        design, levels = [], []
+        for i, s in enumerate(rows):
+            for k, level in s.items():
+                row = np.zeros(len(rows) + len(keys))
+                row[i] = row[column[k]] = 1.0
+                design.append(row)
+                levels.append(level)
+        x, y = np.array(design), np.array(levels)
+        return cls(x, y, np.linalg.lstsq(x, y, rcond=None)[0], column, len(rows))
