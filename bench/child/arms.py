@@ -75,6 +75,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.child.keras_lane import select_keras
+from bench.child.lean_import import skip_optional_while_tensorflow_imports
 from bench.child.main import (
     child_log,
     configure_threads,
@@ -414,6 +415,8 @@ def main(argv: list[str] | None = None) -> int:
     own: TaskReport
     try:
         select_keras(specs[0].keras)  # one Keras lane per process: the launcher checks
+        if specs[0].backend == "tf":
+            skip_optional_while_tensorflow_imports()
         profile = doc.get("profile") or {}
         dirs = [Path(d) if d else None for d in profile.get("dirs", [])] or None
         reports, env = run_arms(specs, task, args.run_dir, rounds=int(doc["rounds"]),

@@ -36,6 +36,7 @@ from typing import Any
 
 from bench.child.gather import gather_hosts
 from bench.child.keras_lane import select_keras
+from bench.child.lean_import import skip_optional_while_tensorflow_imports
 from bench.errors import Unsupported
 from bench.hardware import detect
 from bench.progress import beat
@@ -306,6 +307,8 @@ def main(argv: list[str] | None = None) -> int:
                   args.profile_steps)
     try:
         select_keras(spec.keras)  # before anything imports TensorFlow
+        if spec.backend == "tf":
+            skip_optional_while_tensorflow_imports()
         report = RUNNERS[task.runner](ctx)
     except Unsupported as exc:
         report = TaskReport("unsupported", str(exc) or type(exc).__name__)

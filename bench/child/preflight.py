@@ -19,6 +19,7 @@ import sys
 from typing import Any
 
 from bench.child.keras_lane import select_keras
+from bench.child.lean_import import skip_optional_while_tensorflow_imports
 from bench.errors import BenchError
 from bench.spec import RunSpec
 
@@ -44,6 +45,8 @@ def check(spec: RunSpec) -> dict[str, Any]:
 def main() -> int:
     request = json.loads(sys.stdin.read())
     select_keras(int(request.get("keras", 3)))  # before anything imports TensorFlow
+    if all(d.get("backend", "tf") == "tf" for d in request["specs"]):
+        skip_optional_while_tensorflow_imports()
     answers = []
     for data in request["specs"]:
         try:
