@@ -1,8 +1,9 @@
-"""Statistics of measured figures: numpy, and ``scipy.stats`` for every distribution.
+"""Statistics of measured figures: numpy, and scipy for every distribution.
 
-The distributions, tests and resampling are scipy's (``t``, ``nct``,
-``ttest_1samp``, ``bootstrap``), the library every reviewer of statistics already
-trusts; what is written here is only how benchmark runs map onto them. Parent
+The distributions, tests and resampling are scipy's (the t, noncentral t and F
+distributions through ``scipy.special``, the functions ``scipy.stats`` evaluates them
+with; ``bootstrap``), the library every reviewer of statistics already trusts; what
+is written here is only how benchmark runs map onto them. Parent
 side only: the child summarises its own samples with ``bench.results.samples``.
 
 Comparisons of *runs*. A run (one process) is the unit of replication: its
@@ -30,12 +31,14 @@ or two sequences of positive figures, one value a pair on each side.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import numpy as np
+from scipy import special
 from scipy import stats as sps
 
 from bench.results.samples import coefficient_of_variation
@@ -43,6 +46,50 @@ from bench.results.schema import RunResult
 
 Runs = Sequence[Sequence[float]]
 H = TypeVar("H", bound=Hashable)
+
+
+# The t and F distributions through the functions scipy.stats itself evaluates them with
+# (``scipy.special``'s ``stdtr``/``stdtrit``/``fdtr``/``fdtrc``): the same numbers without
+# its argument checking and broadcasting, which took most of the time of the error-rate
+# simulations (tens of thousands of decisions each). Quantiles are cached: a sweep and a
+# simulation ask for a few (alpha, df) pairs over and over.
+@functools.lru_cache(maxsize=4096)
+def t_ppf(q: float, df: float) -> float:
+    """The ``q`` quantile of Student's t with ``df`` degrees of freedom."""
+    return float(special.stdtrit(df, q))
+
+
+def t_sf(x: float, df: float) -> float:
+    """P(T > x) for Student's t with ``df`` degrees of freedom."""
+    return float(special.stdtr(df, -x))
+
+
+def t_cdf(x: float, df: float) -> float:
+    """P(T <= x) for Student's t with ``df`` degrees of freedom."""
+    return float(special.stdtr(df, x))
+
+
+@functools.lru_cache(maxsize=4096)
+def f_ppf(q: float, dfn: float, dfd: float) -> float:
+    """The ``q`` quantile of the F distribution with (``dfn``, ``dfd``) degrees of freedom."""
+    return float(sps.f.ppf(q, dfn, dfd))
+
+
+def f_sf(x: float, dfn: float, dfd: float) -> float:
+    """P(F > x) for the F distribution with (``dfn``, ``dfd``) degrees of freedom."""
+    return float(special.fdtrc(dfn, dfd, x))
+
+
+def f_cdf(x: float, dfn: float, dfd: float) -> float:
+    """P(F <= x) for the F distribution with (``dfn``, ``dfd``) degrees of freedom."""
+    return float(special.fdtr(dfn, dfd, x))
+
+
+def one_sample_t(d: np.ndarray, popmean: float) -> tuple[float, int]:
+    """The one-sample t statistic of ``d`` against ``popmean`` and its degrees of freedom
+    (``scipy.stats.ttest_1samp``'s); ``d`` has 2+ values with some spread."""
+    n = int(d.size)
+    return float((d.mean() - popmean) / (d.std(ddof=1) / math.sqrt(n))), n - 1
 
 DEFAULT_ALPHA = 0.05
 DEFAULT_POWER = 0.9
@@ -183,7 +230,7 @@ def detectable_log_change(se: float, df: float, alpha: float = DEFAULT_ALPHA,
     """Smallest true log change a two-sided t test at ``alpha`` finds with ``power``."""
     if df <= 0 or not math.isfinite(se):
         return math.inf
-    return float(sps.t.ppf(1.0 - alpha / 2.0, df) + sps.t.ppf(power, df)) * se
+    return (t_ppf(1.0 - alpha / 2.0, df) + t_ppf(power, df)) * se
 
 
 def minimum_detectable_change(run_cv: float, n_baseline: int, n_current: int, *,
@@ -319,7 +366,7 @@ def noise_differs_p(a: LogSpread, b: LogSpread) -> float | None:
     if min(va, vb) <= 1e-24:
         return 1.0 if max(va, vb) <= 1e-24 else 0.0
     f = va / vb
-    return min(1.0, 2.0 * float(min(sps.f.cdf(f, a.df, b.df), sps.f.sf(f, a.df, b.df))))
+    return min(1.0, 2.0 * min(f_cdf(f, a.df, b.df), f_sf(f, a.df, b.df)))
 
 
 # A group borrows a pool's noise only where the F test that guards the pool would catch a
@@ -338,8 +385,8 @@ def noise_guard_power(df: int, pool_df: int, sd_ratio: float = GUARD_SD_RATIO,
     if df < 1 or pool_df < 1:
         return 0.0
     r = sd_ratio * sd_ratio
-    hi, lo = sps.f.ppf(1.0 - alpha / 2.0, df, pool_df), sps.f.ppf(alpha / 2.0, df, pool_df)
-    return float(sps.f.sf(hi / r, df, pool_df) + sps.f.cdf(lo / r, df, pool_df))
+    hi, lo = f_ppf(1.0 - alpha / 2.0, df, pool_df), f_ppf(alpha / 2.0, df, pool_df)
+    return f_sf(hi / r, df, pool_df) + f_cdf(lo / r, df, pool_df)
 
 
 def guarded_pool(groups: Mapping[H, LogSpread]) -> tuple[LogSpread, set[H]]:
@@ -531,8 +578,8 @@ def compare_runs(baseline: Runs, current: Runs, *, alpha: float = DEFAULT_ALPHA,
         p = 1.0 if abs(delta) < 1e-12 else 0.0
         return replace(undecided, low=math.exp(delta), high=math.exp(delta), p_value=p,
                        significant=p < alpha, mde=0.0, noise_cv=0.0)
-    p = min(1.0, 2.0 * float(sps.t.sf(abs(delta) / se, df)))
-    half = float(sps.t.ppf(1.0 - alpha / 2.0, df)) * se
+    p = min(1.0, 2.0 * t_sf(abs(delta) / se, df))
+    half = t_ppf(1.0 - alpha / 2.0, df) * se
     return replace(undecided, low=math.exp(delta - half), high=math.exp(delta + half),
                    p_value=p, significant=p < alpha, noise_cv=noise_cv,
                    mde=math.expm1(detectable_log_change(se, df, alpha, power)))
@@ -608,8 +655,8 @@ def paired_log_ratio(baseline: Sequence[float], current: Sequence[float],
     t_ci: tuple[float, float] = (mean, mean)
     boot_ci = t_ci
     if sd >= 1e-12:  # identical ratios (a deterministic figure): both intervals are the point
-        ci = sps.ttest_1samp(d, 0.0).confidence_interval(confidence)
-        t_ci = (float(ci.low), float(ci.high))
+        half = t_ppf(0.5 + confidence / 2.0, d.size - 1) * sd / math.sqrt(d.size)
+        t_ci = (mean - half, mean + half)
         boot = sps.bootstrap((d,), np.mean, n_resamples=resamples, vectorized=True,
                              confidence_level=confidence, method="BCa",
                              rng=np.random.default_rng(seed)).confidence_interval
@@ -651,8 +698,8 @@ def paired_equivalence(baseline: Sequence[float], current: Sequence[float],
     if d.std(ddof=1) < 1e-12:  # no spread: each one-sided test is decided by the mean alone
         p_lower, p_upper = float(mean <= -bound), float(mean >= bound)
     else:
-        p_lower = float(sps.ttest_1samp(d, -bound, alternative="greater").pvalue)
-        p_upper = float(sps.ttest_1samp(d, bound, alternative="less").pvalue)
+        p_lower = t_sf(*one_sample_t(d, -bound))  # one-sided: mean > -bound
+        p_upper = t_cdf(*one_sample_t(d, bound))  # one-sided: mean < bound
     p = max(p_lower, p_upper)
     return Equivalence(pairs=int(d.size), ratio=math.exp(mean), margin=margin, alpha=alpha,
                        p_lower=p_lower, p_upper=p_upper, p_value=p, equivalent=p < alpha)
@@ -691,9 +738,10 @@ def equivalence_power(pairs: int, sd_log: float, margin: float, *,
     if sd_log == 0:
         return 1.0
     df, se = pairs - 1, sd_log / math.sqrt(pairs)
-    crit = float(sps.t.ppf(1.0 - alpha, df))
-    power = (sps.nct.sf(crit, df, (mu + bound) / se)
-             + sps.nct.cdf(-crit, df, (mu - bound) / se) - 1.0)
+    crit = t_ppf(1.0 - alpha, df)
+    # The noncentral t's cdf (scipy.special.nctdtr, what scipy.stats.nct evaluates).
+    power = (1.0 - special.nctdtr(df, (mu + bound) / se, crit)
+             + special.nctdtr(df, (mu - bound) / se, -crit) - 1.0)
     return max(0.0, float(power))
 
 
@@ -921,10 +969,10 @@ def _settle(mean: float, se: float | None, df: float, sd_pair: float | None, *,
         low = high = eq_low = eq_high = half = nan
         same = False
     else:
-        p_value = (float(2.0 * sps.t.sf(abs(mean) / se, df)) if se > 0
+        p_value = (2.0 * t_sf(abs(mean) / se, df) if se > 0
                    else float(mean == 0.0))
-        half = float(sps.t.ppf(1.0 - alpha / 2.0, df)) * se
-        eq_half = float(sps.t.ppf(1.0 - alpha, df)) * se
+        half = t_ppf(1.0 - alpha / 2.0, df) * se
+        eq_half = t_ppf(1.0 - alpha, df) * se
         low, high = math.exp(mean - half), math.exp(mean + half)
         eq_low, eq_high = math.exp(mean - eq_half), math.exp(mean + eq_half)
         same = (mean - eq_half > -bound and mean + eq_half < bound) if equivalent is None \
