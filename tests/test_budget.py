@@ -84,7 +84,8 @@ def test_open_answers_get_sessions_until_settled(monkeypatch: pytest.MonkeyPatch
                                 interleave=True, echo=lines.append, clock=lambda: clock[0])
     assert lines[0].startswith("budget: look 1 (alpha 0.001): 0 of 1 answers settled")
     assert "open: [test] mlp[tiny]" in lines[0]
-    assert " 1 of 1 answers settled" in lines[-1]
+    assert " 1 of 1 answers settled" in lines[-2]
+    assert lines[-1].startswith("budget: settled after 75 s (alpha 0.001): [test] mlp[tiny]")
     # Every look read at the interim alpha, one a session and one more; read at 0.05 the
     # same sessions settle after 2, at 0.001 after 3 (two shared processes, then a third
     # for the t quantile at the interim alpha).
@@ -211,6 +212,65 @@ def test_the_answers_with_fewest_sessions_then_the_cheapest_get_the_budget() -> 
     # The CNN a session behind: before the MLP's next, however cheap that is.
     assert pick({"resnet": 3, "cnn": 2, "mlp": 3}) == {"cnn", "mlp"}
     assert pick({"resnet": 1, "cnn": 3, "mlp": 2}) == {"resnet", "mlp"}
+
+
+def test_at_equal_sessions_the_place_with_fewest_configurations_goes_first() -> None:
+    """Fewest sessions, then fewest configurations (comparisons to settle), then the
+    cheapest: a dear place of three configurations is not starved by cheap places of
+    eight, and between places alike the cheapest still goes first."""
+    cost = {"resnet": 90.0, "cnn": 40.0, "mlp": 45.0}
+    specs = {k: ONE for k in cost}
+    margin = budget_mod.COST_MARGIN
+
+    def pick(members: dict[str, int], sessions: dict[str, int]) -> set[str]:
+        still = [budget_mod.OpenAnswer(k, (k,), members[k]) for k in ("resnet", "cnn", "mlp")]
+        keys, _ = budget_mod._affordable(still, specs, [], dict(cost), 135.0 * margin,
+                                         sessions)
+        return keys
+
+    ones = {"resnet": 1, "cnn": 1, "mlp": 1}
+    # ResNet50's place has 3 configurations, the others 7 and 8: it goes first, then the
+    # cheapest that still fits.
+    assert pick({"resnet": 3, "cnn": 7, "mlp": 8}, ones) == {"resnet", "cnn"}
+    # As many configurations each: cheapest first, and the dear one waits.
+    assert pick({"resnet": 3, "cnn": 3, "mlp": 3}, ones) == {"cnn", "mlp"}
+    # Fewest sessions still comes before fewest configurations.
+    assert pick({"resnet": 3, "cnn": 7, "mlp": 8},
+                {"resnet": 2, "cnn": 1, "mlp": 1}) == {"cnn", "mlp"}
+
+
+def test_each_place_s_first_settlement_is_printed_and_journaled_once(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _noisy_first_runs(tmp_path)
+    clock = [100.0]
+    fake = FakeSweep(tmp_path, clock)
+    monkeypatch.setattr(budget_mod, "run_sweep", fake)
+    lines: list[str] = []
+    budget_mod.spend([ONE, TWO], tmp_path, budget_s=600, started=0.0, interleave=True,
+                     echo=lines.append, clock=lambda: clock[0])
+    events = SweepStore(tmp_path).journal_events()
+    first = budget_mod.settled_events(events)
+    (where,) = first
+    # Settled at the look after the third session: 100 s + 3 sessions of 25 s.
+    assert first[where] == pytest.approx(175.0)
+    assert [e["event"] for e in events].count(budget_mod.SETTLED_EVENT) == 1
+    assert f"budget: settled after 175 s (alpha {LookPlan().interim:g}): {where}" in lines
+    assert budget_mod.settlement_line(events, 2) == (
+        f"first settled: {where} after 175 s; 1 of 2 answers not settled")
+    # Resumed: already settled, nothing journaled again.
+    budget_mod.spend([ONE, TWO], tmp_path, budget_s=600, started=0.0, interleave=True,
+                     echo=lines.append, clock=lambda: clock[0])
+    again = SweepStore(tmp_path).journal_events()
+    assert [e["event"] for e in again].count(budget_mod.SETTLED_EVENT) == 1
+
+
+def test_a_sweep_that_settles_nothing_says_so() -> None:
+    assert budget_mod.settlement_line([], 5) == "first settled: none; 5 of 5 answers not settled"
+    event = budget_mod.settled_event
+    events = [event("b", 300.0, 0.04), event("a", 120.4, 0.001),
+              event("a", 500.0, 0.04)]  # only a place's first counts
+    assert budget_mod.settlement_line(events, 3) == (
+        "first settled: a after 120 s; b after 300 s; 1 of 3 answers not settled")
 
 
 def test_a_budgeted_sweep_runs_shared_arms_first_then_says_its_provisional_answers(

@@ -23,9 +23,10 @@ second last look at a place.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench.launch.groups import in_session
 from bench.launch.sweep import Replication, SweepOutcome, run_sweep
@@ -36,6 +37,7 @@ from reports.places import Place, places, places_text
 from reports.sequential import LookPlan, Looks, look_event, looks_taken
 
 DEFAULT_BUDGET_S = 600.0  # the default sweep on a 2-core machine
+SETTLED_EVENT = "settled"  # a place's first settlement, in the sweep's journal
 BUDGET_LOOKS = LookPlan()
 # A session is priced at its configurations' last one, with this margin: the same
 # session's wall time varied by up to 10% (a ResNet50 session 48-52 s, one with a
@@ -46,10 +48,13 @@ COST_MARGIN = 1.1
 
 @dataclass(frozen=True)
 class OpenAnswer:
-    """An answer that is not settled yet, and the configurations that would settle it."""
+    """An answer that is not settled yet, the configurations that would settle it, and
+    how many configurations its place measured (``members``: what it must settle
+    against, known before any figure)."""
 
     where: str
     keys: tuple[str, ...]
+    members: int = 0
 
 
 def open_answers(results: Sequence[RunResult], source: Path, looks: Looks | None = None
@@ -57,7 +62,7 @@ def open_answers(results: Sequence[RunResult], source: Path, looks: Looks | None
     """The answers not settled yet (with the keys of the configurations to measure
     again: ``to_measure``), and where every answer is."""
     found = places(results, source, looks)
-    return ([OpenAnswer(p.where, to_measure(p)) for p in found if p.is_open],
+    return ([OpenAnswer(p.where, to_measure(p), len(p.measured)) for p in found if p.is_open],
             [p.where for p in found])
 
 
@@ -128,6 +133,9 @@ def spend(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: floa
             echo(f"budget: look {looks} (alpha {plan.interim:g}): {len(places) - len(still)} "
                  f"of {len(places)} answers settled after {elapsed:.0f} s of {budget_s:.0f} s"
                  + ("; open: " + "; ".join(a.where for a in still) if still else ""))
+            open_now = {a.where for a in still}
+            _note_settled(store, [w for w in places if w not in open_now], elapsed,
+                          plan.interim, echo)
             if not still:
                 return outcomes
         last_run = {a.where: _last_run(a, spec_of, store) for a in still}
@@ -135,7 +143,8 @@ def spend(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: floa
                                      last_run)
         if not keys:
             _last_look(still, store, plan, results, out, echo,
-                       f"the next session (~{cheapest:.0f} s) would overrun the budget")
+                       f"the next session (~{cheapest:.0f} s) would overrun the budget",
+                       elapsed)
             return outcomes
         ran: list[RunResult] = []
         for runs, todo in sorted(_next_runs(still, keys, spec_of, last_run).items()):
@@ -175,13 +184,51 @@ def _next_runs(still: Sequence[OpenAnswer], keys: set[str], spec_of: Mapping[str
 
 def _last_look(still: Sequence[OpenAnswer], store: SweepStore, plan: LookPlan,
                results: Sequence[RunResult], out: Path, echo: Callable[[str], None],
-               why: str) -> None:
+               why: str, elapsed: float) -> None:
     """The budget is spent: what is still open is read once more, at ``plan.final``."""
     for a in still:
         store.journal(look_event(a.where, plan.final, final=True))
     left, _ = open_answers(results, out, Looks.of_journal(store.journal_events()))
     echo(f"budget: {why}; the last look (alpha {plan.final:g}) settles "
          f"{len(still) - len(left)} of the {len(still)} open answer(s)")
+    open_now = {a.where for a in left}
+    _note_settled(store, [a.where for a in still if a.where not in open_now], elapsed,
+                  plan.final, echo)
+
+
+def _note_settled(store: SweepStore, settled: Sequence[str], elapsed: float, alpha: float,
+                  echo: Callable[[str], None]) -> None:
+    """Journal and print each place of ``settled`` whose first settlement this is: when
+    (seconds from the sweep's start) and at which alpha (``settled_events`` reads them)."""
+    known = set(settled_events(store.journal_events()))
+    for where in settled:
+        if where not in known:
+            store.journal(settled_event(where, elapsed, alpha))
+            echo(f"budget: settled after {elapsed:.0f} s (alpha {alpha:g}): {where}")
+
+
+def settled_event(place: str, after_s: float, alpha: float) -> dict[str, Any]:
+    """The journal line of a place's first settlement, ``after_s`` from the sweep's start."""
+    return {"event": SETTLED_EVENT, "where": place, "after_s": round(after_s, 1),
+            "alpha": alpha}
+
+
+def settled_events(events: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """Each place's first settlement (seconds from the sweep's start), from a journal."""
+    out: dict[str, float] = {}
+    for e in events:
+        if e.get("event") == SETTLED_EVENT and "where" in e:
+            out.setdefault(str(e["where"]), float(e.get("after_s", 0.0)))
+    return out
+
+
+def settlement_line(events: Iterable[Mapping[str, Any]], places: int) -> str:
+    """The sweep's first settlements in one line: ``first settled: <place> after 152 s;
+    4 of 5 answers not settled`` (``places``: how many answers the sweep has)."""
+    first = sorted(settled_events(events).items(), key=lambda kv: kv[1])
+    done = "; ".join(f"{where} after {s:.0f} s" for where, s in first)
+    return (f"first settled: {done or 'none'}; "
+            f"{max(0, places - len(first))} of {places} answers not settled")
 
 
 def _affordable(still: Sequence[OpenAnswer], by_key: Mapping[str, RunSpec],
@@ -195,7 +242,11 @@ def _affordable(still: Sequence[OpenAnswer], by_key: Mapping[str, RunSpec],
     ``OpenAnswer.where``) go first, so that
     every open answer gets its next session before any gets one more (an answer's
     noise is its own until its sessions give the pool's guard enough degrees of
-    freedom: three sessions of three arms); among those, the cheapest first. The order
+    freedom: three sessions of three arms); among those, the places that measured the
+    fewest configurations (``OpenAnswer.members``: fewest comparisons to settle), then
+    the cheapest. Cheapest first alone starved the dearest place: in s41a ResNet50 (one
+    comparison, +72% after one session, a 90 s session) kept one session while four
+    cheaper places with five to eight configurations each took the budget. The order
     reads no answer's figures: ordered by the plan to settle (its price times the
     sessions its estimated gap still needs), an answer's number of sessions at the last
     look depended on its own data, which the looks' alpha does not cover, and in s30-s34
@@ -204,8 +255,8 @@ def _affordable(still: Sequence[OpenAnswer], by_key: Mapping[str, RunSpec],
     def cost(keys: set[str]) -> float:
         return COST_MARGIN * sum(last_cost.get(k) or _last_wall(results, k) for k in keys)
 
-    def order(a: tuple[OpenAnswer, set[str]]) -> tuple[int, float]:
-        return last_run.get(a[0].where, 0), cost(a[1])
+    def order(a: tuple[OpenAnswer, set[str]]) -> tuple[int, int, float]:
+        return last_run.get(a[0].where, 0), a[0].members, cost(a[1])
 
     wanted = sorted(((a, {k for k in a.keys if k in by_key}) for a in still), key=order)
     keys: set[str] = set()

@@ -8,15 +8,15 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from bench.adaptive.budget import BUDGET_LOOKS, print_answers, spend
+from bench.adaptive.budget import BUDGET_LOOKS, print_answers, settlement_line, spend
 from bench.adaptive.plan import plan_first_pass
 from bench.hardware import detect, topology, topology_links
 from bench.launch.evidence import Evidence
 from bench.launch.groups import sweep_units
 from bench.launch.sweep import Replication, SweepOutcome, run_sweep
-from bench.results.store import load_sweep
+from bench.results.store import SweepStore, load_sweep
 from bench.spec import RunSpec
-from reports.sequential import Looks
+from reports.sequential import Looks, looks_taken
 
 
 def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: float,
@@ -71,6 +71,10 @@ def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, star
         for session in spend(specs, out, budget_s=budget_s, started=started,
                              interleave=interleave, echo=echo):
             outcome = merge(outcome, session)
+        events = SweepStore(out).journal_events()
+        looked_at = len(looks_taken(events))  # every place of the sweep had a look
+        if looked_at:
+            echo(f"budget: {settlement_line(events, looked_at)}")
     outcome.wall_s = time.monotonic() - started
     return outcome
 
