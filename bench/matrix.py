@@ -136,7 +136,21 @@ class CpuWorkload:
     multi_process: list[str]  # multi-process strategies, at the first batch and 2 devices
     in_process: list[str] = field(default_factory=lambda: ["mirrored", "central_storage"])
     shared_device: bool = True  # also two copies sharing one device
+    rounds: int = 10  # windows of each configuration a session (RunSpec.repeats)
 
+
+# A ResNet50 session builds its two arms for ~48 s (tracing the 1- and 2-replica steps
+# with their Adam updates) against ~18 s of ten rounds: 22% of it measured. At 24 rounds
+# it measures ~43 s of ~105 s. Its session noise is mostly its windows': the between-
+# session variance of a session's log ratio was 0.85x and 1.24x what the rounds predict
+# over all pairs of the Intel and AMD sweeps (df 107 and 88; the CNN on AMD 2.1x;
+# `python -m scripts.session_noise`), so 24 rounds cut it by about sqrt(10/24): the two
+# sessions a 10-minute sweep gives ResNet50 settle a smaller gap.
+RESNET50_ROUNDS = 24
+# A configuration that runs in processes of its own (ParameterServer, independent
+# copies) is measured once in the first pass, in ~10 s of start-up against 5 s of ten
+# windows: twenty windows measure it twice as long for the same start-up.
+ALONE_ROUNDS = 20
 
 # Chosen for information per second on a 2-core CPU, where logical devices share the
 # cores (measured: a configuration costs ~5 s of start-up, mostly `import tensorflow`,
@@ -153,7 +167,8 @@ CPU_WORKLOADS: list[CpuWorkload] = [
     CpuWorkload("cnn", [64, 256], {}, [2], ["default"],
                 ["multi_worker_mirrored", "parameter_server", "independent"]),
     CpuWorkload("resnet50", [16], {"image_size": 32, "classes": 10}, [2], ["default"],
-                ["independent"], in_process=["mirrored"], shared_device=False),
+                ["independent"], in_process=["mirrored"], shared_device=False,
+                rounds=RESNET50_ROUNDS),
 ]
 
 
@@ -194,7 +209,7 @@ def preset_default(hw: Hardware, workloads: Sequence[str] = (), batches: Sequenc
               for name in workloads or [w.name for w in CPU_WORKLOADS]]
     specs: list[RunSpec] = []
     for w in chosen:
-        knobs = {**fixed, "params": w.params}
+        knobs = {**fixed, "params": w.params, "repeats": w.rounds}
         # The second single-device reference at the first batch only: a cross-check.
         specs += expand({"workload": [w.name], "strategy": w.single_device[:1],
                          "devices": [1], "batch": w.batches}, knobs)
@@ -204,9 +219,11 @@ def preset_default(hw: Hardware, workloads: Sequence[str] = (), batches: Sequenc
         specs += expand({"workload": [w.name], "strategy": w.in_process,
                          "devices": w.mirrored_devices, "batch": w.batches}, knobs)
     for w in chosen:
-        knobs = {**fixed, "params": w.params}
-        specs += expand({"workload": [w.name], "strategy": w.multi_process, "devices": [2],
-                         "batch": w.batches[:1]}, knobs)
+        for strategy in w.multi_process:
+            specs += expand({"workload": [w.name], "strategy": [strategy], "devices": [2],
+                             "batch": w.batches[:1]},
+                            {**fixed, "params": w.params, "repeats": _rounds(w, strategy)})
+        knobs = {**fixed, "params": w.params, "repeats": _rounds(w, "independent")}
         # The ideal-scaling baseline at every replica count the in-process ones reach.
         specs += expand({"workload": [w.name], "strategy": ["independent"],
                          "devices": w.mirrored_devices, "batch": w.batches[:1]}, knobs)
@@ -216,6 +233,14 @@ def preset_default(hw: Hardware, workloads: Sequence[str] = (), batches: Sequenc
                              "batch": w.batches[:1]}, {**knobs, "workers_per_device": 2})
     unique = {s.key(): s for s in reversed(specs)}  # first occurrence wins, order kept
     return [s for s in specs if unique.pop(s.key(), None) is s and _runs_on(s, hw)]
+
+
+def _rounds(w: CpuWorkload, strategy: str) -> int:
+    """Windows per run of ``strategy`` in ``w``: its sessions' rounds, or, where it runs
+    in processes of its own that cannot take turns with a session's arms (not
+    ``paced_processes``), at least ``ALONE_ROUNDS``."""
+    alone = not STRATEGIES.get(strategy).paced_processes
+    return max(w.rounds, ALONE_ROUNDS) if alone else w.rounds
 
 
 def cpu_workload(name: str, batches: Sequence[int] = (),

@@ -1,0 +1,108 @@
+"""How much of a session's noise is its windows': between-session spread of each pair's
+log ratio against what its rounds predict.
+
+A session measures two arms in interleaved rounds; its statistic for the pair is the
+median over rounds of log(candidate / reference) (``bench.results.pairs``). If the
+sessions differed only by their windows' noise, the variance of that statistic from
+one session to the next would be what each session's rounds predict: their variance
+over the rounds / rounds, times pi/2 for a median. This prints, per workload, the
+between-session variance of the statistic (pairs measured in 2+ sessions, pooled with
+their degrees of freedom) and the rounds' prediction, and their ratio. A ratio near 1:
+the session is not a noise source of its own, and longer sessions (more rounds) lower
+its noise as 1/rounds; well above 1: only more sessions do.
+
+Usage: ``python -m scripts.session_noise SWEEP_DIR [SWEEP_DIR ...]``. Reads stored
+results only (no TensorFlow).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from bench.results.pairs import (
+    process_log_ratio,
+    round_log_ratios,
+    undisturbed_rounds,
+    units,
+)
+from bench.results.schema import RunResult
+from bench.results.store import load_sweep
+
+Pair = tuple[str, int, str, str]  # workload, global batch, reference, candidate
+
+
+def _predicted(reference: RunResult, candidate: RunResult) -> float | None:
+    """What the session's rounds say the variance of its statistic is (median: x pi/2),
+    averaged over its builds; None where a build has under 2 comparable rounds."""
+    per_build = []
+    for a, c in zip(units(reference), units(candidate), strict=True):
+        try:
+            ratios = round_log_ratios(a, c)
+        except ValueError:  # a member whose windows do not pair round by round
+            return None
+        kept = [ratios[i] for i in undisturbed_rounds(a, c)]
+        if len(kept) < 2:
+            return None
+        per_build.append(statistics.variance(kept) / len(kept))
+    return math.pi / 2 * sum(per_build) / len(per_build) ** 2
+
+
+def pair_sessions(sweeps: list[Path]) -> dict[tuple[str, Pair], list[tuple[float, float]]]:
+    """Each pair's (statistic, predicted variance) per session, by sweep and pair."""
+    out: dict[tuple[str, Pair], list[tuple[float, float]]] = defaultdict(list)
+    for sweep in sweeps:
+        sessions: dict[tuple[str, int, str], dict[str, RunResult]] = defaultdict(dict)
+        for r in load_sweep(sweep).results:
+            if r.interleaved is not None and r.figures is not None:
+                sessions[(r.spec.workload, r.global_batch, r.interleaved.session)][r.key] = r
+        for (workload, batch, _), arms in sessions.items():
+            keys = sorted(arms)
+            for i, ka in enumerate(keys):
+                for kc in keys[i + 1:]:
+                    a, c = arms[ka], arms[kc]
+                    predicted = _predicted(a, c)
+                    if predicted is None:
+                        continue
+                    pair = (workload, batch, a.spec.label(), c.spec.label())
+                    out[(sweep.name, pair)].append((process_log_ratio(a, c), predicted))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("sweeps", nargs="+", type=Path, help="sweep directories")
+    args = parser.parse_args(argv)
+    missing = [str(p) for p in args.sweeps if not p.is_dir()]
+    if missing:
+        print(f"error: not a sweep directory: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    by_workload: dict[str, list[tuple[int, float, float]]] = defaultdict(list)
+    for (_, pair), rows in pair_sessions(args.sweeps).items():
+        if len(rows) < 2:
+            continue
+        between = statistics.variance([s for s, _ in rows])
+        predicted = statistics.fmean(p for _, p in rows)
+        by_workload[pair[0]].append((len(rows) - 1, between, predicted))
+    if not by_workload:
+        print("no pair was measured in 2 or more sessions")
+        return 0
+    print(f"{'workload':10s} {'df':>4s} {'between SD':>10s} {'rounds SD':>9s} {'ratio':>6s}")
+    everything = [row for rows in by_workload.values() for row in rows]
+    for name, rows in [*sorted(by_workload.items()), ("all", everything)]:
+        df = sum(d for d, _, _ in rows)
+        between = sum(d * b for d, b, _ in rows) / df
+        predicted = sum(d * p for d, _, p in rows) / df
+        print(f"{name:10s} {df:4d} {math.sqrt(between):10.3f} {math.sqrt(predicted):9.3f} "
+              f"{between / predicted:6.2f}")
+    print("between SD: the SD of a session's log ratio from one session to the next; "
+          "rounds SD: what its rounds predict; ratio: of the variances")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
