@@ -92,11 +92,11 @@ def main(argv: list[str] | None = None) -> int:
         print("no pair was measured in 2 or more sessions")
         return 0
     print(f"{'workload':10s} {'df':>4s} {'between SD':>10s} {'rounds SD':>9s} {'ratio':>6s}")
-    everything = [row for rows in by_workload.values() for row in rows]
-    for name, rows in [*sorted(by_workload.items()), ("all", everything)]:
-        df = sum(d for d, _, _ in rows)
-        between = sum(d * b for d, b, _ in rows) / df
-        predicted = sum(d * p for d, _, p in rows) / df
+    everything = [pair for pairs in by_workload.values() for pair in pairs]
+    for name, pairs in [*sorted(by_workload.items()), ("all", everything)]:
+        df = sum(d for d, _, _ in pairs)
+        between = sum(d * b for d, b, _ in pairs) / df
+        predicted = sum(d * p for d, _, p in pairs) / df
         print(f"{name:10s} {df:4d} {math.sqrt(between):10.3f} {math.sqrt(predicted):9.3f} "
               f"{between / predicted:6.2f}")
     print("between SD: the SD of a session's log ratio from one session to the next; "
