@@ -220,11 +220,18 @@ def workload_slug(workload: str) -> str:
     return parse_ref(workload).slug if looks_like_user_model(workload) else workload
 
 
+# Fields every strategy takes whose token still belongs in the strategy's name: the
+# backend is not a variant (one place holds both lanes), so the configuration's own
+# name says which lane trains it: ``data_parallel(jax)``.
+STRATEGY_TOKENS = ("backend",)
+
+
 def strategy_label(spec: RunSpec) -> str:
-    """``mirrored``, ``mirrored(hierarchical_copy)``, ``multi_worker_mirrored(workers=2)``:
-    the strategy with the tokens of the fields that not every strategy takes."""
+    """``mirrored``, ``mirrored(hierarchical_copy)``, ``multi_worker_mirrored(workers=2)``,
+    ``data_parallel(jax)``: the strategy with the tokens of the fields that not every
+    strategy takes, and of ``STRATEGY_TOKENS``."""
     tokens = label_tokens(spec, [f for f in declaration(type(spec))
-                                 if f.info.strategies != "all"])
+                                 if f.info.strategies != "all" or f.name in STRATEGY_TOKENS])
     return f"{spec.strategy}({','.join(tokens)})" if tokens else spec.strategy
 
 
@@ -330,10 +337,14 @@ class RunSpec:
                            help="custom (the harness's loop), fit (Keras)", label="loop={}")
     keras: int = spec_field(3, choices=KERAS_VERSIONS, help="3, 2 (tf_keras: the keras2 extra)",
                             label="keras{}")
+    # Not a variant: the lanes are two ways to train the same model, and a place holds
+    # both ("data_parallel jax on 2 devices" against "mirrored on 2 devices"). Each
+    # lane's configurations still share sessions only with their own lane's (the
+    # sweep's units group by everything but the answer axes: bench.launch.groups).
     backend: str = spec_field("tf", choices=BACKENDS,
                               help="{choices}: tf.distribute, or Keras 3 on JAX "
                                    "(keras.distribution: data_parallel, model_parallel; "
-                                   "the jax extra)", label="{}")
+                                   "the jax extra)", label="{}", variant=False)
 
     def __post_init__(self) -> None:
         workload = find_workload(self.workload)
@@ -463,7 +474,8 @@ class RunSpec:
                  f"n={self.devices}", f"b={self.global_batch}" if self.mode == "train"
                  else f"up to {_size_text(self.allreduce_max_bytes)}"]
         parts += label_tokens(self, [f for f in declaration(type(self))
-                                     if f.info.strategies == "all"])
+                                     if f.info.strategies == "all"
+                                     and f.name not in STRATEGY_TOKENS])
         return " ".join(parts)
 
     def key(self) -> str:

@@ -44,7 +44,7 @@ def test_backend_is_declared_once_and_derives_label_key_and_cli() -> None:
     f = declared("backend")
     assert f.default == "tf" and f.info.choices == ("tf", "jax") and f.info.hparam
     spec = jax_spec()
-    assert spec.label().endswith(" jax") and ".jax." in spec.key()
+    assert "data_parallel(jax) n=2" in spec.label() and ".jax." in spec.key()
     assert "jax" not in tiny_spec().label() and ".jax" not in tiny_spec().key()
     assert cli_args(spec)[cli_args(spec).index("--backend") + 1] == "jax"
     args = build_parser().parse_args(["run", "--backend", "jax", "--workload", "mlp",
