@@ -3,8 +3,9 @@
 Pure tests check the spec fields, the support rules, the window protocol of the fit
 mode (``FitClock``, with a fake clock) and the fit-vs-custom report. The TensorFlow
 tests run in child processes on 2 logical CPUs: one process trains every in-process
-strategy with ``fit`` and compares it with the custom loop; one run trains
-MultiWorkerMirrored with ``fit`` in the Keras 2 lane on two local processes.
+strategy with ``fit`` and compares it with the custom loop (one per Keras lane); one
+run trains MultiWorkerMirrored with ``fit`` in the Keras 2 lane on two local processes,
+beside the children (``fit_runs``).
 
     python -m tests.test_fit CASE JSON_KWARGS   -> prints one result line (a TF case)
 """
@@ -12,9 +13,11 @@ MultiWorkerMirrored with ``fit`` in the Keras 2 lane on two local processes.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +34,7 @@ from bench.strategies import STRATEGIES
 from reports.loops import cost_line, loop_costs
 from tests import tf_cases
 from tests.helpers import fake_figures, tiny_spec
+from tests.tf_cases import Lanes
 
 CPU = Hardware("test cpu", 2, 2**34)
 # fit and the custom loop differ only in the order of floating-point operations (Keras
@@ -282,16 +286,47 @@ def case_fit_and_custom(setup: Any, keras: int = 3,
     return out
 
 
-@pytest.fixture(scope="module")
-def fit_and_custom() -> dict[str, Any]:
-    return run_case("fit_and_custom")
+HAS_TF_KERAS = importlib.util.find_spec("tf_keras") is not None
+
+
+def keras2_mwm_run(tmp: Path) -> RunResult:
+    """tf_keras' fit under MultiWorkerMirrored on two local processes, as a run."""
+    from bench.launch.launcher import run_isolated
+
+    spec = tiny_spec(strategy="multi_worker_mirrored", devices=2, loop="fit", keras=2,
+                     repeats=2, min_steps=3, max_steps=30, max_seconds=0.3)
+    # Its own peak cache: a peak measured beside the other lane's child reads low, and
+    # must not be what the session's later runs find.
+    return run_isolated(spec, tmp / "logs" / "run.log", timeout_s=180,
+                        env={"STRATBENCH_CACHE_DIR": str(tmp / "cache")})
 
 
 @pytest.fixture(scope="module")
-def keras2_fit_and_custom() -> dict[str, Any]:
+def fit_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lanes]:
+    """The module's three TensorFlow processes, two at a time (tests.tf_cases.Lanes):
+    the Keras 3 child then the Keras 2 one (the lane is chosen before TensorFlow is
+    imported: a process each), beside the Keras 2 MultiWorkerMirrored run (the only
+    multi-process run here). Keras 2 jobs give None where tf_keras is missing."""
+    tmp = tmp_path_factory.mktemp("keras2-mwm")
+    lanes = Lanes(
+        [("keras3", lambda: run_case("fit_and_custom")),
+         ("keras2", lambda: run_case("fit_and_custom", keras=2, strategies=[
+             ["one_device", 1], ["central_storage", 2], ["mirrored", 2]])
+          if HAS_TF_KERAS else None)],
+        [("keras2_mwm", lambda: keras2_mwm_run(tmp) if HAS_TF_KERAS else None)])
+    yield lanes
+    lanes.join()
+
+
+@pytest.fixture(scope="module")
+def fit_and_custom(fit_runs: Lanes) -> dict[str, Any]:
+    return fit_runs["keras3"]
+
+
+@pytest.fixture(scope="module")
+def keras2_fit_and_custom(fit_runs: Lanes) -> dict[str, Any]:
     pytest.importorskip("tf_keras", reason="the keras2 extra is not installed")
-    return run_case("fit_and_custom", keras=2,
-                    strategies=[["one_device", 1], ["central_storage", 2], ["mirrored", 2]])
+    return fit_runs["keras2"]
 
 
 @pytest.mark.parametrize(("strategy", "devices"), IN_PROCESS)
@@ -322,14 +357,10 @@ def test_keras2_lane_trains_both_loops_alike(keras2_fit_and_custom: dict[str, An
     assert keras2_fit_and_custom["central_storage/fit"]["learned"]
 
 
-def test_keras2_lane_trains_multi_worker_mirrored_with_fit(tmp_path: Path) -> None:
+def test_keras2_lane_trains_multi_worker_mirrored_with_fit(fit_runs: Lanes) -> None:
     """tf_keras' fit trains MultiWorkerMirrored (Keras 3's cannot): two local processes."""
     pytest.importorskip("tf_keras", reason="the keras2 extra is not installed")
-    from bench.launch.launcher import run_isolated
-
-    spec = tiny_spec(strategy="multi_worker_mirrored", devices=2, loop="fit", keras=2,
-                     repeats=2, min_steps=3, max_steps=30, max_seconds=0.3)
-    r = run_isolated(spec, tmp_path / "logs" / "run.log", timeout_s=180)
+    r = fit_runs["keras2_mwm"]
     assert r.status == "ok", r.reason
     f = r.figures
     assert f is not None and f.learned and f.tasks is not None

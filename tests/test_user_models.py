@@ -21,9 +21,10 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -34,6 +35,7 @@ from bench.results.schema import RunResult
 from bench.spec import RunSpec
 from tests import tf_cases
 from tests.helpers import ROOT, child_processes
+from tests.tf_cases import Lanes
 
 MODULE = "stratbench_test_user_models"
 MODELS_PY = '''"""Models of a user's own, for stratbench's tests."""
@@ -149,24 +151,94 @@ def user_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         yield where
 
 
+def run_spec(tmp_path: Path, spec: RunSpec) -> RunResult:
+    # A peak cache of the module's own: a peak measured beside the other lane reads low,
+    # and must not be what the session's later runs find.
+    result = run_isolated(spec, tmp_path / "logs" / "run.log", timeout_s=spec.timeout_s,
+                          env={"STRATBENCH_CACHE_DIR": str(tmp_path.parent / "cache")})
+    assert not child_processes(tmp_path), "a process of the run survived it"
+    return result
+
+
+def mwm_spec(user_dir: Path, model: str) -> RunSpec:
+    return user_spec(model_workloads(user_dir)[model], strategy="multi_worker_mirrored",
+                     devices=2)
+
+
+def ps_spec(user_dir: Path, model: str) -> RunSpec:
+    return user_spec(model_workloads(user_dir)[model], strategy="parameter_server",
+                     devices=2, **PS_STEPS)
+
+
+def transformer_spec(strategy: str) -> RunSpec:
+    return RunSpec(workload="transformer", size="tiny", strategy=strategy, devices=2,
+                   **(TRANSFORMER if strategy == "multi_worker_mirrored" else TRANSFORMER_PS))
+
+
+USERS_MODELS = ["two_input", "subclassed", "keras_file"]
+MULTI_PROCESS = ["multi_worker_mirrored", "parameter_server"]
+
+
 @pytest.fixture(scope="module")
-def in_process(user_dir: Path) -> dict[str, Any]:
+def runs(user_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lanes]:
+    """Every TensorFlow process of the module, in two lanes (tests.tf_cases.Lanes): the
+    multi-process runs one after another (each picks free ports: never two at once);
+    beside them the single-process children: the in-process child, then the command
+    lines that run a preflight child. A test reads its job's result (or its error)."""
+    base = tmp_path_factory.mktemp("runs")
+
+    def where(name: str) -> Path:
+        path = base / name.replace("/", "-")
+        path.mkdir()
+        return path
+
+    # The in-process child saves the .keras file: the runs of it wait for that child.
+    saved = threading.Event()
+
+    def cluster_job(name: str, spec: Callable[[], RunSpec]
+                    ) -> tuple[str, Callable[[], RunResult]]:
+        def job() -> RunResult:
+            if name.endswith("keras_file"):
+                saved.wait()
+            return run_spec(where(name), spec())
+        return name, job
+
+    def in_process_child() -> Any:
+        try:
+            return tf_cases.run_case("in_process", module="tests.test_user_models",
+                                     timeout=400, env=dict(os.environ),
+                                     directory=str(user_dir))
+        finally:
+            saved.set()
+
+    cluster = [cluster_job(f"{kind}/{m}", lambda make=make, m=m: make(user_dir, m))
+               for m in USERS_MODELS for kind, make in (("mwm", mwm_spec), ("ps", ps_spec))]
+    cluster += [cluster_job(f"transformer/{s}", lambda s=s: transformer_spec(s))
+                for s in MULTI_PROCESS]
+    cluster.sort(key=lambda job: job[0].endswith("keras_file"))  # the .keras file's last
+    cache = {"STRATBENCH_CACHE_DIR": str(base / "cache")}
+    single = [
+        ("in_process", in_process_child),
+        ("sweep", lambda: sweep_of_a_users_file(user_dir, where("sweep"), cache)),
+        ("preflight", lambda: preflight_run(user_dir, where("preflight"), cache)),
+        ("made", lambda: made_run(user_dir, where("made"), cache)),
+    ]
+    lanes = Lanes(cluster, single)
+    yield lanes
+    lanes.join()
+
+
+@pytest.fixture(scope="module")
+def in_process(runs: Lanes) -> dict[str, Any]:
     """One child: saves the .keras file, then trains the three models under default and
     mirrored (2 devices), custom loop and fit, and the Transformer under the in-process
     strategies."""
-    return tf_cases.run_case("in_process", module="tests.test_user_models", timeout=400,
-                             env=dict(os.environ), directory=str(user_dir))
+    return cast(dict[str, Any], runs["in_process"])
 
 
 def model_workloads(user_dir: Path) -> dict[str, str]:
     return {"two_input": f"{MODULE}:two_input", "subclassed": f"{MODULE}:subclassed",
             "keras_file": str(user_dir / "saved.keras")}
-
-
-def run_spec(tmp_path: Path, spec: RunSpec) -> RunResult:
-    result = run_isolated(spec, tmp_path / "logs" / "run.log", timeout_s=spec.timeout_s)
-    assert not child_processes(tmp_path), "a process of the run survived it"
-    return result
 
 
 # -- parent side: spellings, digests, parameters (no TensorFlow) -----------------------------
@@ -272,9 +344,10 @@ def test_bad_input_found_by_the_parent_names_it(user_dir: Path, monkeypatch: pyt
             or f"--param {next(iter(params), '')}" in str(caught.value))
 
 
-def bench_run(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def bench_run(cwd: Path, *args: str, timeout: float = 300,
+              extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+        p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p), **(extra_env or {})}
     return subprocess.run([sys.executable, "-m", "bench", "run", *args], cwd=cwd, text=True,
                           capture_output=True, timeout=timeout, env=env)
 
@@ -289,12 +362,17 @@ def test_bad_input_found_by_the_parent_exits_2(user_dir: Path, tmp_path: Path) -
     assert "Traceback" not in proc.stderr and not (tmp_path / "out").exists()
 
 
-def test_preflight_messages(user_dir: Path, tmp_path: Path) -> None:
-    """Each problem the child finds, in the words the user reads."""
+def preflight_run(user_dir: Path, tmp_path: Path, env: dict[str, str]
+                  ) -> tuple[Path, subprocess.CompletedProcess[str]]:
     workloads = ["broken_import.py:build", "not_a_model.py:build", "strings.py:build",
                  "not_a_model.keras"]
-    proc = bench_run(user_dir, "--workload", ",".join(workloads), "--strategy", "default",
-                     "--out", str(tmp_path / "out"))
+    return tmp_path, bench_run(user_dir, "--workload", ",".join(workloads), "--strategy",
+                               "default", "--out", str(tmp_path / "out"), extra_env=env)
+
+
+def test_preflight_messages(runs: Lanes) -> None:
+    """Each problem the child finds, in the words the user reads."""
+    tmp_path, proc = runs["preflight"]
     err = proc.stderr
     assert proc.returncode == 2, proc.stdout + err
     assert "Traceback" not in err and not (tmp_path / "out").exists()
@@ -309,11 +387,15 @@ def test_preflight_messages(user_dir: Path, tmp_path: Path) -> None:
     assert "text: string []" in err
 
 
-def test_a_parameter_the_function_does_not_take_is_found_by_the_child(
-        user_dir: Path, tmp_path: Path) -> None:
+def made_run(user_dir: Path, tmp_path: Path, env: dict[str, str]
+             ) -> subprocess.CompletedProcess[str]:
+    return bench_run(user_dir, "--workload", "made.py:build", "--strategy", "default",
+                     "--param", "depth=3", "--out", str(tmp_path / "out"), extra_env=env)
+
+
+def test_a_parameter_the_function_does_not_take_is_found_by_the_child(runs: Lanes) -> None:
     """A function bound by an assignment: the parent cannot read its parameters."""
-    proc = bench_run(user_dir, "--workload", "made.py:build", "--strategy", "default",
-                     "--param", "depth=3", "--out", str(tmp_path / "out"))
+    proc = runs["made"]
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "made.py:build does not take these parameters: got an unexpected keyword " \
            "argument 'depth'" in proc.stderr
@@ -362,10 +444,11 @@ def test_a_model_the_teacher_cannot_feed_trains_on_its_dataset_fn(
 @pytest.mark.logical_cpu
 @pytest.mark.parametrize("model", ["two_input", "subclassed", "keras_file"])
 def test_users_model_under_multi_worker_mirrored(in_process: dict[str, Any], user_dir: Path,
-                                                 tmp_path: Path, model: str) -> None:
-    spec = user_spec(model_workloads(user_dir)[model], strategy="multi_worker_mirrored",
-                     devices=2)
-    r = run_spec(tmp_path, spec)
+                                                 runs: Lanes, model: str) -> None:
+    """Each model of the user's trains under MultiWorkerMirrored (two processes) to the
+    in-process default's loss; its fit is unsupported, with the Keras issue named."""
+    r = runs[f"mwm/{model}"]
+    spec = mwm_spec(user_dir, model)
     assert r.status == "ok", r.reason
     assert r.figures is not None and r.figures.learned
     ref = in_process[model]["default/custom"]["loss_end"]
@@ -376,10 +459,11 @@ def test_users_model_under_multi_worker_mirrored(in_process: dict[str, Any], use
 
 @pytest.mark.logical_cpu
 @pytest.mark.parametrize("model", ["two_input", "subclassed", "keras_file"])
-def test_users_model_under_parameter_server(user_dir: Path, tmp_path: Path, model: str) -> None:
-    spec = user_spec(model_workloads(user_dir)[model], strategy="parameter_server", devices=2,
-                     **PS_STEPS)
-    r = run_spec(tmp_path, spec)
+def test_users_model_under_parameter_server(user_dir: Path, runs: Lanes, model: str) -> None:
+    """Each model of the user's learns under ParameterServer (chief, 2 workers, a ps),
+    its FLOPs counted from the graph; its fit is unsupported (DatasetCreator)."""
+    r = runs[f"ps/{model}"]  # first: the .keras file exists once its run has started
+    spec = ps_spec(user_dir, model)
     assert r.status == "ok", r.reason
     f = r.figures
     assert f is not None and f.learned and f.model.inputs
@@ -404,11 +488,11 @@ def test_tiny_transformer_trains_alike_under_every_in_process_strategy(
 
 @pytest.mark.logical_cpu
 @pytest.mark.parametrize("strategy", ["multi_worker_mirrored", "parameter_server"])
-def test_tiny_transformer_multi_process(in_process: dict[str, Any], tmp_path: Path,
+def test_tiny_transformer_multi_process(in_process: dict[str, Any], runs: Lanes,
                                         strategy: str) -> None:
-    spec = RunSpec(workload="transformer", size="tiny", strategy=strategy, devices=2,
-                   **(TRANSFORMER if strategy == "multi_worker_mirrored" else TRANSFORMER_PS))
-    r = run_spec(tmp_path, spec)
+    """The tiny Transformer learns under each multi-process strategy; synchronous
+    MultiWorkerMirrored reaches the in-process default's loss."""
+    r = runs[f"transformer/{strategy}"]
     assert r.status == "ok", r.reason
     assert r.figures is not None and r.figures.learned
     if strategy == "multi_worker_mirrored":  # synchronous: the same losses
@@ -416,15 +500,20 @@ def test_tiny_transformer_multi_process(in_process: dict[str, Any], tmp_path: Pa
         assert r.figures.loss_end == pytest.approx(ref, rel=PARITY_REL)
 
 
-def test_the_sweep_and_its_report_take_a_users_file(user_dir: Path, tmp_path: Path) -> None:
+def sweep_of_a_users_file(user_dir: Path, tmp_path: Path, env: dict[str, str]
+                          ) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    out = tmp_path / "sweep"
+    return out, bench_run(user_dir, "--workload", f"./{MODULE}.py:two_input", "--strategy",
+                          "mirrored", "--devices", "2", "--batch", "16", "--param",
+                          "width=4", "--runs", "1", "--no-profile", "--repeats", "2",
+                          "--max-seconds", "0.3", "--min-steps", "3", "--max-steps", "10",
+                          "--warmup-steps", "1", "--out", str(out), extra_env=env)
+
+
+def test_the_sweep_and_its_report_take_a_users_file(user_dir: Path, runs: Lanes) -> None:
     """``path/to/file.py:function`` from the command line, end to end: the preflight,
     the run, the stored origin and digest, the table and the report."""
-    out = tmp_path / "sweep"
-    proc = bench_run(user_dir, "--workload", f"./{MODULE}.py:two_input", "--strategy",
-                     "mirrored", "--devices", "2", "--batch", "16", "--param", "width=4",
-                     "--runs", "1", "--no-profile", "--repeats", "2", "--max-seconds",
-                     "0.3", "--min-steps", "3", "--max-steps", "10", "--warmup-steps", "1",
-                     "--out", str(out))
+    out, proc = runs["sweep"]
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"{MODULE}.py:two_input" in proc.stdout
     # What the preflight read the model to need, before the runs.

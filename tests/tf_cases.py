@@ -1,10 +1,13 @@
-"""TensorFlow test cases, each run in a fresh process (``run_case``).
+"""TensorFlow test cases, run in child processes (``run_case``, ``run_cases``).
 
-Why a process per case: MirroredStrategy objects created one after another in
-one process reuse collective instance keys, and the second one's all-reduce
-aborts with "Shape mismatch in the collective instance ..." (tensorflow#62790),
-after which the runtime is poisoned. The harness runs every configuration in
-its own process for the same reason; the tests do the same.
+The pytest process never imports TensorFlow (a process cannot change its devices once
+TensorFlow is up). A child costs ~3 s of a 2-core machine to import TensorFlow, so one
+child runs many cases (``run_cases``: case ``many``), each reported on its own.
+Several MirroredStrategy objects may live in one child: bench.child.build gives each
+its own range of collective keys (without it the second one's all-reduce aborted with
+"Shape mismatch in the collective instance ...", tensorflow#62790), as the harness's
+arms rely on. ``Lanes`` runs a test module's children (or harness runs) two at a time:
+importing and tracing are single-threaded, so two children share 2 cores well.
 
     python -m tests.tf_cases CASE JSON_KWARGS   -> prints one MARK line (the result)
 """
@@ -14,7 +17,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
+import traceback
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +49,62 @@ def run_case(case: str, timeout: float = 240, module: str = "tests.tf_cases",
                          f"without a result:\n{proc.stderr[-4000:]}")
 
 
+class Outcomes(dict[str, Any]):
+    """Results of ``run_cases`` by name; a case that raised in the child raises here,
+    with the child's traceback, in the test that reads it (the others still pass)."""
+
+    def __getitem__(self, name: str) -> Any:
+        outcome = super().__getitem__(name)
+        if "error" in outcome:
+            raise AssertionError(f"case {name} raised in the child:\n{outcome['error']}")
+        return outcome["result"]
+
+
+def run_cases(cases: Mapping[str, tuple[str, dict[str, Any]]], timeout: float = 600,
+              env: Mapping[str, str] | None = None) -> Outcomes:
+    """Run ``cases`` (name -> (case, kwargs)) in order in one child process."""
+    return Outcomes(run_case("many", timeout=timeout, env=env,
+                             cases=[[name, case, kwargs] for name, (case, kwargs)
+                                    in cases.items()]))
+
+
+class Lanes:
+    """Named jobs on a thread per lane: each lane runs its jobs in order, the lanes at
+    the same time. ``lanes[name]`` waits for that job and returns its value, or raises
+    what it raised (in the test that asks, not in the module's fixture).
+
+    For jobs that mostly wait on child processes (``run_case``, a harness run): two
+    lanes keep both cores of the test machine busy. Never for a job whose assertions
+    need a quiet machine (timings, a measured peak), nor for two multi-process runs at
+    once (each picks free ports, which the other could take before they are bound).
+    """
+
+    def __init__(self, *lanes: Sequence[tuple[str, Callable[[], Any]]]) -> None:
+        self._futures: dict[str, Future[Any]] = {}
+        self._threads = []
+        for lane in lanes:
+            jobs = [(self._futures.setdefault(name, Future()), job) for name, job in lane]
+            thread = threading.Thread(target=self._run, args=(jobs,), daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    @staticmethod
+    def _run(jobs: list[tuple[Future[Any], Callable[[], Any]]]) -> None:
+        for future, job in jobs:
+            try:
+                future.set_result(job())
+            except BaseException as e:  # handed to the test that asks for it
+                future.set_exception(e)
+
+    def __getitem__(self, name: str) -> Any:
+        return self._futures[name].result()
+
+    def join(self) -> None:
+        """Wait for every lane (a fixture's teardown: no job outlives its module)."""
+        for thread in self._threads:
+            thread.join()
+
+
 # -- cases (run inside the child) ------------------------------------------------
 def _trainer(setup: Any, **over: Any) -> Any:
     from bench.child.build import build as build_strategy
@@ -67,7 +129,7 @@ def case_train(setup: Any, steps: int, **over: Any) -> dict[str, Any]:
 
 
 def case_curves(setup: Any, runs: list[dict[str, Any]], steps: int) -> list[list[float]]:
-    """Loss curves of several configurations in one process (at most one Mirrored)."""
+    """Loss curves of several configurations in one process."""
     return [_losses(_trainer(setup, **over), steps) for over in runs]
 
 
@@ -178,10 +240,27 @@ def case_executed_flops(setup: Any, models: list[dict[str, Any]],
     return out
 
 
+def case_many(setup: Any, cases: list[list[Any]]) -> dict[str, Any]:
+    """``[name, case, kwargs]`` each, in order: ``{"result": ...}`` or, for a case that
+    raised, ``{"error": traceback}`` under its name; the next cases still run."""
+    import keras
+
+    out: dict[str, Any] = {}
+    for name, case, kwargs in cases:
+        # Cases that build a model without the harness's task (executed_flops) must not
+        # inherit the mixed precision policy a previous case's task set.
+        keras.mixed_precision.set_global_policy("float32")
+        try:
+            out[name] = {"result": CASES[case](setup, **kwargs)}
+        except Exception:
+            out[name] = {"error": traceback.format_exc()}
+    return out
+
+
 CASES: dict[str, Callable[..., Any]] = {
     "train": case_train, "curves": case_curves, "measure": case_measure, "stats": case_stats,
     "memory_probe": case_memory_probe, "batch_devices": case_batch_devices,
-    "executed_flops": case_executed_flops,
+    "executed_flops": case_executed_flops, "many": case_many,
 }
 
 
