@@ -251,3 +251,23 @@ def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "bench", *args], cwd=ROOT, text=True,
                           capture_output=True, timeout=timeout)
 
+
+
+def bench_all(*commands: list[str], timeout: float = 300) -> list[subprocess.CompletedProcess[str]]:
+    """``bench(*command)`` for each of ``commands``, run at once (their results in
+    order): each CLI process spends ~2 s importing the reports' libraries, mostly on
+    one core, so independent invocations that start no TensorFlow overlap well."""
+    procs = [subprocess.Popen([sys.executable, "-m", "bench", *args], cwd=ROOT, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for args in commands]
+    done = []
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=timeout)
+            done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    finally:
+        for proc in procs:  # a timeout above must not leave the others running
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return done

@@ -10,6 +10,7 @@ import pytest
 from bench.child.arms import REWARM_SHARE, planned_builds, rebuild_pays, rewarms
 from bench.launch.arms import ArmsError, check_arms, run_interleaved
 from bench.matrix import block_rounds, round_orders
+from bench.results.schema import RunResult
 from bench.spec import RunSpec
 
 TINY = {"size": "tiny", "max_seconds": 0.2, "min_steps": 3, "max_steps": 10,
@@ -54,28 +55,60 @@ def test_mixed_keras_lanes_cannot_share_a_process() -> None:
         check_arms([ok, ok.replace(keras=2)])
 
 
-def test_arms_are_measured_in_alternating_rounds_in_one_process(tmp_path: Path) -> None:
-    one = RunSpec(workload="mlp", strategy="one_device", devices=1, batch=16, **TINY)
-    two = one.replace(strategy="mirrored", devices=2)
-    # The first arm is profiled after every arm's windows (a sweep's evidence), alone.
-    results = run_interleaved([one, two], tmp_path / "arms.log", rounds=4, seed=3,
-                              profile_dirs=[tmp_path / "prof", None], profile_steps=2)
-    assert [r.status for r in results] == ["ok", "ok"], [r.reason for r in results]
-    profiled, plain = (r.figures.breakdown if r.figures else None for r in results)
-    assert profiled is not None and plain is None
+ONE = RunSpec(workload="mlp", strategy="one_device", devices=1, batch=16, **TINY)
+TWO = ONE.replace(strategy="mirrored", devices=2)
+FOUR = TWO.replace(devices=4)
+# Rebuilding forced (any cost pays), then refused (none does).
+FORCED, REFUSED = 1e9, 0.0
+
+
+@pytest.fixture(scope="module")
+def rebuilt(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[RunResult]]:
+    """One arms process (each costs seconds of TensorFlow start-up) that three tests
+    read: ONE, TWO and FOUR in 6 interleaved rounds, in 3 blocks with rebuilding
+    forced, the first arm profiled after every arm's windows (a sweep's evidence).
+
+    Mirrored arms on 2 and 4 devices share it, the second Mirrored built on another
+    device count (and rebuilt twice) as the old two-arm case had them.
+    """
+    tmp = tmp_path_factory.mktemp("rebuilt")
+    results = run_interleaved([ONE, TWO, FOUR], tmp / "arms.log", rounds=6, seed=1, builds=3,
+                              rebuild_share=FORCED, profile_dirs=[tmp / "prof", None, None],
+                              profile_steps=2)
+    return tmp, results
+
+
+@pytest.fixture(scope="module")
+def kept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[RunResult]]:
+    """ONE and TWO in 6 rounds asked for 3 blocks, rebuilding refused: one build."""
+    tmp = tmp_path_factory.mktemp("kept")
+    results = run_interleaved([ONE, TWO], tmp / "arms.log", rounds=6, seed=1, builds=3,
+                              rebuild_share=REFUSED)
+    return tmp, results
+
+
+def test_arms_are_measured_in_alternating_rounds_in_one_process(
+        rebuilt: tuple[Path, list[RunResult]]) -> None:
+    """Arms share one process and one session, each round of every arm ends before the
+    next round of any starts, only the arm asked is profiled (into its directory),
+    and each arm's memory figure is its own share of the shared allocator."""
+    tmp_path, results = rebuilt
+    assert [r.status for r in results] == ["ok", "ok", "ok"], [r.reason for r in results]
+    profiled, *plain = (r.figures.breakdown if r.figures else None for r in results)
+    assert profiled is not None and plain == [None, None]
     assert profiled.profiled_steps == 2
     assert Path(profiled.profile_dir).is_relative_to((tmp_path / "prof").resolve())
     sessions = {r.interleaved.session for r in results if r.interleaved}
     assert len(sessions) == 1
-    assert [r.interleaved.arm for r in results if r.interleaved] == [0, 1]
+    assert [r.interleaved.arm for r in results if r.interleaved] == [0, 1, 2]
     pids = {r.launcher["tasks"][0]["pid"] for r in results}
-    assert len(pids) == 1  # one process measured both
+    assert len(pids) == 1  # one process measured every arm
     windows = [r.figures.windows for r in results if r.figures]
-    assert [len(w) for w in windows] == [4, 4]
+    assert [len(w) for w in windows] == [6, 6, 6]
     # Round r of every arm ends before round r + 1 of any arm starts.
-    for r in range(3):
+    for r in range(5):
         assert max(w[r].end_ts for w in windows) <= min(w[r + 1].start_ts for w in windows)
-    assert [r.replicas for r in results] == [1, 2]
+    assert [r.replicas for r in results] == [1, 2, 4]
     for r in results:
         assert r.figures is not None
         # Each arm's own share of the shared allocator (this machine's CPU allocator
@@ -127,28 +160,29 @@ def test_only_short_calls_get_a_re_warm_call_before_their_windows() -> None:
     assert rewarms(REWARM_SHARE * window, window, 1) == 0
 
 
-def test_each_block_of_rounds_runs_on_arms_built_afresh(tmp_path: Path) -> None:
-    one = RunSpec(workload="mlp", strategy="one_device", devices=1, batch=16, **TINY)
-    two = one.replace(strategy="mirrored", devices=2)
-    # Rebuilding forced (any cost pays), then refused (none does): the windows say
-    # which build they measured, and the session how many builds it made.
-    for share, builds in ((1e9, [0, 0, 1, 1, 2, 2]), (0.0, [0] * 6)):
-        results = run_interleaved([one, two], tmp_path / f"arms{share}.log", rounds=6,
-                                  seed=1, builds=3, rebuild_share=share)
-        assert [r.status for r in results] == ["ok", "ok"], [r.reason for r in results]
+def test_each_block_of_rounds_runs_on_arms_built_afresh(
+        rebuilt: tuple[Path, list[RunResult]], kept: tuple[Path, list[RunResult]]) -> None:
+    """Rebuilding forced (any cost pays), then refused (none does): the windows say
+    which build they measured, and the session how many builds it made."""
+    for (tmp_path, results), builds in ((rebuilt, [0, 0, 1, 1, 2, 2]), (kept, [0] * 6)):
+        assert all(r.status == "ok" for r in results), [r.reason for r in results]
         for r in results:
             assert r.figures is not None and r.interleaved is not None
             assert [w.build for w in r.figures.windows] == builds
             assert [w.index for w in r.figures.windows] == list(range(6))
             assert r.interleaved.builds == max(builds) + 1
             assert r.figures.learned is not None
-        log = (tmp_path / f"arms{share}.log").read_text(encoding="utf-8")
+        log = (tmp_path / "arms.log").read_text(encoding="utf-8")
         assert log.count("arm 0 built and warm") == max(builds) + 1
 
 
-def test_mirrored_arms_on_different_device_counts_share_a_process(tmp_path: Path) -> None:
+def test_mirrored_arms_on_different_device_counts_share_a_process(
+        rebuilt: tuple[Path, list[RunResult]]) -> None:
+    """Mirrored arms on 4 and 2 devices both run in one process."""
     # Each MirroredStrategy's collective group keys started at 1: the second one built,
     # on another device count, failed at its first all-reduce (bench.child.build).
-    four = RunSpec(workload="mlp", strategy="mirrored", devices=4, batch=16, **TINY)
-    results = run_interleaved([four, four.replace(devices=2)], tmp_path / "a.log", rounds=2)
-    assert [r.status for r in results] == ["ok", "ok"], [r.reason for r in results]
+    _, results = rebuilt
+    mirrored = [r for r in results if r.spec.strategy == "mirrored"]
+    assert sorted(r.spec.devices for r in mirrored) == [2, 4]
+    assert [r.status for r in mirrored] == ["ok", "ok"], [r.reason for r in mirrored]
+    assert len({r.launcher["tasks"][0]["pid"] for r in results}) == 1

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from bench.results.store import load, load_sweep, run_name
-from tests.helpers import ROOT, TINY, bench, child_processes
+from tests.helpers import ROOT, TINY, bench, bench_all, child_processes
 
 
 @pytest.mark.logical_cpu
@@ -65,7 +65,7 @@ def test_tiny_sweep_end_to_end(tiny_sweep: tuple[Path, Any]) -> None:
     assert len(csv.stdout.strip().splitlines()) == 1 + 12 + 2  # header, ok runs, unsupported
 
 
-@pytest.mark.parametrize(("args", "needle"), [
+BAD_ARGUMENTS = [
     (["run", "--workload", "mlp", "--strategy", "hovorod"], "valid: default, one_device"),
     (["run", "--workload", "bert", "--strategy", "mirrored"], "valid: mlp, cnn, resnet50"),
     (["run", "--workload", "mlp", "--strategy", "mirrored", "--devices", "3", "--batch", "64"],
@@ -75,12 +75,18 @@ def test_tiny_sweep_end_to_end(tiny_sweep: tuple[Path, Any]) -> None:
     (["run", "--preset", "smoke", "--strategy", "mlp"],
      "--preset smoke sets its own --strategy; it can be narrowed by --workload"),
     (["show", "/nonexistent/sweep"], "no sweep directory"),
-])
-def test_bad_arguments_exit_2_with_a_clear_message(args: list[str], needle: str) -> None:
-    proc = bench(*args, timeout=60)
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert needle in proc.stderr
-    assert "Traceback" not in proc.stderr
+]
+
+
+def test_bad_arguments_exit_2_with_a_clear_message() -> None:
+    """Each bad command line exits 2 with its message and no traceback."""
+    # One test, its commands run at once: each is a separate CLI process (~2 s of
+    # imports), and none of them depends on another.
+    procs = bench_all(*(args for args, _ in BAD_ARGUMENTS), timeout=60)
+    for (args, needle), proc in zip(BAD_ARGUMENTS, procs, strict=True):
+        assert proc.returncode == 2, (args, proc.stdout + proc.stderr)
+        assert needle in proc.stderr, (args, proc.stderr)
+        assert "Traceback" not in proc.stderr, (args, proc.stderr)
 
 
 def test_timeout_is_recorded_and_sweep_continues(tmp_path: Path) -> None:
@@ -104,8 +110,11 @@ def test_timeout_is_recorded_and_sweep_continues(tmp_path: Path) -> None:
 
 def test_interrupt_keeps_results_kills_children_and_resumes(tmp_path: Path) -> None:
     out = tmp_path / "sweep"
+    # --no-profile: the evidence profiles would add seconds to every run and nothing
+    # here is about them (test_tiny_sweep_end_to_end checks them).
     args = ["run", "--workload", "mlp", "--strategy", "mirrored", "--devices", "1",
-            "--batch", "8,16,24", *TINY, "--runs", "1", "--max-runs", "1", "--out", str(out)]
+            "--batch", "8,16,24", *TINY, "--runs", "1", "--max-runs", "1", "--no-profile",
+            "--out", str(out)]
     proc = subprocess.Popen([sys.executable, "-m", "bench", *args], cwd=ROOT, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     results = out / "results"
@@ -137,12 +146,14 @@ def test_interrupt_keeps_results_kills_children_and_resumes(tmp_path: Path) -> N
 
 
 def test_list_and_env() -> None:
-    proc = bench("list", "--workload", "mlp,cnn", "--strategy", "one_device,mirrored",
-                 "--devices", "1,2", "--batch", "64", timeout=60)
+    """`bench list` counts the matrix and marks what cannot run; `bench env` prints the
+    fingerprint (the two commands run at once: neither starts TensorFlow)."""
+    proc, env = bench_all(["list", "--workload", "mlp,cnn", "--strategy",
+                           "one_device,mirrored", "--devices", "1,2", "--batch", "64"],
+                          ["env", "--no-tf"], timeout=60)
     assert proc.returncode == 0
     assert "8 configuration(s)" in proc.stdout
     assert proc.stdout.count("unsupported: one_device") == 2
-    env = bench("env", "--no-tf", timeout=60)
     data = json.loads(env.stdout)
     assert data["cpu_cores"] >= 1 and data["machine_id"] and "git" in data
 

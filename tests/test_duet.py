@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.launch import launcher
 from bench.launch.duet import DuetError, duet_reason, run_duet
 from bench.matrix import round_orders
 from bench.results.pairs import process_log_ratio
@@ -83,12 +84,22 @@ def test_a_side_killed_after_its_warm_up_fails_both(tmp_path: Path, seed: int,
     assert no_children_left(tmp_path)
 
 
-def test_a_side_that_hangs_is_a_timeout_with_its_stacks(tmp_path: Path) -> None:
+def test_a_side_that_hangs_is_a_timeout_with_its_stacks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A side hung at start ends the duet as a timeout of both, naming the side, with
+    its Python stacks in its log and no process left."""
+    # The hung side says "process up" (after its stack handler is registered), then
+    # never beats again: its silence is caught as soon as the deadline passes, so a
+    # 1 s deadline is as meaningful as the duet's 15 s timeout (kept as a backstop)
+    # and the stacks are always there to dump. Side 0 is heard first: only it can be
+    # named, whatever side 1 is doing meanwhile.
+    monkeypatch.setattr(launcher, "PROGRESS_SILENCE_S", 1.0)
     t0 = time.monotonic()
     a, b = run_duet([spec(), spec()], logs(tmp_path), rounds=3, timeout_s=15,
                     envs=({"STRATBENCH_FAULT": "single0:hang_at_start"}, None))
     assert a.status == b.status == "timeout"
     assert "side 0" in (a.reason or "") and "build and warm up" in (a.reason or "")
+    assert "hung" in (a.reason or "") and "last phase: process up" in (a.reason or "")
     assert time.monotonic() - t0 < 45
     assert "most recent call first" in (tmp_path / "a.log").read_text()
     assert no_children_left(tmp_path)

@@ -166,7 +166,10 @@ def test_an_arms_process_hung_at_start_is_caught_by_its_silence(
     # The real child with the fault hook: it says "process up", then never imports
     # TensorFlow. The silence deadline, not the run's 600 s timeout, ends it.
     monkeypatch.setenv("STRATBENCH_FAULT", "single0:hang_at_start")
-    monkeypatch.setattr(launcher, "PROGRESS_SILENCE_S", 10.0)
+    # The hung process can never beat again after "process up", so any silence
+    # deadline catches it and only it (it is the only task): 1 s is as meaningful as
+    # a longer one, and the start-up deadline (launch to "process up") stays default.
+    monkeypatch.setattr(launcher, "PROGRESS_SILENCE_S", 1.0)
     spec = RunSpec(workload="mlp", strategy="one_device", devices=1, batch=16, size="tiny",
                    max_seconds=0.2, min_steps=3, max_steps=10, warmup_steps=1)
     results = run_interleaved([spec, spec.replace(strategy="default")], tmp_path / "a.log",

@@ -27,9 +27,24 @@ def run(tmp_path: Path, timeout: float = 180, **over: object) -> RunResult:
     return result
 
 
+@pytest.fixture(scope="module")
+def mwms_time_bounded(tmp_path_factory: pytest.TempPathFactory) -> RunResult:
+    """One MultiWorkerMirrored run on two workers, its windows bounded by seconds.
+
+    Two tests read it (each such run is two TensorFlow processes): the workers train
+    in sync, and time-bounded windows end on the same step on both. A step-bounded
+    run showed nothing the time-bounded one does not: the same strategy and tasks,
+    and windows of 0.4 s hold at least as many steps as FAST's 0.3 s ones.
+    """
+    return run(tmp_path_factory.mktemp("mwms"), strategy="multi_worker_mirrored", devices=2,
+               max_seconds=0.4, max_steps=10**6, repeats=3)
+
+
 @pytest.mark.logical_cpu
-def test_multi_worker_mirrored_two_workers_train_in_sync(tmp_path: Path) -> None:
-    r = run(tmp_path, strategy="multi_worker_mirrored", devices=2)
+def test_multi_worker_mirrored_two_workers_train_in_sync(mwms_time_bounded: RunResult) -> None:
+    """Two MWMS workers learn, agree on loss and weights, split the cores and each
+    report their own half of the throughput, threads, memory and device figure."""
+    r = mwms_time_bounded
     assert r.status == "ok", r.reason
     f = r.figures
     assert f is not None and f.tasks is not None and f.combination
@@ -115,8 +130,11 @@ def test_worker_that_never_starts_is_a_startup_timeout(tmp_path: Path,
     # The leader would wait forever in the MWMS constructor: the start-up deadline ends it.
     monkeypatch.setenv("STRATBENCH_FAULT", "worker1:hang_at_start")
     monkeypatch.setattr(launcher, "STARTUP_TIMEOUT_S", 15.0)
-    # It says "process up", then hangs: its silence after that phase ends it.
-    monkeypatch.setattr(launcher, "PROGRESS_SILENCE_S", 15.0)
+    # It says "process up", then hangs: its silence after that phase ends it. The
+    # deadline must outlast worker0's longest honest phase before the constructor
+    # (importing TensorFlow, ~4 s on one pinned core), so that worker0 is never named
+    # alone before worker1; 8 s leaves twice that and halves the old 15 s wait.
+    monkeypatch.setattr(launcher, "PROGRESS_SILENCE_S", 8.0)
     t0 = time.monotonic()
     r = run(tmp_path, strategy="multi_worker_mirrored", devices=2)
     assert r.status == "timeout", r.reason
@@ -143,11 +161,11 @@ def test_tpu_is_unsupported_without_a_tpu(tmp_path: Path) -> None:
 
 
 @pytest.mark.logical_cpu
-def test_time_bounded_windows_end_together_across_workers(tmp_path: Path) -> None:
+def test_time_bounded_windows_end_together_across_workers(mwms_time_bounded: RunResult
+                                                          ) -> None:
     """Windows bounded by seconds, not steps: workers must still stop on the same step
     (each stopping on its own clock left a peer's all-reduce without a partner)."""
-    r = run(tmp_path, strategy="multi_worker_mirrored", devices=2, max_seconds=0.4,
-            max_steps=10**6, repeats=3)
+    r = mwms_time_bounded
     assert r.status == "ok", r.reason
     assert r.figures is not None and r.figures.tasks is not None
     steps = {t.task: t.examples for t in r.figures.tasks}

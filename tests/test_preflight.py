@@ -41,22 +41,41 @@ def _without_tensorflow(tmp_path: Path) -> dict[str, str]:
             "STRATBENCH_CACHE_DIR": str(tmp_path / "cache")}
 
 
-def _bench_without_tensorflow(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``python -m bench ARGS`` under an interpreter whose TensorFlow import fails."""
-    return subprocess.run([sys.executable, "-m", "bench", *args], capture_output=True,
-                          text=True, timeout=60, cwd=REPO, env=_without_tensorflow(tmp_path),
-                          stdin=subprocess.DEVNULL)
+def _bench_without_tensorflow(tmp_path: Path, *commands: list[str]
+                              ) -> list[subprocess.CompletedProcess[str]]:
+    """``python -m bench ARGS`` for each of ``commands``, under an interpreter whose
+    TensorFlow import fails; run at once (each is a CLI process that spends ~2 s on its
+    imports, mostly on one core, and none starts TensorFlow)."""
+    env = _without_tensorflow(tmp_path)
+    procs = [subprocess.Popen([sys.executable, "-m", "bench", *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, cwd=REPO, env=env,
+                              stdin=subprocess.DEVNULL) for args in commands]
+    done = []
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=60)
+            done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return done
 
 
-@pytest.mark.parametrize("command", [["run", "--preset", "smoke"], ["allreduce"]])
-def test_a_command_without_tensorflow_exits_2_before_any_run(tmp_path: Path,
-                                                            command: list[str]) -> None:
-    out = tmp_path / "sweep"
-    proc = _bench_without_tensorflow(tmp_path, *command, "--out", str(out))
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert f"TensorFlow is not installed for {sys.executable}" in proc.stderr
-    assert "make venv" in proc.stderr and "Traceback" not in proc.stderr
-    assert not out.exists()  # no run, no report
+def test_a_command_without_tensorflow_exits_2_before_any_run(tmp_path: Path) -> None:
+    """`run` and `allreduce` refuse with exit 2, naming the interpreter and the install
+    command, and write nothing."""
+    commands = [["run", "--preset", "smoke"], ["allreduce"]]
+    outs = [tmp_path / f"sweep{i}" for i in range(len(commands))]
+    procs = _bench_without_tensorflow(tmp_path, *([*command, "--out", str(out)]
+                                                  for command, out in zip(commands, outs,
+                                                                          strict=True)))
+    for command, out, proc in zip(commands, outs, procs, strict=True):
+        assert proc.returncode == 2, (command, proc.stdout + proc.stderr)
+        assert f"TensorFlow is not installed for {sys.executable}" in proc.stderr, command
+        assert "make venv" in proc.stderr and "Traceback" not in proc.stderr, command
+        assert not out.exists(), command  # no run, no report
 
 
 def test_the_cpu_build_on_a_gpu_machine_is_refused_and_a_good_answer_is_cached(
@@ -76,12 +95,16 @@ def test_the_cpu_build_on_a_gpu_machine_is_refused_and_a_good_answer_is_cached(
         require_tensorflow(0, cache=tmp_path / "other.json")
 
 
-@pytest.mark.parametrize("command", [["nightly", "--report-only"], ["lab", "--report-only"]])
-def test_report_only_reads_stored_results_without_tensorflow(tmp_path: Path,
-                                                             command: list[str]) -> None:
+def test_report_only_reads_stored_results_without_tensorflow(tmp_path: Path) -> None:
+    """`nightly --report-only` and `lab --report-only` run nothing, so they never ask
+    for TensorFlow."""
     # Nothing to run: no refusal. (The empty directory then gets its own usage error.)
+    commands = [["nightly", "--report-only"], ["lab", "--report-only"]]
     empty = tmp_path / "none"
-    proc = _bench_without_tensorflow(tmp_path, *command, "--out", str(empty))
-    assert "TensorFlow is not installed" not in proc.stderr, proc.stderr
-    assert "Traceback" not in proc.stderr and proc.returncode == 2, proc.stderr
-    assert f"Received: --out{' ' if command[0] == 'nightly' else '='}{empty}" in proc.stderr
+    procs = _bench_without_tensorflow(tmp_path, *([*command, "--out", str(empty)]
+                                                  for command in commands))
+    for command, proc in zip(commands, procs, strict=True):
+        assert "TensorFlow is not installed" not in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr and proc.returncode == 2, proc.stderr
+        assert f"Received: --out{' ' if command[0] == 'nightly' else '='}{empty}" in \
+            proc.stderr

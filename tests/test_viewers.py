@@ -1,7 +1,8 @@
 """The viewer commands the tool prints work on this install, checked with real clients.
 
-Each server test starts the printed command on a free loopback port (bounded wait,
-always killed with its process group) and fetches over HTTP what a browser would.
+The server tests start the printed commands on free loopback ports (all at once, in a
+module fixture: bounded wait, always killed with their process groups) and fetch over
+HTTP what a browser would.
 TensorBoard imports TensorFlow when it is installed, so these tests start servers,
 never import TensorFlow in the pytest process. Reading the HParams export back uses
 TensorBoard's own event reader in a child process (with TensorBoard's no-TensorFlow
@@ -22,6 +23,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -65,34 +67,57 @@ def fetch(url: str, body: dict[str, Any] | None = None, timeout: float = 30.0) -
     return json.loads(raw)
 
 
-@contextlib.contextmanager
-def serving(argv: list[str], port: int, ready_path: str, log: Path) -> Iterator[str]:
-    """Run ``argv`` until ``ready_path`` answers 200; yield the base URL; kill it."""
-    base = f"http://127.0.0.1:{port}"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True, cwd=ROOT)
-    try:
-        deadline = time.monotonic() + SERVER_START_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"{argv[0]} exited with {proc.returncode}:\n"
-                            f"{log.read_text(errors='replace')[-3000:]}")
+@dataclass
+class Server:
+    """A viewer started from the command the tool printed, answering at ``base``."""
+
+    command: str  # as printed
+    logdir: Path  # what it serves
+    argv: list[str]
+    base: str
+    log: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+
+def start(server: Server) -> None:
+    """Start ``server``'s process (its own process group, output to its log)."""
+    with open(server.log, "wb") as out:
+        server.proc = subprocess.Popen(server.argv, stdout=out, stderr=subprocess.STDOUT,
+                                       start_new_session=True, cwd=ROOT)
+
+
+def wait_ready(servers: list[Server], ready_path: str) -> None:
+    """Wait (bounded) until every server answers 200 on ``ready_path``."""
+    deadline = time.monotonic() + SERVER_START_S
+    waiting = list(servers)
+    while waiting:
+        for server in list(waiting):
+            assert server.proc is not None
+            if server.proc.poll() is not None:
+                pytest.fail(f"{server.argv[0]} exited with {server.proc.returncode}:\n"
+                            f"{server.log.read_text(errors='replace')[-3000:]}")
             try:
-                with urllib.request.urlopen(base + ready_path, timeout=5) as resp:
+                with urllib.request.urlopen(server.base + ready_path, timeout=5) as resp:
                     if resp.status == 200:
-                        break
+                        waiting.remove(server)
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"{argv[0]} did not answer {ready_path} within {SERVER_START_S} s:"
-                            f"\n{log.read_text(errors='replace')[-3000:]}")
+        if waiting and time.monotonic() > deadline:
+            pytest.fail("\n".join(f"{s.argv[0]} did not answer {ready_path} within "
+                                   f"{SERVER_START_S} s:\n"
+                                   f"{s.log.read_text(errors='replace')[-3000:]}"
+                                   for s in waiting))
+        if waiting:
             time.sleep(0.5)
-        yield base
-    finally:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+
+
+def stop(server: Server) -> None:
+    """Kill ``server``'s process group and reap it."""
+    if server.proc is None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(server.proc.pid, signal.SIGKILL)
+    server.proc.wait(timeout=30)
 
 
 def _on_port(argv: list[str], port: int) -> list[str]:
@@ -106,33 +131,6 @@ def _on_port(argv: list[str], port: int) -> list[str]:
 def test_printed_profile_command_is_tensorboard_here() -> None:
     # The project depends on tensorboard: the printed command is TensorBoard's.
     assert text.tensorboard_command("/x/y") == "tensorboard --logdir /x/y"
-
-
-def test_printed_profile_command_serves_the_profile(tmp_path: Path) -> None:
-    logdir = tmp_path / "profiles" / "mlp-key"
-    write_profile(logdir)
-    argv = _on_port(_venv_argv(text.tensorboard_command(logdir)), free_ports(1)[0])
-    port = int(argv[-2].split("=")[1])
-    with serving(argv, port, "/data/plugin/profile/runs", tmp_path / "tb.log") as base:
-        runs = fetch(base + "/data/plugin/profile/runs")
-        assert any(PROFILE_RUN in r for r in runs), runs
-        listing = fetch(base + "/data/plugins_listing")
-        assert listing["profile"]["enabled"], listing["profile"]
-
-
-def test_without_tensorboard_the_xprof_command_is_printed_and_serves(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = text.importlib.util.find_spec
-    monkeypatch.setattr(text.importlib.util, "find_spec",
-                        lambda name, *a: None if name == "tensorboard" else real(name, *a))
-    command = text.tensorboard_command(tmp_path / "p")
-    assert command.startswith("xprof server --logdir=")
-    write_profile(tmp_path / "p")
-    port = free_ports(1)[0]
-    argv = _on_port(_venv_argv(command), port)
-    with serving(argv, port, "/data/plugin/profile/runs", tmp_path / "xprof.log") as base:
-        runs = fetch(base + "/data/plugin/profile/runs")
-        assert any(PROFILE_RUN in r for r in runs), runs
 
 
 def make_sweep(tmp_path: Path) -> Path:
@@ -253,37 +251,87 @@ def test_export_replaces_the_previous_one_and_loads_no_tensorflow(tmp_path: Path
     assert not [p for p in sweep.iterdir() if p.name.startswith(".tensorboard")]
 
 
-def test_tensorboard_on_the_sweep_shows_hparams_beside_the_profiles(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Server]]:
+    """The three viewers the tool prints, each started from its printed command on a
+    free loopback port, all at once (each spends seconds importing TensorBoard or
+    xprof, mostly on one core): ``profile`` (TensorBoard on one run's profile),
+    ``xprof`` (the command printed where TensorBoard is not installed) and ``sweep``
+    (TensorBoard on an exported sweep). Always killed with their process groups."""
     from reports.tensorboard import export
 
-    sweep = make_sweep(tmp_path)
-    exported = export(sweep)
-    port = free_ports(1)[0]
-    argv = _on_port(_venv_argv(exported.command), port)
-    with serving(argv, port, "/data/plugin/profile/runs", tmp_path / "tb.log") as base:
-        listing = fetch(base + "/data/plugins_listing")
-        profiles = fetch(base + "/data/plugin/profile/runs")
-        assert any(PROFILE_RUN in r for r in profiles), profiles
-        # TensorBoard loads event files in the background: poll, bounded.
-        deadline = time.monotonic() + 60
-        while True:
-            experiment = fetch(base + "/data/plugin/hparams/experiment",
-                               {"experimentName": ""})
-            groups = fetch(base + "/data/plugin/hparams/session_groups",
-                           {"experimentName": "", "allowedStatuses": [
-                               "STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE",
-                               "STATUS_RUNNING"],
-                            "colParams": [], "startIndex": 0, "sliceSize": 1000})
-            if groups.get("sessionGroups") or time.monotonic() > deadline:
-                break
-            time.sleep(1)
-        assert listing["hparams"]["enabled"], listing["hparams"]
-        names = {h["name"] for h in experiment["hparamInfos"]}
-        assert {"strategy", "devices", "global_batch"} <= names
-        assert {m["name"]["tag"] for m in experiment["metricInfos"]} >= {"global_throughput",
-                                                                          "mfu"}
-        assert len(groups["sessionGroups"]) == len(
-            list((sweep / "results").glob("*.json"))) - 1  # the replicate shares a group
+    tmp = tmp_path_factory.mktemp("viewers")
+    profile = tmp / "profiles" / "mlp-key"
+    write_profile(profile)
+    with pytest.MonkeyPatch.context() as mp:  # as if TensorBoard were not installed
+        real = text.importlib.util.find_spec
+        mp.setattr(text.importlib.util, "find_spec",
+                   lambda name, *a: None if name == "tensorboard" else real(name, *a))
+        xprof_command = text.tensorboard_command(tmp / "p")
+    write_profile(tmp / "p")
+    sweep = make_sweep(tmp)
+    printed = {"profile": (text.tensorboard_command(profile), profile),
+               "xprof": (xprof_command, tmp / "p"),
+               "sweep": (export(sweep).command, sweep)}
+    ports = free_ports(len(printed))
+    started = {name: Server(command, logdir, _on_port(_venv_argv(command), port),
+                            f"http://127.0.0.1:{port}", tmp / f"{name}.log")
+               for (name, (command, logdir)), port in zip(printed.items(), ports, strict=True)}
+    try:
+        for server in started.values():
+            start(server)
+        wait_ready(list(started.values()), "/data/plugin/profile/runs")
+        yield started
+    finally:
+        for server in started.values():
+            stop(server)
+
+
+def test_printed_profile_command_serves_the_profile(servers: dict[str, Server]) -> None:
+    """TensorBoard started from the command printed for a run's profile lists it."""
+    base = servers["profile"].base
+    runs = fetch(base + "/data/plugin/profile/runs")
+    assert any(PROFILE_RUN in r for r in runs), runs
+    listing = fetch(base + "/data/plugins_listing")
+    assert listing["profile"]["enabled"], listing["profile"]
+
+
+def test_without_tensorboard_the_xprof_command_is_printed_and_serves(
+        servers: dict[str, Server]) -> None:
+    """Without TensorBoard the printed command is xprof's, and it serves the profile."""
+    assert servers["xprof"].command.startswith("xprof server --logdir=")
+    runs = fetch(servers["xprof"].base + "/data/plugin/profile/runs")
+    assert any(PROFILE_RUN in r for r in runs), runs
+
+
+def test_tensorboard_on_the_sweep_shows_hparams_beside_the_profiles(
+        servers: dict[str, Server]) -> None:
+    """TensorBoard on an exported sweep shows its profile and one HParams session
+    group per configuration."""
+    base, sweep = servers["sweep"].base, servers["sweep"].logdir
+    listing = fetch(base + "/data/plugins_listing")
+    profiles = fetch(base + "/data/plugin/profile/runs")
+    assert any(PROFILE_RUN in r for r in profiles), profiles
+    # TensorBoard loads event files in the background: poll, bounded.
+    deadline = time.monotonic() + 60
+    while True:
+        experiment = fetch(base + "/data/plugin/hparams/experiment",
+                           {"experimentName": ""})
+        groups = fetch(base + "/data/plugin/hparams/session_groups",
+                       {"experimentName": "", "allowedStatuses": [
+                           "STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE",
+                           "STATUS_RUNNING"],
+                        "colParams": [], "startIndex": 0, "sliceSize": 1000})
+        if groups.get("sessionGroups") or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert listing["hparams"]["enabled"], listing["hparams"]
+    names = {h["name"] for h in experiment["hparamInfos"]}
+    assert {"strategy", "devices", "global_batch"} <= names
+    assert {m["name"]["tag"] for m in experiment["metricInfos"]} >= {"global_throughput",
+                                                                      "mfu"}
+    assert len(groups["sessionGroups"]) == len(
+        list((sweep / "results").glob("*.json"))) - 1  # the replicate shares a group
 
 
 def test_bench_tensorboard_command_writes_and_prints_the_viewer(
