@@ -30,7 +30,10 @@ help: ## list the targets
 	@echo "  variables: OUT=<sweep dir> ARGS='<extra bench run args>' TF_EXTRA=cpu|gpu|tf JAX_EXTRA=jax|jax-cuda|"
 
 # uv installs the same packages several times faster than pip (a fresh install is part of
-# make bench's budget). pip stays the fallback where uv cannot be had or fails (no wheel
+# make bench's budget). --compile-bytecode: uv writes no .pyc files by default (pip does),
+# and where PYTHONDONTWRITEBYTECODE is set (these machines set it) no process writes them
+# later either: every TensorFlow process then compiled TensorFlow's Python anew, 6.9-7.7 s
+# to import it against 3.2-3.3 s with them, and a sweep's processes paid it each time. pip stays the fallback where uv cannot be had or fails (no wheel
 # for the platform; uv reads no pip.conf, so an index set only there is pip's alone),
 # and is what INSTALLER=pip asks for.
 INSTALLER ?= uv
@@ -41,7 +44,7 @@ $(STAMP): pyproject.toml
 	@done=; if [ "$(INSTALLER)" = uv ] && { $(PY) -m uv --version >/dev/null 2>&1 || \
 	     $(PY) -m pip install --quiet uv; } && $(PY) -m uv --version >/dev/null 2>&1; then \
 	  echo "uv pip install -e \"$(EXTRAS)\""; \
-	  uv="$(PY) -m uv pip install --quiet --python $(PY)"; \
+	  uv="$(PY) -m uv pip install --quiet --compile-bytecode --python $(PY)"; \
 	  $$uv -e "$(EXTRAS)" && $$uv --no-deps $(KERAS2) && done=1; \
 	fi; \
 	if [ -z "$$done" ]; then \
