@@ -16,9 +16,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Child processes measure the peak FLOP/s once and cache it; tests keep that cache
 # out of the user's home directory (one cache per test session, inherited by children).
 if "STRATBENCH_CACHE_DIR" not in os.environ:
+    import atexit
+    import shutil
     import tempfile
 
     os.environ["STRATBENCH_CACHE_DIR"] = tempfile.mkdtemp(prefix="stratbench-test-cache-")
+    # Removed when the session ends: each session's left a directory in /tmp.
+    atexit.register(shutil.rmtree, os.environ["STRATBENCH_CACHE_DIR"], ignore_errors=True)
 
 # pytest-benchmark fixtures (`stratbench_benchmark`: a RunSpec run in its own process,
 # its measured windows replayed into pytest-benchmark) and the --stratbench-* options.
