@@ -139,17 +139,14 @@ class CpuWorkload:
     rounds: int = 10  # windows of each configuration a session (RunSpec.repeats)
 
 
-# A ResNet50 session builds its two arms for ~48 s (tracing the 1- and 2-replica steps
-# with their Adam updates) against ~18 s of ten rounds: 22% of it measured. At 24 rounds
-# it measures ~43 s of ~105 s. Its session noise is mostly its windows': the between-
-# session variance of a session's log ratio was 0.85x and 1.24x what the rounds predict
-# over all pairs of the Intel and AMD sweeps (df 107 and 88; the CNN on AMD 2.1x;
-# `python -m scripts.session_noise`), so 24 rounds cut it by about sqrt(10/24): the two
-# sessions a 10-minute sweep gives ResNet50 settle a smaller gap.
-RESNET50_ROUNDS = 24
 # A configuration that runs in processes of its own (ParameterServer, independent
 # copies) is measured once in the first pass, in ~10 s of start-up against 5 s of ten
-# windows: twenty windows measure it twice as long for the same start-up.
+# windows: twenty windows measure it twice as long for the same start-up. ResNet50's
+# sessions keep ten rounds, although they build for ~48 s against ~18 s of rounds: at
+# 24 rounds (the session's noise is mostly its windows': scripts/session_noise) a
+# session took ~105 s, and a 10-minute sweep could no longer give ResNet50 its second
+# session, which is what settles its answer (s43 a, fresh clone: one session, nothing
+# settled, 57.7% measured).
 ALONE_ROUNDS = 20
 
 # Chosen for information per second on a 2-core CPU, where logical devices share the
@@ -167,8 +164,7 @@ CPU_WORKLOADS: list[CpuWorkload] = [
     CpuWorkload("cnn", [64, 256], {}, [2], ["default"],
                 ["multi_worker_mirrored", "parameter_server", "independent"]),
     CpuWorkload("resnet50", [16], {"image_size": 32, "classes": 10}, [2], ["default"],
-                ["independent"], in_process=["mirrored"], shared_device=False,
-                rounds=RESNET50_ROUNDS),
+                ["independent"], in_process=["mirrored"], shared_device=False),
 ]
 
 
