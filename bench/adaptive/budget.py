@@ -246,7 +246,7 @@ def _affordable(still: Sequence[OpenAnswer], by_key: Mapping[str, RunSpec],
     fewest configurations (``OpenAnswer.members``: fewest comparisons to settle), then
     the cheapest. Cheapest first alone starved the dearest place: in s41a ResNet50 (one
     comparison, +72% after one session, a 90 s session) kept one session while four
-    cheaper places with five to eight configurations each took the budget. The order
+    cheaper places (three to eight configurations each) took the budget. The order
     reads no answer's figures: ordered by the plan to settle (its price times the
     sessions its estimated gap still needs), an answer's number of sessions at the last
     look depended on its own data, which the looks' alpha does not cover, and in s30-s34
