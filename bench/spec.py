@@ -338,7 +338,7 @@ class RunSpec:
     keras: int = spec_field(3, choices=KERAS_VERSIONS, help="3, 2 (tf_keras: the keras2 extra)",
                             label="keras{}")
     # Not a variant: the lanes are two ways to train the same model, and a place holds
-    # both ("data_parallel jax on 2 devices" against "mirrored on 2 devices"). Each
+    # both ("data_parallel(jax) on 2 devices" against "mirrored on 2 devices"). Each
     # lane's configurations still share sessions only with their own lane's (the
     # sweep's units group by everything but the answer axes: bench.launch.groups).
     backend: str = spec_field("tf", choices=BACKENDS,
