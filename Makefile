@@ -34,8 +34,9 @@ help: ## list the targets
 # and where PYTHONDONTWRITEBYTECODE is set (these machines set it) no process writes them
 # later either: every TensorFlow process then compiled TensorFlow's Python anew, 6.9-7.7 s
 # to import it against 3.2-3.3 s with them, and a sweep's processes paid it each time.
-# pip stays the fallback where uv cannot be had or fails (no wheel for the platform; uv reads no pip.conf, so an index set only there is pip's alone),
-# and is what INSTALLER=pip asks for.
+# pip stays the fallback where uv cannot be had or fails (no wheel for the platform; uv
+# reads no pip.conf, so an index set only there is pip's alone), and is what
+# INSTALLER=pip asks for.
 INSTALLER ?= uv
 # The keras2 extra, see pyproject.toml.
 KERAS2 = "tf-keras==$$($(TF_MINOR)).*"
