@@ -136,7 +136,6 @@ class CpuWorkload:
     multi_process: list[str]  # multi-process strategies, at the first batch and 2 devices
     in_process: list[str] = field(default_factory=lambda: ["mirrored", "central_storage"])
     shared_device: bool = True  # also two copies sharing one device
-    rounds: int = 10  # windows of each configuration a session (RunSpec.repeats)
 
 
 # A configuration that runs in processes of its own (ParameterServer, independent
@@ -148,6 +147,7 @@ class CpuWorkload:
 # session, which is what settles its answer (s43 a, fresh clone: one session, nothing
 # settled, 57.7% measured).
 ALONE_ROUNDS = 20
+CPU_ROUNDS = 10  # windows of each configuration a session (the comment in preset_default)
 
 # Chosen for information per second on a 2-core CPU, where logical devices share the
 # cores (measured: a configuration costs ~5 s of start-up, mostly `import tensorflow`,
@@ -199,13 +199,13 @@ def preset_default(hw: Hardware, workloads: Sequence[str] = (), batches: Sequenc
     # Intel machine was mostly its windows' (round log ratios 0.07-0.18 SD, 3 rounds), and
     # a session's start-up and builds cost twice its three rounds (31% of a sweep measured;
     # 43% with six).
-    fixed = {"repeats": 10, "max_seconds": 0.5, "min_steps": 3, "max_steps": 400,
+    fixed = {"repeats": CPU_ROUNDS, "max_seconds": 0.5, "min_steps": 3, "max_steps": 400,
              "warmup_steps": 3, "timeout_s": 300.0}
     chosen = [cpu_workload(name, batches, params)
               for name in workloads or [w.name for w in CPU_WORKLOADS]]
     specs: list[RunSpec] = []
     for w in chosen:
-        knobs = {**fixed, "params": w.params, "repeats": w.rounds}
+        knobs = {**fixed, "params": w.params}
         # The second single-device reference at the first batch only: a cross-check.
         specs += expand({"workload": [w.name], "strategy": w.single_device[:1],
                          "devices": [1], "batch": w.batches}, knobs)
@@ -218,8 +218,10 @@ def preset_default(hw: Hardware, workloads: Sequence[str] = (), batches: Sequenc
         for strategy in w.multi_process:
             specs += expand({"workload": [w.name], "strategy": [strategy], "devices": [2],
                              "batch": w.batches[:1]},
-                            {**fixed, "params": w.params, "repeats": _rounds(w, strategy)})
-        knobs = {**fixed, "params": w.params, "repeats": _rounds(w, "independent")}
+                            {**fixed, "params": w.params,
+                             "repeats": _windows(strategy)})
+        knobs = {**fixed, "params": w.params,
+                 "repeats": _windows("independent")}
         # The ideal-scaling baseline at every replica count the in-process ones reach.
         specs += expand({"workload": [w.name], "strategy": ["independent"],
                          "devices": w.mirrored_devices, "batch": w.batches[:1]}, knobs)
@@ -231,12 +233,11 @@ def preset_default(hw: Hardware, workloads: Sequence[str] = (), batches: Sequenc
     return [s for s in specs if unique.pop(s.key(), None) is s and _runs_on(s, hw)]
 
 
-def _rounds(w: CpuWorkload, strategy: str) -> int:
-    """Windows per run of ``strategy`` in ``w``: its sessions' rounds, or, where it runs
-    in processes of its own that cannot take turns with a session's arms (not
-    ``paced_processes``), at least ``ALONE_ROUNDS``."""
-    alone = not STRATEGIES.get(strategy).paced_processes
-    return max(w.rounds, ALONE_ROUNDS) if alone else w.rounds
+def _windows(strategy: str) -> int:
+    """Windows per run of ``strategy`` in the CPU preset: a session's ``CPU_ROUNDS``, or,
+    where it runs in processes of its own that cannot take turns with a session's arms
+    (not ``paced_processes``), ``ALONE_ROUNDS``."""
+    return CPU_ROUNDS if STRATEGIES.get(strategy).paced_processes else ALONE_ROUNDS
 
 
 def cpu_workload(name: str, batches: Sequence[int] = (),
