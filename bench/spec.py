@@ -37,6 +37,9 @@ KERAS_VERSIONS = (3, 2)
 # default) or "jax" (Keras 3 on JAX, keras.distribution: bench.child.backends.jax).
 # Each strategy names the backends that run it (StrategyFactory.backends).
 BACKENDS = ("tf", "jax")
+# KERAS_BACKEND's values that name a lane: a side of `bench ab` that sets it trains on
+# that lane (``on_lane``); Keras's other backends (torch, numpy) have none here.
+KERAS_BACKEND_LANES = {"tensorflow": "tf", "jax": "jax"}
 ALLREDUCE_MIN_BYTES = 1024  # the probe's sizes: 1 KiB doubling up to allreduce_max_bytes
 
 _ALWAYS_IN_KEY = ("workload", "strategy", "devices", "batch")
@@ -338,9 +341,9 @@ class RunSpec:
     keras: int = spec_field(3, choices=KERAS_VERSIONS, help="3, 2 (tf_keras: the keras2 extra)",
                             label="keras{}")
     # Not a variant: the lanes are two ways to train the same model, and a place holds
-    # both ("data_parallel(jax) on 2 devices" against "mirrored on 2 devices"). Each
-    # lane's configurations still share sessions only with their own lane's (the
-    # sweep's units group by everything but the answer axes: bench.launch.groups).
+    # both ("data_parallel(jax) on 2 devices" against "mirrored on 2 devices"). The
+    # other lane's configuration joins the place's session in a process of its own,
+    # taking turns window by window (bench.launch.groups, bench.launch.session).
     backend: str = spec_field("tf", choices=BACKENDS,
                               help="{choices}: tf.distribute, or Keras 3 on JAX "
                                    "(keras.distribution: data_parallel, model_parallel; "
@@ -520,3 +523,34 @@ def cli_args(spec: RunSpec) -> list[str]:
     for key, value in sorted(spec.params.items()):
         out += ["--param", f"{key}={json.dumps(value, separators=(',', ':'))}"]
     return out
+
+
+def lane_of(env: Mapping[str, str]) -> str | None:
+    """The lane (``BACKENDS``) an environment's KERAS_BACKEND names, None where it sets
+    none; SpecError for a Keras backend no lane trains with."""
+    if "KERAS_BACKEND" not in env:
+        return None
+    value = env["KERAS_BACKEND"]
+    if value not in KERAS_BACKEND_LANES:
+        raise SpecError(f"KERAS_BACKEND={value} names no lane of stratbench: "
+                        f"{', '.join(KERAS_BACKEND_LANES)} (tf.distribute, Keras 3 on JAX). "
+                        f"Received: KERAS_BACKEND={value!r}")
+    return KERAS_BACKEND_LANES[value]
+
+
+def on_lane(spec: RunSpec, backend: str) -> RunSpec:
+    """``spec`` trained on ``backend``'s lane with its strategy's counterpart there
+    (mirrored on 2 devices -> data_parallel(jax) on 2 devices), the strategy's own knobs
+    back at their defaults; SpecError where the strategy has none."""
+    if backend == spec.backend:
+        return spec
+    other = STRATEGIES.get(spec.strategy).counterpart(backend)
+    if other is None:
+        raise SpecError(f"strategy {spec.strategy} has no counterpart on the {backend} lane "
+                        f"(those with one: " + ", ".join(
+                            n for n in STRATEGIES.names()
+                            if STRATEGIES.get(n).counterpart(backend)) +
+                        f"). Received: strategy={spec.strategy}, backend={backend}")
+    knobs = {f.name: f.default for f in declaration() if f.info.strategies in ("own", "accepts")}
+    return spec.replace(backend=backend, strategy=other, **knobs)
+

@@ -180,6 +180,14 @@ class StrategyFactory:
     # None: its configuration can be an arm of a process shared with others
     # (bench.launch.arms); otherwise why it runs in a process of its own.
     no_shared_process_reason: str | None = None
+    # The strategy that trains the same way on another backend's lane (RunSpec.backend):
+    # what `bench ab --candidate-env KERAS_BACKEND=jax` measures a side's configuration
+    # with. Absent: no counterpart there (a lane change is then a usage error).
+    counterparts: tuple[tuple[str, str], ...] = ()  # (backend, strategy) pairs
+    # Whether, sharing none, its one process can still take turns as the only arm of
+    # a paced process (a duet's side, a session's member): another framework's lane,
+    # measured window by window beside the configurations it is compared with.
+    paced_alone = False
 
     # The framework backends (RunSpec.backend) that run it: a strategy of one backend
     # asked on another is ``unsupported`` with ``backend_reason``, never a traceback.
@@ -189,6 +197,10 @@ class StrategyFactory:
     accepts: tuple[str, ...] = ()
     # Training loops / Keras lanes it cannot train with (besides COMMON_LOOP_LIMITS).
     loop_limits: tuple[LoopLimit, ...] = ()
+
+    def counterpart(self, backend: str) -> str | None:
+        """The strategy that trains as this one does on ``backend``'s lane, if any."""
+        return dict(self.counterparts).get(backend)
 
     def replicas(self, spec: SpecView) -> int:
         """Model replicas that train together (all processes)."""
@@ -297,6 +309,7 @@ class DefaultStrategy(StrategyFactory):
     trait = "it is no distribution at all: one device, nothing replicated"
     single_device_rank = 1
     plainness = 0
+    counterparts = (("jax", "data_parallel"),)
 
     sweep_devices_why = "a single-device reference"
 
@@ -330,6 +343,7 @@ class Mirrored(StrategyFactory):
     description = "tf.distribute.MirroredStrategy: a variable copy per device, all-reduce"
     trait = "it keeps a copy of the variables per device and all-reduces the gradients every step"
     plainness = 10
+    counterparts = (("jax", "data_parallel"),)
     cross_device_ops = ("default", "hierarchical_copy", "reduction_to_one_device", "nccl")
     loop_limits = (
         LoopLimit("Keras 3 fit with steps_per_execution > 1 fails under MirroredStrategy with "
@@ -647,8 +661,10 @@ class JaxStrategy(StrategyFactory):
                            "the JAX lane has no probe of its collectives yet")
     limits: tuple[LaneLimit, ...] = JAX_LANE_LIMITS
     no_shared_process_reason = ("the JAX lane fixes its devices once per process (XLA_FLAGS "
-                                "before jax is imported) and has no arms loop yet: each "
-                                "configuration runs in a process of its own")
+                                "before jax is imported) and holds one configuration: "
+                                "each runs in a process of its own, taking turns beside "
+                                "the others where it is paired")
+    paced_alone = True
 
     def lane_reason(self, spec: SpecView) -> str | None:
         """The first lane limit ``spec`` breaks, as a reason naming the field."""
@@ -677,6 +693,7 @@ class DataParallel(JaxStrategy):
     trait = ("it keeps a copy of the variables per device and XLA all-reduces the "
              "gradients inside one compiled step")
     plainness = 12
+    counterparts = (("tf", "mirrored"),)
 
 
 class ModelParallel(JaxStrategy):

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.child.arms import REWARM_SHARE, planned_builds, rebuild_pays, rewarms
+from bench.child.arms import planned_builds, rebuild_pays
+from bench.child.windows import REWARM_SHARE, rewarms
 from bench.launch.arms import ArmsError, check_arms, run_interleaved
 from bench.matrix import block_rounds, round_orders
 from bench.results.schema import RunResult
@@ -51,7 +52,7 @@ def test_configurations_that_cannot_share_a_process_are_refused_by_name(
 
 def test_mixed_keras_lanes_cannot_share_a_process() -> None:
     ok = RunSpec(workload="mlp", strategy="one_device", devices=1, batch=16, **TINY)
-    with pytest.raises(ArmsError, match="one Keras lane"):
+    with pytest.raises(ArmsError, match="one backend and Keras lane"):
         check_arms([ok, ok.replace(keras=2)])
 
 

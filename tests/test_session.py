@@ -96,7 +96,7 @@ def test_a_members_workers_get_their_share_one_build_and_a_profile_each(
     party = session_mod._Party("m", [1], 1, 0.2)
     with pytest.raises(RuntimeError, match="not started"):
         session_mod._start_member(party, MWM.replace(repeats=5), tmp_path / "m0",
-                                  tmp_path / "s.m0", rounds=5, seed=4,
+                                  tmp_path / "s.m0", rounds=5, seed=4, rewarm_calls=1,
                                   profile_dir=tmp_path / "prof", profile_steps=3, hw=detect())
     name, doc, tf_config = started[0]
     assert name == "worker0" and tf_config is not None
@@ -106,3 +106,11 @@ def test_a_members_workers_get_their_share_one_build_and_a_profile_each(
     assert [RunSpec.from_dict(d).strategy for d in doc["specs"]] == ["multi_worker_mirrored"]
     assert doc["profile"] == {"dirs": [str((tmp_path / "prof" / "worker0").resolve())],
                               "steps": 3}
+    # A member of one process (the JAX lane's) re-warms before its windows as an arm does.
+    jax = MWM.replace(strategy="data_parallel", backend="jax", repeats=5)
+    with pytest.raises(RuntimeError, match="not started"):
+        session_mod._start_member(party, jax, tmp_path / "m1", tmp_path / "s.m1", rounds=5,
+                                  seed=4, rewarm_calls=1, profile_dir=None, profile_steps=0,
+                                  hw=detect())
+    name, doc, tf_config = started[-1]
+    assert doc["rewarm_calls"] == 1 and doc["specs"][0]["backend"] == "jax"

@@ -70,6 +70,7 @@ import random
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,7 @@ from bench.child.windows import (
     Warm,
     WindowRun,
     announce_slowdown,
+    rewarms,
     run_window,
     summarize_runs,
     warm_up,
@@ -114,10 +116,6 @@ from bench.tasks import Task, gpu_run
 # its time spent on rounds would; but builds are not measuring, and at a whole block's
 # time (share 1.0) a sweep measured 48% of its wall time, against 54-56% at half.
 REBUILD_SHARE = 0.5
-# Untimed calls before a window only where a call is shorter than this share of a
-# window: a longer call refills the caches in a negligible part of its own time, and
-# its re-warm would cost a quarter of a CNN's session.
-REWARM_SHARE = 0.05
 
 
 def rebuild_pays(set_up_s: float, block_s: float, share: float = REBUILD_SHARE) -> bool:
@@ -141,11 +139,6 @@ def multi_worker(trainer: Any) -> bool:
     """Whether ``trainer``'s replicas span several worker processes (their windows must
     end on a step count they agree on)."""
     return trainer is not None and trainer.local_replicas < trainer.replicas
-
-
-def rewarms(call_s: float, window_s: float, calls: int) -> int:
-    """The untimed calls before a window of an arm whose call takes ``call_s``."""
-    return calls if call_s < REWARM_SHARE * window_s else 0
 
 
 @dataclass
@@ -397,6 +390,42 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
     return reports, env
 
 
+def run_paced_backend(specs: list[RunSpec], task: Task, run_dir: Path, *, launch_ts: float,
+                      rewarm_calls: int, pacer: Pacer | None, profile_dir: Path | None,
+                      profile_steps: int) -> TaskReport:
+    """The one arm of a process of another framework's lane (``bench.child.backends``:
+    a duet's side or a session's member), its windows in the launcher's turns; its
+    report, failed or unsupported with the reason rather than raised."""
+    from bench.child.backends import BACKENDS
+    from bench.child.backends.runner import run_backend
+
+    spec = specs[0]
+    if profile_dir is not None and profile_steps:  # the session's profile of this arm
+        spec = spec.replace(profile_steps=profile_steps)
+    say = progress_log(run_dir, task)
+    try:
+        if len(specs) != 1:  # the launcher checks (bench.launch.arms.check_arms)
+            raise ValueError(f"a {spec.backend} process holds one arm. Received: "
+                             f"{len(specs)} arms")
+        return run_backend(BACKENDS.get(spec.backend)(), spec, task, launch_ts=launch_ts,
+                           mark_ready=lambda: (run_dir / f"ready.{task.name}").touch(),
+                           before_windows=lambda at_start: _windows_open(task, at_start),
+                           profile_dir=profile_dir, progress=say, turns=pacer,
+                           rewarm_calls=rewarm_calls)
+    except Unsupported as exc:
+        return TaskReport("unsupported", str(exc) or type(exc).__name__)
+    except BaseException as exc:
+        traceback.print_exc()
+        return failure_report(exc)
+
+
+def _windows_open(task: Task, at_start: Callable[[], None]) -> Callable[[], None]:
+    def hook() -> None:
+        inject_fault(task, "kill_after_warmup")
+        at_start()
+    return hook
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.child.arms")
     parser.add_argument("--arms", required=True, type=Path)
@@ -415,8 +444,19 @@ def main(argv: list[str] | None = None) -> int:
     own: TaskReport
     try:
         select_keras(specs[0].keras)  # one Keras lane per process: the launcher checks
-        if specs[0].backend == "tf":
-            skip_optional_while_tensorflow_imports()
+        if specs[0].backend != "tf":
+            profile = doc.get("profile") or {}
+            where = (profile.get("dirs") or [None])[0]
+            report = run_paced_backend(specs, task, args.run_dir, launch_ts=args.launch_ts,
+                                       rewarm_calls=int(doc.get("rewarm_calls", 1)),
+                                       pacer=args.pace,
+                                       profile_dir=Path(where) if where else None,
+                                       profile_steps=int(profile.get("steps", 0)))
+            replace(report, task=task, pid=os.getpid()).write(args.run_dir, arm_name(0))
+            finish_process(replace(TaskReport("ok", environment=report.environment),
+                                   task=task, pid=os.getpid()), args.run_dir, task.name)
+            return 0
+        skip_optional_while_tensorflow_imports()
         profile = doc.get("profile") or {}
         dirs = [Path(d) if d else None for d in profile.get("dirs", [])] or None
         reports, env = run_arms(specs, task, args.run_dir, rounds=int(doc["rounds"]),

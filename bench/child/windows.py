@@ -274,6 +274,29 @@ def run_window(loop: Loop, rules: Rules, index: int, out: Any, *,
     return WindowRun(window, times, out, host_scope)
 
 
+# Untimed calls before a window only where a call is shorter than this share of a
+# window: a longer call refills the caches in a negligible part of its own time, and
+# its re-warm would cost a quarter of a CNN's session.
+REWARM_SHARE = 0.05
+
+
+def rewarms(call_s: float, window_s: float, calls: int) -> int:
+    """The untimed calls before a window of an arm whose call takes ``call_s``: a
+    configuration measured in turns with another (an arm, a duet's side) finds the
+    other's weights in the caches, which a call of a fraction of a millisecond feels
+    and one of 50 ms does not."""
+    return calls if call_s < REWARM_SHARE * window_s else 0
+
+
+class Turns(Protocol):
+    """The launcher's turns over a paced process's windows (``bench.child.arms.Pacer``):
+    ``R`` ready, then a turn (``wait_turn``) before each window and ``d`` after it."""
+
+    def say(self, word: bytes) -> None: ...
+
+    def wait_turn(self) -> bool: ...
+
+
 def announce_slowdown(progress: Callable[[str], None]) -> float:
     """The testing hook's slowdown (0 unless set, see bench.env), said once if set."""
     slowdown = injected_slowdown()
@@ -289,7 +312,8 @@ def measure(loop: Loop, rules: Rules, *, stats: ModelStats, launch_ts: float,
             progress: Callable[[str], None] = lambda _: None,
             before_windows: Callable[[], float | None] = lambda: None,
             warm_target: int | None = None,
-            agree: Callable[[float], int] | None = None) -> Figures:
+            agree: Callable[[float], int] | None = None,
+            turns: Turns | None = None, rewarm_calls: int = 0) -> Figures:
     """Warm up, then measure ``rules.repeats`` windows; returns the run's figures.
 
     ``launch_ts`` is the wall-clock time the parent launched this process; ``phases``
@@ -301,6 +325,10 @@ def measure(loop: Loop, rules: Rules, *, stats: ModelStats, launch_ts: float,
     ``warm_target`` raises the warm-up step count; ``agree``, given the warm-up's
     seconds per step, returns the step count every window must take (workers of one
     synchronous run must stop on the same step).
+    ``turns``: the process is a paced side (a duet's, a session's member) and each
+    window waits for the launcher's turn, after ``rewarms`` untimed calls; the
+    process says ready once warm, and after the last window waits for its turn to
+    finish (end of file), so that no side summarises beside another's window.
     """
     warm = warm_up(loop, rules, launch_ts=launch_ts, phases=phases, progress=progress,
                    warm_target=warm_target, agree=agree)
@@ -308,13 +336,30 @@ def measure(loop: Loop, rules: Rules, *, stats: ModelStats, launch_ts: float,
     slowdown = announce_slowdown(progress)
     runs: list[WindowRun] = []
     out = warm.out
+    call_s = 0.0  # not timed yet: the first paced window re-warms
+    if turns is not None:
+        turns.say(b"R")
     for r in range(rules.repeats):
+        if turns is not None:
+            if not turns.wait_turn():
+                progress(f"the launcher ended the rounds before window {r + 1}")
+                break
+            for _ in range(rewarms(call_s, rules.max_seconds, rewarm_calls)):
+                out = loop.call()
+                loop.fetch(out)
         run = run_window(loop, rules, r, out, memory=memory, fixed_steps=warm.fixed_steps,
                          slowdown=slowdown)
         runs.append(run)
         out = run.out
+        call_s = run.window.wall_s * loop.steps_per_call / max(1, run.window.steps)
+        if turns is not None:
+            turns.say(b"d")
         progress(f"window {r + 1}/{rules.repeats}: {run.window.global_throughput:,.1f} "
                  f"examples/s, loss {run.window.loss_last:.4f}")
+    if turns is not None:
+        turns.wait_turn()  # a turn or end of file: one process at a time finishes
+    if not runs:
+        raise RuntimeError("the launcher gave this process no turn: no window measured")
     return summarize_runs(runs, warm, stats, replicas=loop.replicas, memory=memory,
                           replica_divergence=replica_divergence())
 

@@ -137,6 +137,11 @@ def run_ab(specs: list[RunSpec], sides: tuple[Side, Side], out: Path, *, budget_
             raise UsageError(f"--pairs {pairs}: {spec.label()} cannot be measured so: "
                              f"{exc}. Received: --pairs {pairs}") from None
         modes.append(mode)
+        for side in sides:
+            own = side.spec(spec)
+            if own.backend != spec.backend:
+                print(f"{command}: the {side.name} trains {spec.label()} as {own.label()} "
+                      f"(KERAS_BACKEND={side.env['KERAS_BACKEND']})")
         if pairs == "auto":
             print(f"{command}: {spec.label()}: {why}"
                   + (f" ({rounds} rounds a pair)" if mode != "processes" else ""))
@@ -183,6 +188,9 @@ def cmd_ab(args: argparse.Namespace) -> int:
         raise UsageError("the axes name no configuration to compare")
     alpha = check_alpha(args.alpha)
     sides = sides_from_args(args)
+    for spec in specs:  # a side's lane or parameters it cannot have: exit 2 before any run
+        for side in sides:
+            side.spec(spec)
     preflight(specs)  # models of the user's own: one short process builds each (exit 2)
     out: Path = writable_dir(args.out or new_sweep_dir("ab"))
     sessions = run_ab(specs, sides, out, budget_s=args.budget, threshold=args.threshold,

@@ -44,21 +44,24 @@ class ArmsError(ValueError):
     """The configurations cannot share one process (the message names which and why)."""
 
 
-def shareable_reason(spec: RunSpec, *, member: bool = False) -> str | None:
+def shareable_reason(spec: RunSpec, *, member: bool = False, alone: bool = False
+                     ) -> str | None:
     """Why ``spec`` cannot be an arm of a shared process, or None if it can. With
     ``member``: why it can be neither that nor a session's member in processes of its
-    own taking turns with the arms' (``bench.launch.session``)."""
+    own taking turns with the arms' (``bench.launch.session``). With ``alone``: why it
+    cannot be the one arm of a paced process (a duet's side)."""
     factory = STRATEGIES.get(spec.strategy)
-    if factory.no_shared_process_reason:
+    own = (member or alone) and factory.paced_alone
+    if factory.no_shared_process_reason and not own:
         return f"strategy {spec.strategy}: {factory.no_shared_process_reason}"
     hw = detect()
     tasks = factory.plan(spec, hw)
     paced = member and factory.paced_processes and len(tasks) > 1
-    if paced and hw.gpus:
-        # A worker waiting for its turn keeps its GPU memory and CUDA context beside
+    if (paced or (own and member)) and hw.gpus:
+        # A process waiting for its turn keeps its GPU memory and CUDA context beside
         # the arms' process, which holds every arm's: on accelerators it runs alone.
-        return (f"strategy {spec.strategy} runs {len(tasks)} processes, and on GPUs a "
-                f"process waiting for its turn keeps its GPU memory")
+        return (f"strategy {spec.strategy} runs {len(tasks)} process(es) of its own, and "
+                f"on GPUs a process waiting for its turn keeps its GPU memory")
     if not paced and (len(tasks) != 1 or tasks[0].role != "single"):
         return f"strategy {spec.strategy} runs {len(tasks)} processes"
     if spec.loop != "custom":
@@ -71,18 +74,19 @@ def shareable_reason(spec: RunSpec, *, member: bool = False) -> str | None:
     return None
 
 
-def check_arms(specs: Sequence[RunSpec]) -> None:
-    """Raise ArmsError unless every spec can be an arm and they can share a process."""
+def check_arms(specs: Sequence[RunSpec], *, alone: bool = False) -> None:
+    """Raise ArmsError unless every spec can be an arm and they can share a process
+    (``alone``: the one arm of a paced process, a duet's side)."""
     if not specs:
         raise ArmsError("no configuration to interleave. Received: specs=[]")
     for spec in specs:
-        why = shareable_reason(spec)
+        why = shareable_reason(spec, alone=alone and len(specs) == 1)
         if why:
             raise ArmsError(f"{spec.label()} cannot share a process: {why}")
-    lanes = {s.keras for s in specs}
-    if len(lanes) > 1:  # Keras is chosen once per process, before TensorFlow starts
-        raise ArmsError(f"the arms of one process need one Keras lane. "
-                        f"Received: keras={sorted(lanes)}")
+    lanes = {(s.backend, s.keras) for s in specs}
+    if len(lanes) > 1:  # the framework and Keras are chosen once per process, at start
+        raise ArmsError(f"the arms of one process need one backend and Keras lane. "
+                        f"Received: {sorted(f'{b} keras{k}' for b, k in lanes)}")
 
 
 def arms_task(specs: Sequence[RunSpec], hw: Hardware | None = None) -> Task:

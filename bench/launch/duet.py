@@ -81,7 +81,7 @@ class _Side:
 def duet_reason(spec: RunSpec) -> str | None:
     """Why ``spec`` cannot be a side of a duet (None: it can): the same rule as an arm."""
     try:
-        check_arms([spec])
+        check_arms([spec], alone=True)
     except ValueError as exc:
         return str(exc)
     return None

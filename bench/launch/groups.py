@@ -7,7 +7,9 @@ measured together, their windows interleaved (``bench.launch.arms``), so that th
 answer's ratios come from pairs measured seconds apart in one process rather than
 from separate processes started minutes apart. A multi-process configuration whose
 processes can take turns with them (MultiWorkerMirrored) joins that session in
-processes of its own (``bench.launch.session``). Everything else runs alone.
+processes of its own (``bench.launch.session``), and so does the other framework's
+lane (data_parallel on JAX beside mirrored on TensorFlow: a process of its own, as
+the two frameworks cannot share one). Everything else runs alone.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from bench.launch.arms import shareable_reason
 from bench.spec import RunSpec
 
 # What differs between the configurations one answer compares.
-ANSWER_AXES = ("strategy", "devices", "cross_device_ops")
+ANSWER_AXES = ("strategy", "devices", "cross_device_ops", "backend")
 
 
 def answer_key(spec: RunSpec) -> str:

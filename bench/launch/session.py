@@ -194,7 +194,7 @@ def run_session(specs: Sequence[RunSpec], log_path: Path, *, rounds: int, seed: 
                     i = party.indices[0]
                     _start_member(party, sized[i], root / f"m{m}",
                                   log_path.with_name(f"{log_path.stem}.m{m}"), rounds=rounds,
-                                  seed=seed, profile_dir=dirs[i],
+                                  seed=seed, rewarm_calls=rewarm_calls, profile_dir=dirs[i],
                                   profile_steps=profile_steps, hw=hw)
                 # Building and warming every arm takes what it takes (eight ResNet50
                 # arms: minutes): a party is hung when its progress stops, and the
@@ -283,16 +283,19 @@ def _start_arms(party: _Party, specs: Sequence[RunSpec], run_dir: Path, log: Pat
 
 
 def _start_member(party: _Party, spec: RunSpec, run_dir: Path, log_stem: Path, *,
-                  rounds: int, seed: int, profile_dir: Path | None, profile_steps: int,
-                  hw: Hardware) -> None:
+                  rounds: int, seed: int, rewarm_calls: int, profile_dir: Path | None,
+                  profile_steps: int, hw: Hardware) -> None:
     """Start a member's workers, each a paced process of its own with one arm: its
-    share of the spec (``local_spec``), one build, no re-warm calls."""
+    share of the spec (``local_spec``), one build. Workers that step together make no
+    re-warm calls (each would decide them on its own clock); a member of one process
+    (another framework's lane) re-warms as the arms do."""
     factory = STRATEGIES.get(spec.strategy)
     tasks = factory.plan(spec, hw)
+    rewarm = rewarm_calls if len(tasks) == 1 else 0
     for task, tf_config in zip(tasks, cluster_configs(tasks), strict=True):
         where = profile_dir / task.name if profile_dir is not None else None
         arms = write_arms(run_dir / task.name, [factory.local_spec(spec, task)],
-                          rounds=rounds, seed=seed, rewarm_calls=0, dirs=[where],
+                          rounds=rounds, seed=seed, rewarm_calls=rewarm, dirs=[where],
                           profile_steps=profile_steps if where else 0)
         log = log_stem.with_name(f"{log_stem.name}.{task.name}.log")
         party.procs.append(start_paced(task, arms, run_dir / task.name, log, hw,

@@ -40,7 +40,7 @@ from bench.regress.ab import (
 )
 from bench.results.schema import RunResult
 from bench.results.stats import run_figure, throughput_runs
-from bench.spec import RunSpec
+from bench.spec import RunSpec, lane_of, on_lane
 
 BASELINE, CANDIDATE = "baseline", "candidate"
 # Quick runs (a tiny model) would plan thousands of looks; past a few hundred pairs a
@@ -64,8 +64,11 @@ class Side:
         return self.python.path if self.python is not None else None
 
     def spec(self, spec: RunSpec) -> RunSpec:
-        """``spec`` with this side's workload parameters (validated by RunSpec)."""
-        return spec.replace(params={**spec.params, **self.params}) if self.params else spec
+        """``spec`` with this side's workload parameters (validated by RunSpec), on the
+        lane its KERAS_BACKEND names (``on_lane``: SpecError where it has none)."""
+        out = spec.replace(params={**spec.params, **self.params}) if self.params else spec
+        lane = lane_of(self.env)
+        return out if lane is None else on_lane(out, lane)
 
     def describe(self) -> str:
         """``python /venv/bin/python (TensorFlow 2.16.1, ...), K=V, ...``."""

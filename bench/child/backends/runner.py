@@ -18,7 +18,7 @@ from typing import Any
 from bench.child.backends.base import Backend, Built
 from bench.child.devices import DeviceSetup
 from bench.child.probes.peak import PRECISION_DTYPE, gpu_name, settle_mfu, theoretical_for
-from bench.child.windows import Rules, measure
+from bench.child.windows import Rules, Turns, measure
 from bench.env import fingerprint
 from bench.results.mfu import at_sustained_clock
 from bench.results.payload import TaskReport
@@ -83,8 +83,10 @@ def settle(backend: Backend, built: Built, figures: Figures, spec: RunSpec,
 
 def run_backend(backend: Backend, spec: RunSpec, task: Task, *, launch_ts: float,
                 mark_ready: Callable[[], None], before_windows: BeforeWindows,
-                profile_dir: Path | None, progress: Callable[[str], None]) -> TaskReport:
-    """Build ``spec`` with ``backend`` for ``task`` and measure training."""
+                profile_dir: Path | None, progress: Callable[[str], None],
+                turns: Turns | None = None, rewarm_calls: int = 0) -> TaskReport:
+    """Build ``spec`` with ``backend`` for ``task`` and measure training (``turns``:
+    each window in the launcher's turn, ``bench.child.windows.measure``)."""
     phases: dict[str, float] = {}
     backend.prepare(task, spec)
     t = time.perf_counter()
@@ -108,7 +110,8 @@ def run_backend(backend: Backend, spec: RunSpec, task: Task, *, launch_ts: float
     figures = measure(built.loop(), Rules.of(spec), stats=built.stats, launch_ts=launch_ts,
                       phases=phases, memory=built.memory,
                       replica_divergence=built.replica_divergence, progress=progress,
-                      before_windows=before_windows(gpu.at_start))
+                      before_windows=before_windows(gpu.at_start), turns=turns,
+                      rewarm_calls=rewarm_calls)
     gpu.at_end()
     env.update(gpu.environment())
     env["peak_flops"], problems = settle(backend, built, figures, spec, devices, progress)
