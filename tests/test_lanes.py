@@ -72,6 +72,9 @@ def test_the_other_lane_joins_the_places_session_in_a_process_of_its_own(
     assert shareable_reason(JAX) is not None  # never an arm of TensorFlow's process
     assert shareable_reason(JAX, member=True) is None
     assert shareable_reason(JAX, alone=True) is None  # a duet's side
+    # A strategy asked on the other lane (unsupported there) joins no session.
+    wrong = [TF.replace(backend="jax"), JAX.replace(backend="tf")]
+    assert sweep_units([TF, JAX, *wrong]) == [(TF, JAX), (wrong[0],), (wrong[1],)]
     # Without a TensorFlow arm there is no session to join: each runs alone.
     one = JAX.replace(devices=1)
     assert sweep_units([JAX, one]) == [(JAX,), (one,)]

@@ -51,6 +51,8 @@ def shareable_reason(spec: RunSpec, *, member: bool = False, alone: bool = False
     own taking turns with the arms' (``bench.launch.session``). With ``alone``: why it
     cannot be the one arm of a paced process (a duet's side)."""
     factory = STRATEGIES.get(spec.strategy)
+    if spec.backend not in factory.backends:  # unsupported: it runs alone and says why
+        return f"strategy {spec.strategy} does not run on the {spec.backend} backend"
     own = (member or alone) and factory.paced_alone
     if factory.no_shared_process_reason and not own:
         return f"strategy {spec.strategy}: {factory.no_shared_process_reason}"
