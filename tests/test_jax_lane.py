@@ -188,3 +188,34 @@ def test_jax_configurations_run_in_processes_of_their_own() -> None:
     reason = shareable_reason(jax_spec())
     assert reason is not None and "process of its own" in reason
     assert shareable_reason(tiny_spec()) is None
+
+
+def test_the_jax_peak_is_measured_once_then_read_and_a_refresh_keeps_the_higher(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from bench.child.backends.jax import peak
+
+    monkeypatch.setenv("STRATBENCH_CACHE_DIR", str(tmp_path))
+    readings = iter([100e9, 80e9, 130e9, 50e9])
+    measured: list[float] = []
+
+    def measure(jax: object, device: object, dtype: str) -> float:
+        measured.append(next(readings))
+        return measured[-1]
+
+    monkeypatch.setattr(peak, "achievable_peak", measure)
+    fake = SimpleNamespace(__version__="0.10.2",
+                           config=SimpleNamespace(jax_default_matmul_precision=None))
+    cpu = SimpleNamespace(platform="cpu", device_kind="cpu")
+    assert peak.cached_peak(fake, cpu, "float32") == 100e9
+    assert peak.cached_peak(fake, cpu, "float32") == 100e9 and len(measured) == 1
+    # A run beat it: measured again; a lower reading (a busy machine) keeps the cached.
+    assert peak.cached_peak(fake, cpu, "float32", refresh=True) == 100e9
+    assert peak.cached_peak(fake, cpu, "float32", refresh=True) == 130e9
+    assert len(measured) == 3
+    # Another dtype, another float32 precision (TF32 on a GPU): entries of their own.
+    assert peak.cached_peak(fake, cpu, "bfloat16") == 50e9 and len(measured) == 4
+    tf32 = SimpleNamespace(__version__="0.10.2",
+                           config=SimpleNamespace(jax_default_matmul_precision="tensorfloat32"))
+    assert peak.cache_key(tf32, cpu) != peak.cache_key(fake, cpu)

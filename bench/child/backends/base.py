@@ -64,8 +64,9 @@ class Backend(Protocol):
         """The distribution, model, optimizer, data on devices and the compiled step."""
         ...
 
-    def achievable_peak(self, device: str, dtype: str) -> float | None:
-        """Measured matmul FLOP/s of one ``device`` in ``dtype`` (after the windows)."""
+    def achievable_peak(self, device: str, dtype: str, refresh: bool = False) -> float | None:
+        """Matmul FLOP/s of one ``device`` in ``dtype`` (measured after the windows, or
+        cached; ``refresh``: measured again, a run beat it)."""
         ...
 
     def peak_method(self, device: str) -> str:

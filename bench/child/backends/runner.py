@@ -56,7 +56,7 @@ def settle(backend: Backend, built: Built, figures: Figures, spec: RunSpec,
 
     def achievable(refresh: bool) -> float | None:
         try:
-            value = backend.achievable_peak(device, dtype)
+            value = backend.achievable_peak(device, dtype, refresh)
         except Exception as exc:  # no matmul of this dtype here: no MFU, the run stands
             problems.append(f"no MFU: no {dtype} matmul peak on {device} "
                             f"({type(exc).__name__}: {str(exc).strip()[:200]})")

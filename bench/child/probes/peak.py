@@ -566,7 +566,8 @@ def measure_peak(tf: Any, dtype: str, device: str,
                      conditions=_conditions(runs, kept))
 
 
-def _read_cache() -> dict[str, Any]:
+def read_cache() -> dict[str, Any]:
+    """The achievable-peak cache file's entries by key (empty when missing or unreadable)."""
     with contextlib.suppress(OSError, json.JSONDecodeError):
         data = json.loads(cache_path().read_text(encoding="utf-8"))
         if isinstance(data, dict):
@@ -576,7 +577,7 @@ def _read_cache() -> dict[str, Any]:
 
 def cached_peak(tf: Any, device: str, dtype: str) -> DtypePeak | None:
     """The cached achievable peak of ``dtype``, or None (never measures)."""
-    entry = _read_cache().get(cache_key(tf, device)) or {}
+    entry = read_cache().get(cache_key(tf, device)) or {}
     raw = (entry.get("achievable") or {}).get(dtype)
     try:
         return DtypePeak(**raw) if raw else None
@@ -606,12 +607,12 @@ def achievable_peak(tf: Any, device: str, dtype: str, refresh: bool = False,
             new.flops_per_s = old.flops_per_s
             new.by_size = {n: max(v, old.by_size.get(n, 0.0)) for n, v in new.by_size.items()}
     key = cache_key(tf, device)
-    cache = _read_cache()  # re-read: another process may have added a dtype meanwhile
+    cache = read_cache()  # re-read: another process may have added a dtype meanwhile
     entry = cache.setdefault(key, {})
     entry["device"] = device
     entry["method"] = method_text(device, SIZES[device_kind(device)])
     entry.setdefault("achievable", {})[dtype] = asdict(new)
-    _write_atomic(cache_path(), json.dumps(cache, indent=1))
+    write_atomic(cache_path(), json.dumps(cache, indent=1))
     return new
 
 
@@ -665,7 +666,8 @@ def fingerprint_entry(tf: Any, device: str | None = None,
             "mfu_uses": "mfu: achievable; mfu_theoretical: theoretical"}
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` whole (a reader never sees half a file)."""
     # Several children may measure at once: each replaces the file whole, never half.
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".peak.", dir=path.parent)

@@ -59,9 +59,9 @@ class JaxBackend:
 
         return JaxTrainer(spec, self._devices)
 
-    def achievable_peak(self, device: str, dtype: str) -> float | None:
-        """Chained-matmul FLOP/s of the first device (peak.py)."""
-        return peak.achievable_peak(self.jax, self._devices[0], dtype)
+    def achievable_peak(self, device: str, dtype: str, refresh: bool = False) -> float | None:
+        """Chained-matmul FLOP/s of the first device, cached (peak.py)."""
+        return peak.cached_peak(self.jax, self._devices[0], dtype, refresh=refresh)
 
     def peak_method(self, device: str) -> str:
         return peak.method_text(device)
