@@ -24,7 +24,7 @@ from bench.exits import Exit
 from bench.launch.launcher import make_result
 from bench.regress.compare import CANNOT_TELL, MeasureComparison, Report, compare
 from bench.regress.history import History
-from bench.regress.pooling import POOLINGS
+from bench.regress.options import POOLINGS
 from bench.regress.render import as_markdown, as_table
 from bench.results.schema import RunResult
 from bench.results.stats import STUDENT, WELCH, LogSpread, noise_differs_p, welch_satterthwaite

@@ -49,6 +49,7 @@ from scipy import stats as sps
 
 from bench.exits import Exit
 from bench.registry import Registry
+from bench.regress.options import AB_ALPHA, AB_BUDGET_S, AB_THRESHOLD
 from bench.results.stats import (
     ABOVE_CODE,
     BELOW_CODE,
@@ -58,9 +59,10 @@ from bench.results.stats import (
     pairs_for_equivalence,
 )
 
-DEFAULT_THRESHOLD = 0.05
-DEFAULT_ALPHA = 0.05
-DEFAULT_BUDGET_S = 600.0
+# Defined in bench.regress.options, which bench ab's parser reads without scipy.
+DEFAULT_THRESHOLD = AB_THRESHOLD
+DEFAULT_ALPHA = AB_ALPHA
+DEFAULT_BUDGET_S = AB_BUDGET_S
 # The fewest pairs any verdict rests on, however small the budget (2 degrees of freedom).
 MIN_VERDICT_PAIRS = 3
 DEFAULT_MIN_PAIRS = 4  # the first look: 3 degrees of freedom, fewer would spend alpha for nothing

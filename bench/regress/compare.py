@@ -55,9 +55,9 @@ import numpy as np
 from bench.env import hardware_identity, software_stack, stored_machine_id
 from bench.errors import BenchError
 from bench.exits import Exit
-from bench.registry import Registry
+from bench.regress.options import COMPARE_ALPHA, COMPARE_THRESHOLD, FAMILIES, MEASURES
 from bench.regress.pooling import Grouped, PooledNoise, Pooling, pool_noise
-from bench.results.figures import FIGURES, Figure
+from bench.results.figures import Figure
 from bench.results.schema import RunResult
 from bench.results.stats import (
     ABOVE_CODE,
@@ -70,8 +70,9 @@ from bench.results.stats import (
 )
 from bench.spec import RunSpec, cli_args
 
-DEFAULT_THRESHOLD = 0.05
-DEFAULT_ALPHA = 0.05
+# Defined in bench.regress.options, which bench compare's parser reads without scipy.
+DEFAULT_THRESHOLD = COMPARE_THRESHOLD
+DEFAULT_ALPHA = COMPARE_ALPHA
 
 COMPARISON_DEFINITION = (
     "The run (one process) is the unit: each run's figure is the median of its windows; "
@@ -99,18 +100,7 @@ class CompareError(BenchError):
 
 
 # -- measures and their families ----------------------------------------------------------
-def measures(figures: Sequence[Figure] = FIGURES) -> Registry[Figure]:
-    """The figures a comparison judges (those declared with a family), by name."""
-    out: Registry[Figure] = Registry("measure")
-    for f in figures:
-        if f.family:
-            out.register(f.name, f)
-    return out
-
-
-MEASURES = measures()
-# In the catalogue's order: the first family's first figure leads the stated power.
-FAMILIES = tuple(dict.fromkeys(m.family for _, m in MEASURES.items()))
+# MEASURES and FAMILIES are bench.regress.options' (--threshold's help lists the families).
 # Names accepted by --threshold besides the families: every judged figure's name, and
 # the names of earlier versions.
 _ALIASES = {"throughput": "time", "step_time": "time", "device_memory": "memory",

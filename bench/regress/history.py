@@ -34,7 +34,6 @@ from typing import Any
 
 from bench.env import now_iso, software_id, stored_machine_id
 from bench.errors import BenchError, SchemaError
-from bench.regress.compare import identity
 from bench.results.schema import RunResult
 from bench.results.store import DEFAULT_ROOT, parse
 
@@ -293,6 +292,10 @@ class History:
 
     def _insert(self, sweep_id: int, path: Path, digest: str, r: RunResult,
                 document: str) -> None:
+        # Here, not at the top: the comparison brings scipy.stats, which reading the store
+        # (bench history list, the parser's SELECTION_KEYS) does without.
+        from bench.regress.compare import identity
+
         env, f = r.environment or {}, r.figures
         self.db.execute(
             "INSERT INTO results (digest, sweep_id, file, spec_key, label, workload, strategy,"

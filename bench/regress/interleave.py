@@ -38,11 +38,11 @@ from bench.regress.ab import (
     decide,
     pairs_for_budget,
 )
+from bench.regress.options import BASELINE, CANDIDATE
 from bench.results.schema import RunResult
 from bench.results.stats import run_figure, throughput_runs
 from bench.spec import RunSpec, lane_of, on_lane
 
-BASELINE, CANDIDATE = "baseline", "candidate"
 # Quick runs (a tiny model) would plan thousands of looks; past a few hundred pairs a
 # comparison has its answer or the noise is the problem, not the budget.
 MAX_PLANNED_PAIRS = 400

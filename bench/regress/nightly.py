@@ -41,15 +41,17 @@ from bench.regress.changes import DEFAULT_MIN_NIGHTS, Series, describe_step, fin
 from bench.regress.compare import DEFAULT_ALPHA, Report, Thresholds, compare
 from bench.regress.history import AbRecord, IngestReport, Selection, Sweep, open_history
 from bench.regress.interleave import BASELINE, CANDIDATE, Session, Side, session_exit
+from bench.regress.options import NIGHTLY_BASELINE_NIGHTLIES, NIGHTLY_RUNS, NIGHTLY_TIMEOUT_S
 from bench.regress.render import as_markdown
 from bench.regress.trend import plot_trend
 from bench.results.stats import DEFAULT_POWER
 from bench.results.store import SweepStore
 
 NIGHTLY_TAG = "nightly"
-DEFAULT_TIMEOUT_S = 3600.0
-DEFAULT_RUNS = 2  # processes per configuration per night: the run-to-run noise, measured
-DEFAULT_BASELINE_NIGHTLIES = 5  # pooled: night-to-night drift in the baseline
+# Defined in bench.regress.options, which bench nightly's parser reads without scipy.
+DEFAULT_TIMEOUT_S = NIGHTLY_TIMEOUT_S
+DEFAULT_RUNS = NIGHTLY_RUNS
+DEFAULT_BASELINE_NIGHTLIES = NIGHTLY_BASELINE_NIGHTLIES
 
 
 @dataclass

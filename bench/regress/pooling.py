@@ -47,7 +47,9 @@ import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 
-from bench.registry import Registry
+# Pooling, its registry POOLINGS and HISTORY_SWEEPS are in bench.regress.options:
+# bench compare's parser offers them as --pool without importing scipy.
+from bench.regress.options import Pooling
 from bench.results.figures import Figure
 from bench.results.schema import RunResult
 from bench.results.stats import (
@@ -61,28 +63,11 @@ from bench.spec import RunSpec, workload_label
 
 Grouped = list[tuple[RunResult, Hashable]]  # a run and the group it came from (its sweep)
 
-# Stored sweeps of a configuration pooled, newest first: the machine's load and software
-# change over months, and beyond ~20 df the t quantiles barely move (2.09 at 20, 1.96).
-HISTORY_SWEEPS = 20
 # Level of the F test that keeps a configuration's stored sweeps out of its evidence:
 # its own history, lower than the family's guard, since history wrongly left out costs
 # the comparison its degrees of freedom while the same configuration's older runs
 # rarely differ by much.
 POOL_GUARD_ALPHA = 0.01
-
-
-@dataclass(frozen=True)
-class Pooling:
-    """Where a configuration's run-level noise is pooled from, besides its own runs."""
-
-    family: bool = True  # the other configurations of its family in the compared results
-    history: bool = True  # its stored sweeps on the same machine (when a store exists)
-
-
-POOLINGS: Registry[Pooling] = Registry("noise pooling")
-POOLINGS.register("all", Pooling())
-POOLINGS.register("family", Pooling(history=False))
-POOLINGS.register("own", Pooling(family=False, history=False))
 
 
 def family(spec: RunSpec) -> str:

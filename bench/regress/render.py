@@ -17,7 +17,7 @@ from bench.regress.compare import (
     MeasureComparison,
     Report,
 )
-from bench.regress.pooling import HISTORY_SWEEPS
+from bench.regress.options import HISTORY_SWEEPS
 from bench.results.stats import WELCH
 from reports.columns import display
 

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 
 from bench.env import stored_machine_id
 from bench.regress.history import History, Selection
-from bench.regress.pooling import HISTORY_SWEEPS, Grouped
+from bench.regress.options import HISTORY_SWEEPS
+from bench.regress.pooling import Grouped
 
 
 def load_history(history: History, configs: Mapping[str, Grouped], *,

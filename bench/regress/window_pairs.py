@@ -26,14 +26,16 @@ from collections.abc import Mapping
 
 from bench.launch.arms import run_interleaved, shareable_reason
 from bench.launch.duet import duet_reason, run_duet
-from bench.regress.interleave import BASELINE, CANDIDATE, PairOutcome, PairRunner, Side
+from bench.regress.interleave import PairOutcome, PairRunner, Side
+from bench.regress.options import BASELINE, CANDIDATE, PAIR_MODES, PAIR_ROUNDS
 from bench.results.pairs import process_log_ratio
 from bench.results.schema import RunResult
 from bench.results.store import SweepStore, save
 from bench.spec import RunSpec
 
-DEFAULT_ROUNDS = 10
-MODES = ("auto", "windows", "duet", "processes")
+# Defined in bench.regress.options, which bench ab's parser reads without scipy.
+DEFAULT_ROUNDS = PAIR_ROUNDS
+MODES = PAIR_MODES
 # Windows of a one-process pair last at most this long (the spec's --max-seconds when
 # lower): many short rounds give the median more ratios to stand on than a few long
 # ones, and a burst of load spoils less of each.

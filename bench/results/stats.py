@@ -41,6 +41,7 @@ import numpy as np
 from scipy import special
 from scipy import stats as sps
 
+from bench.results.levels import DEFAULT_ALPHA, DEFAULT_POWER
 from bench.results.samples import coefficient_of_variation
 from bench.results.schema import RunResult
 
@@ -91,8 +92,7 @@ def one_sample_t(d: np.ndarray, popmean: float) -> tuple[float, int]:
     n = int(d.size)
     return float((d.mean() - popmean) / (d.std(ddof=1) / math.sqrt(n))), n - 1
 
-DEFAULT_ALPHA = 0.05
-DEFAULT_POWER = 0.9
+# DEFAULT_ALPHA and DEFAULT_POWER are bench.results.levels' (command lines show them).
 BOOTSTRAP_RESAMPLES = 4000
 # Fixed: the same inputs must always give the same answer (and the same verdict).
 BOOTSTRAP_SEED = 0
