@@ -18,29 +18,30 @@ import argparse
 import random
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.cli.common import add_matrix_args, env_var, param, specs_from_args, writable_dir
 from bench.errors import UsageError
 from bench.launch.interpreter import Interpreter, probe
 from bench.launch.sweep import run_replicate
 from bench.launch.usermodel import preflight
-from bench.regress.ab import DEFAULT_ALPHA, DEFAULT_BUDGET_S, DEFAULT_THRESHOLD
-from bench.regress.compare import CompareError, parse_fraction
-from bench.regress.interleave import (
+from bench.regress.options import (
+    AB_ALPHA,
+    AB_BUDGET_S,
+    AB_THRESHOLD,
     BASELINE,
     CANDIDATE,
-    PairRunner,
-    Session,
-    Side,
-    run_session,
-    session_exit,
+    PAIR_MODES,
+    PAIR_ROUNDS,
 )
-from bench.regress.window_pairs import DEFAULT_ROUNDS, duet_pairs, pair_mode, window_pairs
-from bench.regress.window_pairs import MODES as PAIR_MODES
 from bench.results.schema import RunResult
 from bench.results.store import SweepStore, new_sweep_dir
 from bench.spec import RunSpec
+
+# The sessions' statistics (bench.regress.interleave and what it imports) bring scipy.stats:
+# imported when a session runs, so that building the parser does without them.
+if TYPE_CHECKING:
+    from bench.regress.interleave import PairRunner, Runner, Session, Side
 
 EXIT_CODES = ("exit codes: 0 same or improved, 4 regressed (significant and beyond the "
               "threshold), 5 unknown when the budget is spent (the output says how many "
@@ -74,6 +75,8 @@ def rounds_count(text: str) -> int:
 
 def fraction(text: str) -> float:
     """``5%`` or ``0.05``."""
+    from bench.regress.compare import CompareError, parse_fraction
+
     try:
         value = parse_fraction(text, "--threshold")
     except CompareError as exc:
@@ -100,6 +103,8 @@ def side_options_given(args: argparse.Namespace) -> bool:
 def sides_from_args(args: argparse.Namespace) -> tuple[Side, Side]:
     """The baseline and candidate sides; an interpreter is probed first (it must import
     TensorFlow and this checkout's child code: a usage error otherwise)."""
+    from bench.regress.interleave import Side
+
     probed: dict[str, Interpreter] = {}
     sides = []
     for name in (BASELINE, CANDIDATE):
@@ -115,10 +120,19 @@ def sides_from_args(args: argparse.Namespace) -> tuple[Side, Side]:
     return sides[0], sides[1]
 
 
+def run_session(spec: RunSpec, baseline: Side, candidate: Side, runner: Runner | None,
+                **options: Any) -> Session:
+    """``bench.regress.interleave.run_session``, imported on the first call: ``run_ab``
+    calls it by this module's name, which tests replace (fake clocks, runs)."""
+    from bench.regress.interleave import run_session as run
+
+    return run(spec, baseline, candidate, runner, **options)
+
+
 def run_ab(specs: list[RunSpec], sides: tuple[Side, Side], out: Path, *, budget_s: float,
            threshold: float, alpha: float, seed: int | None = None,
            command: str = "ab", pairs: str = "auto",
-           rounds: int = DEFAULT_ROUNDS) -> list[Session]:
+           rounds: int = PAIR_ROUNDS) -> list[Session]:
     """One A/B session per configuration, printed as it goes (``bench ab``, ``bench
     nightly``); runs are stored in ``out``/baseline and ``out``/candidate.
 
@@ -127,6 +141,8 @@ def run_ab(specs: list[RunSpec], sides: tuple[Side, Side], out: Path, *, budget_
     by window (sides that need processes of their own), ``processes`` runs each side
     its own process, ``auto`` takes the first of those the sides can have.
     """
+    from bench.regress.window_pairs import pair_mode
+
     modes: list[str] = []
     for spec in specs:  # a bad parameter is a usage error now, not after the first runs
         for side in sides:
@@ -175,6 +191,8 @@ def run_ab(specs: list[RunSpec], sides: tuple[Side, Side], out: Path, *, budget_
 def pair_runner(mode: str, stores: dict[str, SweepStore], sides: tuple[Side, Side],
                 rounds: int, seed: int) -> PairRunner | None:
     """The pair runner of ``mode`` (None: each run its own process, run_session's own)."""
+    from bench.regress.window_pairs import duet_pairs, window_pairs
+
     if mode == "windows":
         return window_pairs(stores, sides[0], rounds=rounds, seed=seed)
     if mode == "duet":
@@ -183,6 +201,8 @@ def pair_runner(mode: str, stores: dict[str, SweepStore], sides: tuple[Side, Sid
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
+    from bench.regress.interleave import session_exit
+
     specs = specs_from_args(args)
     if not specs:
         raise UsageError("the axes name no configuration to compare")
@@ -219,7 +239,7 @@ def add_side_args(p: argparse.ArgumentParser) -> None:
                            metavar="KEY=VALUE",
                            help=f"workload parameter of the {name} over --param's, e.g. "
                                 f"widths=550,550")
-    p.add_argument("--budget", type=duration, default=DEFAULT_BUDGET_S,
+    p.add_argument("--budget", type=duration, default=AB_BUDGET_S,
                    help="time for each configuration's pairs: 90s, 10m, 1h (default 10m)")
     p.add_argument("--order-seed", type=int, default=None,
                    help="seed of the AB/BA orders (default: drawn, and printed)")
@@ -230,9 +250,9 @@ def add_side_args(p: argparse.ArgumentParser) -> None:
                         "their own environment or interpreter); processes: each run its own "
                         "process, one after the other; auto (default): the first of these "
                         "the sides can have")
-    p.add_argument("--rounds", type=rounds_count, default=DEFAULT_ROUNDS,
+    p.add_argument("--rounds", type=rounds_count, default=PAIR_ROUNDS,
                    help=f"windows of each side in a pair of windows or duet pair (default "
-                        f"{DEFAULT_ROUNDS})")
+                        f"{PAIR_ROUNDS})")
 
 
 def add_parser(sub: Any) -> None:
@@ -250,10 +270,10 @@ def add_parser(sub: Any) -> None:
         epilog=EXIT_CODES)
     add_matrix_args(p)
     add_side_args(p)
-    p.add_argument("--threshold", type=fraction, default=DEFAULT_THRESHOLD,
+    p.add_argument("--threshold", type=fraction, default=AB_THRESHOLD,
                    help=f"smallest relative change that counts, 5%% or 0.05 (default "
-                        f"{DEFAULT_THRESHOLD * 100:.0f}%%)")
-    p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
+                        f"{AB_THRESHOLD * 100:.0f}%%)")
+    p.add_argument("--alpha", type=float, default=AB_ALPHA,
                    help="false-alarm rate per configuration over all looks (default "
                         "%(default)s)")
     p.add_argument("--out", type=Path,

@@ -10,26 +10,26 @@ import argparse
 import sys
 from collections.abc import Hashable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.errors import UsageError
-from bench.regress.compare import (
-    DEFAULT_ALPHA,
-    DEFAULT_THRESHOLD,
-    FAMILIES,
-    CompareError,
-    Report,
-    Thresholds,
-    compare,
-    group,
-    identity,
-)
 from bench.regress.history import HistoryError, Selection, default_path, open_history
-from bench.regress.pooling import HISTORY_SWEEPS, POOLINGS, Pooling
-from bench.regress.render import FORMATS, warning_banner
-from bench.regress.stored import load_history
+from bench.regress.options import (
+    COMPARE_ALPHA,
+    COMPARE_THRESHOLD,
+    FAMILIES,
+    HISTORY_SWEEPS,
+    OUTPUT_FORMATS,
+    POOLINGS,
+    Pooling,
+)
+from bench.results.levels import DEFAULT_POWER
 from bench.results.schema import RunResult
-from bench.results.stats import DEFAULT_POWER
+
+# The comparison and its renderers bring scipy.stats: imported when a comparison runs, so
+# that building the parser (every `python -m bench` process) does without them.
+if TYPE_CHECKING:
+    from bench.regress.compare import Report, Thresholds
 
 EXIT_CODES = (
     "exit codes: 0 no regression (every configuration could have shown a change of the "
@@ -60,7 +60,7 @@ def load_side(arg: str, history_path: Path | None
 
 
 def run_compare(baseline: str, current: str, *, history_path: Path | None = None,
-                thresholds: Thresholds | None = None, alpha: float = DEFAULT_ALPHA,
+                thresholds: Thresholds | None = None, alpha: float = COMPARE_ALPHA,
                 power: float = DEFAULT_POWER, pooling: Pooling | None = None
                 ) -> tuple[Report, list[str]]:
     """Load both sides and compare them; returns the report and load warnings.
@@ -68,6 +68,9 @@ def run_compare(baseline: str, current: str, *, history_path: Path | None = None
     With ``pooling.history`` and a history store at ``history_path`` (default
     results/history.sqlite; none there: no stored runs pooled), each configuration's
     stored runs on the baseline's machine join its noise evidence."""
+    from bench.regress.compare import compare, group, identity
+    from bench.regress.stored import load_history
+
     pooling = pooling or Pooling()
     b_label, b, b_groups, b_warn = load_side(baseline, history_path)
     c_label, c, c_groups, c_warn = load_side(current, history_path)
@@ -86,6 +89,9 @@ def run_compare(baseline: str, current: str, *, history_path: Path | None = None
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from bench.regress.compare import CompareError, Thresholds
+    from bench.regress.render import FORMATS, warning_banner
+
     try:
         report, warnings = run_compare(
             args.baseline, args.current, history_path=args.history,
@@ -113,11 +119,11 @@ def add_compare_args(p: argparse.ArgumentParser) -> None:
     """Options shared by `compare` and `nightly`."""
     p.add_argument("--threshold", action="append", default=[], metavar="[FAMILY=]FRACTION",
                    help=f"smallest relative change that counts (default "
-                        f"{DEFAULT_THRESHOLD * 100:.0f}%%); per family with FAMILY=5%% "
+                        f"{COMPARE_THRESHOLD * 100:.0f}%%); per family with FAMILY=5%% "
                         f"({', '.join(FAMILIES)}; a judged figure's name, e.g. "
                         f"global_throughput, means its family, as do throughput and "
                         f"step_time: time); repeatable")
-    p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
+    p.add_argument("--alpha", type=float, default=COMPARE_ALPHA,
                    help="significance level, two-sided (default %(default)s): the false-"
                         "alarm rate per configuration and family on unchanged code")
     p.add_argument("--power", type=float, default=DEFAULT_POWER,
@@ -153,7 +159,7 @@ def add_parser(sub: Any) -> None:
                         f"last {HISTORY_SWEEPS} stored sweeps on the same machine, from "
                         f"--history when the store exists), family, own (default "
                         f"%(default)s)")
-    p.add_argument("--format", default="table", choices=FORMATS.names(),
+    p.add_argument("--format", default="table", choices=OUTPUT_FORMATS,
                    help="what to print (default %(default)s)")
     p.add_argument("--markdown", type=Path, help="also write Markdown to this file")
     p.add_argument("--json", type=Path, help="also write JSON to this file")

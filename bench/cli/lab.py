@@ -30,7 +30,6 @@ from bench.launch.lab import LAB_WORKLOADS, STRATEGIES, LabError, plan, run_lab
 from bench.launch.netns import NetnsError, parse_rate
 from bench.launch.netns import unavailable_reason as netns_unavailable
 from bench.results.store import SweepStore, new_sweep_dir
-from reports.lab import report, write
 
 
 def _runs_anything(args: argparse.Namespace) -> bool:
@@ -70,6 +69,9 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_lab(args: argparse.Namespace) -> int:
+    # The lab's report brings scipy.stats: imported here, not when the parser is built.
+    from reports.lab import report, write
+
     out: Path = args.out or new_sweep_dir("lab")
     outcome = None
     if not args.report_only:

@@ -27,17 +27,8 @@ from bench.errors import UsageError
 from bench.hardware import detect
 from bench.matrix import BENCHMARK_MATRICES
 from bench.regress.changes import describe_step
-from bench.regress.compare import CompareError, Thresholds
 from bench.regress.history import HistoryError
-from bench.regress.nightly import (
-    DEFAULT_BASELINE_NIGHTLIES,
-    DEFAULT_RUNS,
-    DEFAULT_TIMEOUT_S,
-    report_ab_nightly,
-    report_nightly,
-    run_matrix,
-)
-from bench.regress.render import as_table
+from bench.regress.options import NIGHTLY_BASELINE_NIGHTLIES, NIGHTLY_RUNS, NIGHTLY_TIMEOUT_S
 from bench.results.store import new_sweep_dir
 
 
@@ -49,6 +40,11 @@ def _positive(flag: str, value: int) -> int:
 
 def cmd_ab_nightly(args: argparse.Namespace) -> int:
     """Tonight's environment against a pinned one: ``bench ab``'s sessions over a matrix."""
+    # The comparison brings scipy.stats: imported when a nightly runs, not when the
+    # parser is built (every `python -m bench` process).
+    from bench.regress.compare import CompareError, Thresholds
+    from bench.regress.nightly import report_ab_nightly
+
     if args.report_only or args.pytest_args:
         raise UsageError(f"an A/B nightly (sides given, or --ab) runs its own sessions; "
                          f"--report-only and --pytest-args belong to the stored-against-"
@@ -89,6 +85,10 @@ def cmd_ab_nightly(args: argparse.Namespace) -> int:
 def cmd_nightly(args: argparse.Namespace) -> int:
     if args.ab or side_options_given(args):
         return cmd_ab_nightly(args)
+    from bench.regress.compare import CompareError, Thresholds
+    from bench.regress.nightly import report_nightly, run_matrix
+    from bench.regress.render import as_table
+
     out: Path = args.out or new_sweep_dir("nightly")
     nightlies = _positive("--baseline-nightlies", args.baseline_nightlies)
     runs = _positive("--runs", args.runs)
@@ -149,15 +149,15 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--out", type=Path, help="sweep directory (default results/nightly-<time>)")
     p.add_argument("--report-only", action="store_true",
                    help="do not run the matrix; ingest and report an existing --out")
-    p.add_argument("--runs", type=int, default=DEFAULT_RUNS,
+    p.add_argument("--runs", type=int, default=NIGHTLY_RUNS,
                    help="separate processes per configuration (default %(default)s; the "
                         "run-to-run noise is measured on them)")
     p.add_argument("--pytest-args", default="",
                    help="extra pytest arguments, e.g. \"--stratbench-matrix tiny\"")
-    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
+    p.add_argument("--timeout", type=float, default=NIGHTLY_TIMEOUT_S,
                    help="hard limit for the whole matrix, seconds (default %(default)g)")
     p.add_argument("--baseline-nightlies", "--baseline-runs", type=int,
-                   default=DEFAULT_BASELINE_NIGHTLIES, dest="baseline_nightlies",
+                   default=NIGHTLY_BASELINE_NIGHTLIES, dest="baseline_nightlies",
                    help="pool the last K nightlies of this hardware as the baseline "
                         "(default %(default)s)")
     add_compare_args(p)

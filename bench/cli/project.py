@@ -29,7 +29,6 @@ from bench.errors import SchemaError, UsageError
 from bench.exits import Exit
 from bench.launch.netns import NetnsError, parse_rate
 from bench.results.store import load
-from reports.lab import group, load_lab, transfer
 from reports.projection import (
     Inputs,
     Link,
@@ -115,6 +114,9 @@ def _link(args: argparse.Namespace, grad_bytes: float) -> Link:
 
 def cmd_lab_transfer(args: argparse.Namespace) -> int:
     """``--lab``: the lab's model of a workload carried to the target's peak and link."""
+    # The lab's fits bring scipy.stats: imported here, not when the parser is built.
+    from reports.lab import group, load_lab, transfer
+
     if not (args.workload and args.peak_flops and args.bandwidth):
         raise UsageError("--lab needs --workload, --peak-flops and --bandwidth")
     if args.single or args.allreduce or args.measured or args.compute_ms is not None:

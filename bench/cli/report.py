@@ -6,19 +6,25 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.cli.common import add_explain, writable_dir
 from bench.errors import UsageError
 from bench.exits import Exit
 from bench.results.store import SweepStore
-from reports.answers import recommendations_text
-from reports.files import Written, write
-from reports.report import SweepReport, build
+
+# The reports bring pandas, matplotlib and scipy.stats: imported when a report is made,
+# so that building the parser (every `python -m bench` process) does without them.
+if TYPE_CHECKING:
+    from reports.files import Written
+    from reports.report import SweepReport
 
 
 def generate(sweep_dir: Path, out_dir: Path | None = None) -> tuple[SweepReport, Written]:
     """Build and write the report of ``sweep_dir``; warnings go to stderr."""
+    from reports.files import write
+    from reports.report import build
+
     report = build(sweep_dir)
     for warning in report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
@@ -33,7 +39,9 @@ def report_after_sweep(sweep_dir: Path, explain: bool = False) -> Written | None
     the report must not turn either into a crash.
     """
     t0 = time.monotonic()
-    try:
+    try:  # the imports too: reports that fail to import are printed like any failure
+        from reports.answers import recommendations_text
+
         report, paths = generate(sweep_dir)
     except Exception as exc:  # reported; the sweep's outcome stands
         print(f"warning: the report of {sweep_dir} could not be written: "
@@ -46,6 +54,7 @@ def report_after_sweep(sweep_dir: Path, explain: bool = False) -> Written | None
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from reports.answers import recommendations_text
 
     if not args.sweep_dir.is_dir():
         raise UsageError(f"no sweep directory at {args.sweep_dir}. "

@@ -8,8 +8,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.adaptive.budget import DEFAULT_BUDGET_S
-from bench.adaptive.sweep import budgeted_sweep
 from bench.cli.ab import duration
 from bench.cli.common import add_explain, add_matrix_args, specs_from_args, writable_dir
 from bench.cli.report import report_after_sweep
@@ -22,7 +20,6 @@ from bench.launch.gpu_preflight import gpu_preflight, scope_of
 from bench.launch.sweep import Replication, measured_line, run_sweep
 from bench.launch.usermodel import preflight
 from bench.results.store import SweepStore, load_sweep, new_sweep_dir
-from reports.results_table import LEGEND, format_table, median_runs
 
 # Two processes is the least that shows run-to-run noise, which on a shared machine is
 # larger than the noise between windows of one process.
@@ -30,6 +27,12 @@ DEFAULT_RUNS = 2
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    # The adaptive sweep reads the answers and the tables are the reports' (pandas,
+    # scipy.stats): imported here, when a sweep runs, not when the parser is built.
+    from bench.adaptive.budget import DEFAULT_BUDGET_S
+    from bench.adaptive.sweep import budgeted_sweep
+    from reports.results_table import LEGEND, format_table, median_runs
+
     specs = specs_from_args(args)
     replication = replication_from_args(args)  # every usage error before a directory is made
     preflight(specs)  # models of the user's own: one short process builds each (exit 2)

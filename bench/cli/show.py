@@ -11,10 +11,12 @@ from bench.errors import UsageError
 from bench.exits import Exit
 from bench.results.store import load_sweep
 from bench.results.text import allreduce_table
-from reports.results_table import LEGEND, format_table, to_frame
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    # The tables are pandas frames: imported here, not when the parser is built.
+    from reports.results_table import LEGEND, format_table, to_frame
+
     if not args.sweep_dir.is_dir():
         raise UsageError(f"no sweep directory at {args.sweep_dir}")
     loaded = load_sweep(args.sweep_dir)

@@ -10,11 +10,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.errors import UsageError
 from bench.exits import Exit
-from reports.tensorboard import Exported, export
+
+# The export reads the results through the reports (pandas, scipy.stats): imported when it
+# runs, so that building the parser (every `python -m bench` process) does without them.
+if TYPE_CHECKING:
+    from reports.tensorboard import Exported
 
 
 def _line(exported: Exported) -> str:
@@ -25,7 +29,9 @@ def _line(exported: Exported) -> str:
 def export_after_sweep(sweep_dir: Path) -> Exported | None:
     """The export at the end of ``bench run``: a failure is printed, never raised
     (the sweep's results and exit code stand)."""
-    try:
+    try:  # the import too: an export that fails to import is printed like any failure
+        from reports.tensorboard import export
+
         exported = export(sweep_dir)
     except Exception as exc:  # reported; the sweep's outcome stands
         print(f"warning: the TensorBoard export of {sweep_dir} could not be written: "
@@ -37,6 +43,8 @@ def export_after_sweep(sweep_dir: Path) -> Exported | None:
 
 
 def cmd_tensorboard(args: argparse.Namespace) -> int:
+    from reports.tensorboard import export
+
     if not args.sweep_dir.is_dir():
         raise UsageError(f"no sweep directory at {args.sweep_dir}. "
                          f"Received: sweep_dir={str(args.sweep_dir)!r}")
