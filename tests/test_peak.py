@@ -328,3 +328,14 @@ def test_a_remote_device_is_measured_without_this_hosts_quiet_check(
     worker = "/job:worker/replica:0/task:0/device:CPU:0"
     assert peak.measure_dtype(FakeTF, "float32", worker, remote=True) == 1e11 + 2
     assert calls == [worker] * peak.QUIET_MEASUREMENTS
+
+
+def test_onednn_on_and_off_keep_their_own_peaks(monkeypatch: pytest.MonkeyPatch) -> None:
+    keys = set()
+    for value in ("1", "0", None):
+        if value is None:
+            monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS", raising=False)
+        else:
+            monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", value)
+        keys.add(peak.cache_key(FakeTF, "/cpu:0"))
+    assert len(keys) == 3

@@ -420,8 +420,12 @@ def cache_key(tf: Any, device: str) -> str:
     # A GPU's float32 peak with TF32 on is another figure (390 against 52 TFLOP/s on
     # an H100): each math mode keeps its own entry.
     math_mode = "|tf32" if tf32_enabled(tf, device) else ""
+    # oneDNN's matmul kernels (_MklMatMul) and Eigen's reach other peaks on one CPU:
+    # TF_ENABLE_ONEDNN_OPTS=0 and =1 each keep their entry (unset: the machine's default).
+    onednn = f"|onednn-{os.environ.get('TF_ENABLE_ONEDNN_OPTS', 'default')}"
     return (f"{fingerprint()['machine_id']}|tf{tf.__version__}|{device_kind(device)}"
-            f"|intra{threads}|cores{len(_usable_cpus())}{quota}{math_mode}|{METHOD_VERSION}")
+            f"|intra{threads}|cores{len(_usable_cpus())}{quota}{math_mode}{onednn}"
+            f"|{METHOD_VERSION}")
 
 
 def chain_length(rate_estimate: float, n: int, min_call_s: float = MIN_CALL_S,
