@@ -8,6 +8,8 @@ Fake /proc/stat, /proc/loadavg, /proc/cpuinfo and lscpu texts, and a fake matmul
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -277,3 +279,63 @@ def test_a_cached_probe_error_is_replaced_on_refresh_and_reported(
     assert set(errors) == {"bfloat16"} and "above the theoretical maximum" in errors["bfloat16"]
     assert entry["theoretical"]["bound"] is True
     json.dumps(entry)  # it goes into the result's fingerprint
+
+
+def test_processes_that_miss_the_cache_together_measure_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A run's processes (a cluster's tasks) reach the probe at once: one measures, the
+    # others wait for it and read its figure, rather than all measuring on a busy machine.
+    monkeypatch.setenv("STRATBENCH_CACHE_DIR", str(tmp_path))
+    measured: list[float] = []
+
+    def slow_measure(*_: object) -> peak.DtypePeak:
+        time.sleep(0.3)
+        measured.append(1.2e11)
+        return _dtype_peak(1.2e11)
+
+    monkeypatch.setattr(peak, "measure_peak", slow_measure)
+    got: list[float] = []
+    tasks = [threading.Thread(target=lambda: got.append(
+        peak.achievable_peak(FakeTF, "/cpu:0", "float32").flops_per_s)) for _ in range(3)]
+    for t in tasks:
+        t.start()
+    for t in tasks:
+        t.join(timeout=30)
+    assert got == [1.2e11] * 3 and len(measured) == 1
+    # A refresh (a run beat the figure) measures again, under the same lock.
+    peak.achievable_peak(FakeTF, "/cpu:0", "float32", refresh=True)
+    assert len(measured) == 2
+    # A lock held past the wait is not waited on forever: measure anyway.
+    with peak.measuring() as first:
+        t0 = time.monotonic()
+        with peak.measuring(wait_s=0.2) as second:
+            assert first and not second and time.monotonic() - t0 >= 0.2
+    with peak.measuring(wait_s=0.2) as third:
+        assert third  # released
+
+
+def test_a_remote_device_is_measured_without_this_hosts_quiet_check(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A parameter server's worker, timed through the cluster: this host's load (its
+    # own matmuls there, on one machine) would read "not quiet" every time.
+    calls: list[str] = []
+
+    def sizes(tf: object, dtype: str, device: str) -> tuple[dict[str, float], dict[str, int]]:
+        calls.append(device)
+        return {"512": 1e11 + len(calls)}, {"512": 4}
+
+    monkeypatch.setattr(peak, "_measure_sizes", sizes)
+    worker = "/job:worker/replica:0/task:0/device:CPU:0"
+    assert peak.measure_dtype(FakeTF, "float32", worker, remote=True) == 1e11 + 2
+    assert calls == [worker] * peak.QUIET_MEASUREMENTS
+
+
+def test_onednn_on_and_off_keep_their_own_peaks(monkeypatch: pytest.MonkeyPatch) -> None:
+    keys = set()
+    for value in ("1", "0", None):
+        if value is None:
+            monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS", raising=False)
+        else:
+            monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", value)
+        keys.add(peak.cache_key(FakeTF, "/cpu:0"))
+    assert len(keys) == 3

@@ -243,11 +243,17 @@ def profiled(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[str, A
     runs = [{"strategy": "one_device", "devices": 1, "profile_steps": 4},
             {"strategy": "mirrored", "devices": 2, "profile_steps": 4,
              "size": "default", "batch": 256, "max_seconds": 0.5}]
-    os.environ["STRATBENCH_CACHE_DIR"] = str(tmp / "cache")  # inherited by the child
+    # A cache of its own, inherited by the child; the session's (conftest) comes back
+    # after, or every later child would measure into the user's ~/.cache.
+    before = os.environ.get("STRATBENCH_CACHE_DIR")
+    os.environ["STRATBENCH_CACHE_DIR"] = str(tmp / "cache")
     try:
         return run_probe_case("profile", 2, runs=runs, tmp=str(tmp)), tmp
     finally:
-        del os.environ["STRATBENCH_CACHE_DIR"]
+        if before is None:
+            del os.environ["STRATBENCH_CACHE_DIR"]
+        else:
+            os.environ["STRATBENCH_CACHE_DIR"] = before
 
 
 def test_profiled_mirrored_run_spends_part_of_its_step_communicating(

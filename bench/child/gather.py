@@ -144,7 +144,7 @@ def _through_coordinator(task: Task, spec: RunSpec, report: TaskReport) -> list[
                 fig.host_peak_rss_bytes = fields.get("host_peak_rss_bytes")
                 fig.cores = fields.get("cores", [])
                 if job == "worker":  # where the steps run: its peak counts for MFU
-                    peak = measure_dtype(tf, dtype, device)
+                    peak = measure_dtype(tf, dtype, device, remote=True)
             except Exception as exc:
                 lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
                 status, reason = "failed", (

@@ -39,6 +39,7 @@ reason. MFU above 100% is therefore never stored.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import math
 import os
@@ -47,7 +48,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,10 @@ QUIET_MEASUREMENTS = 2  # quiet measurements to keep the best of
 MAX_MEASUREMENTS = 4  # then the best of what there is, marked not quiet
 METHOD_VERSION = "chained-matmul-1"
 CACHE_FILE = "peak_flops_v2.json"  # v1 held single-call figures of another method
+# How long a process waits for another one measuring a peak before measuring itself
+# (a measurement takes seconds; one stuck past this is not waited on forever).
+MEASURING_WAIT_S = 120.0
+MEASURING_POLL_S = 0.1
 
 
 def method_text(device: str, sizes: Iterable[int]) -> str:
@@ -415,8 +420,12 @@ def cache_key(tf: Any, device: str) -> str:
     # A GPU's float32 peak with TF32 on is another figure (390 against 52 TFLOP/s on
     # an H100): each math mode keeps its own entry.
     math_mode = "|tf32" if tf32_enabled(tf, device) else ""
+    # oneDNN's matmul kernels (_MklMatMul) and Eigen's reach other peaks on one CPU:
+    # TF_ENABLE_ONEDNN_OPTS=0 and =1 each keep their entry (unset: the machine's default).
+    onednn = f"|onednn-{os.environ.get('TF_ENABLE_ONEDNN_OPTS', 'default')}"
     return (f"{fingerprint()['machine_id']}|tf{tf.__version__}|{device_kind(device)}"
-            f"|intra{threads}|cores{len(_usable_cpus())}{quota}{math_mode}|{METHOD_VERSION}")
+            f"|intra{threads}|cores{len(_usable_cpus())}{quota}{math_mode}{onednn}"
+            f"|{METHOD_VERSION}")
 
 
 def chain_length(rate_estimate: float, n: int, min_call_s: float = MIN_CALL_S,
@@ -480,8 +489,17 @@ class DtypePeak:
         return any(self.quiet) if all(q is not None for q in self.quiet) else None
 
 
-def measure_dtype(tf: Any, dtype: str, device: str) -> float:
-    """The achievable FLOP/s of ``dtype`` on ``device``, measured now (not cached)."""
+def measure_dtype(tf: Any, dtype: str, device: str, *, remote: bool = False) -> float:
+    """The achievable FLOP/s of ``dtype`` on ``device``, measured now (not cached).
+
+    ``remote``: the device is another task's, reached through the cluster (a parameter
+    server's workers). This host's /proc/stat says nothing of that one's quiet, and on
+    one machine it counts the probe's own matmuls there as others' load: every
+    measurement read "not quiet" and was taken ``MAX_MEASUREMENTS`` times (20 s of a
+    three-host run). Unchecked, the best of ``QUIET_MEASUREMENTS`` stands."""
+    if remote:
+        return measure_peak(tf, dtype, device, watch=lambda: None,
+                            pause=lambda _: None).flops_per_s
     return measure_peak(tf, dtype, device).flops_per_s
 
 
@@ -585,9 +603,39 @@ def cached_peak(tf: Any, device: str, dtype: str) -> DtypePeak | None:
         return None
 
 
+@contextlib.contextmanager
+def measuring(wait_s: float = MEASURING_WAIT_S) -> Iterator[bool]:
+    """Hold the machine's peak-measuring lock (beside the cache file) while measuring;
+    yields whether it was taken within ``wait_s`` (False: measure anyway, unlocked).
+
+    The processes of one run (a cluster's workers and chief, independent copies) miss
+    the cache at the same moment: measuring all at once, each read the others' load,
+    was not quiet, and measured again up to ``MAX_MEASUREMENTS`` times (20 s of a
+    three-host run's 31 s here). One at a time, the first measures and the others then
+    read its figure from the cache."""
+    path = cache_path().with_suffix(".lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as fh:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    yield False
+                    return
+                time.sleep(MEASURING_POLL_S)
+        try:
+            yield True
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def achievable_peak(tf: Any, device: str, dtype: str, refresh: bool = False,
                     ceiling: float | None = None) -> DtypePeak:
-    """The achievable peak of ``dtype`` on ``device``: cached, else measured and cached.
+    """The achievable peak of ``dtype`` on ``device``: cached, else measured and cached,
+    one process of the machine measuring at a time (``measuring``).
 
     A refresh keeps the higher of the new and the cached figure: a peak is the best
     the hardware showed, and a measurement on a busy machine only reads low. A cached
@@ -597,6 +645,14 @@ def achievable_peak(tf: Any, device: str, dtype: str, refresh: bool = False,
     old = cached_peak(tf, device, dtype)
     if old is not None and not refresh:
         return old
+    with measuring():
+        if not refresh and (found := cached_peak(tf, device, dtype)) is not None:
+            return found  # measured by another process while this one waited
+        return _measure_and_cache(tf, device, dtype, old, ceiling)
+
+
+def _measure_and_cache(tf: Any, device: str, dtype: str, old: DtypePeak | None,
+                       ceiling: float | None) -> DtypePeak:
     new = measure_peak(tf, dtype, device)
     if old is not None:
         new.remeasured = old.remeasured + 1
