@@ -11,11 +11,16 @@ Prepend its directory to PATH and clear ``bench.hardware.detect``'s cache.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 _SCRIPT = '''#!{python}
 import json, sys
@@ -103,6 +108,23 @@ class FakeSmi:
 def cards(n: int) -> FakeSmi:
     """``n`` whole A100s."""
     return FakeSmi([gpu_row(i) for i in range(n)])
+
+
+@contextlib.contextmanager
+def detected(smi: FakeSmi, directory: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """``bench.hardware.detect()`` sees ``smi``'s GPUs inside the block (the fake first
+    on PATH, CUDA_VISIBLE_DEVICES unset) and this machine's again after it."""
+    from bench import hardware
+
+    bin_dir = smi.write(directory)
+    with monkeypatch.context() as m:
+        m.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+        m.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+        hardware.detect.cache_clear()
+        try:
+            yield
+        finally:
+            hardware.detect.cache_clear()
 
 
 def mig_uuid(gpu: int, k: int) -> str:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench import hardware
 from bench.launch import sweep as sweep_mod
 from bench.launch.arms import shareable_reason
 from bench.launch.evidence import Evidence
@@ -18,7 +16,7 @@ from bench.launch.sweep import Replication, run_sweep
 from bench.results.schema import Interleaving, RunResult
 from bench.results.store import SweepStore
 from bench.spec import RunSpec
-from tests.gpu_fakes import cards
+from tests.gpu_fakes import cards, detected
 from tests.helpers import fake_figures, fake_result
 
 BASE = RunSpec(workload="mlp", strategy="one_device", devices=1, batch=32, size="tiny")
@@ -48,16 +46,9 @@ def test_an_answers_configurations_that_can_take_turns_form_one_session() -> Non
 def test_on_gpus_a_multi_process_configuration_runs_alone(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A worker waiting for its turn would keep its GPU memory beside the arms' process.
-    bin_dir = cards(2).write(tmp_path / "bin")
-    with monkeypatch.context() as m:
-        m.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-        m.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-        hardware.detect.cache_clear()
-        try:
-            assert sweep_units([BASE, MWM, MIRRORED]) == [(BASE, MIRRORED), (MWM,)]
-            assert "keeps its GPU memory" in (shareable_reason(MWM, member=True) or "")
-        finally:
-            hardware.detect.cache_clear()
+    with detected(cards(2), tmp_path / "bin", monkeypatch):
+        assert sweep_units([BASE, MWM, MIRRORED]) == [(BASE, MIRRORED), (MWM,)]
+        assert "keeps its GPU memory" in (shareable_reason(MWM, member=True) or "")
     assert sweep_units([BASE, MWM, MIRRORED]) == [(BASE, MWM, MIRRORED)]
 
 

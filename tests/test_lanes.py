@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
-import os
 from pathlib import Path
 
 import pytest
 
-from bench import hardware
 from bench.errors import SpecError
 from bench.launch.arms import shareable_reason
 from bench.launch.duet import run_duet
@@ -28,7 +26,7 @@ from bench.results.stats import FASTER, NOT_SETTLED
 from bench.spec import lane_of, on_lane
 from reports.recommend import Recommendation
 from reports.report import build_from_results
-from tests.gpu_fakes import cards
+from tests.gpu_fakes import cards, detected
 from tests.helpers import bench, replicated, tiny_spec
 
 needs_jax = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
@@ -82,16 +80,9 @@ def test_the_other_lane_joins_the_places_session_in_a_process_of_its_own(
     other = JAX.replace(batch=64)
     assert sweep_units([TF, JAX, other]) == [(TF, JAX), (other,)]
     # On GPUs a process waiting for its turn would keep its memory: alone there.
-    bin_dir = cards(2).write(tmp_path / "bin")
-    with monkeypatch.context() as m:
-        m.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-        m.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-        hardware.detect.cache_clear()
-        try:
-            assert sweep_units([TF, JAX]) == [(TF,), (JAX,)]
-            assert "keeps its GPU memory" in (shareable_reason(JAX, member=True) or "")
-        finally:
-            hardware.detect.cache_clear()
+    with detected(cards(2), tmp_path / "bin", monkeypatch):
+        assert sweep_units([TF, JAX]) == [(TF,), (JAX,)]
+        assert "keeps its GPU memory" in (shareable_reason(JAX, member=True) or "")
 
 
 def test_keras_backend_on_a_side_moves_it_to_that_lane() -> None:
