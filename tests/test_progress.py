@@ -21,6 +21,9 @@ def test_eta_uses_per_workload_means_and_cost_hints_for_unseen_workloads() -> No
     # Unseen workloads: the MLP mean scaled by their cost hints (cnn 1.2, resnet50 4).
     assert p.eta([cnn, resnet]) == pytest.approx(15.0 * 1.2 + 15.0 * 4.0)
     assert "-> ok" in lines[-1]
+    # One of a shared session's results says which configuration it is.
+    p.finish(dataclasses.replace(fake_result(), spec=mlp), named=True)
+    assert lines[-1].startswith(f"    -> {mlp.label()}: ok: ")
 
 
 def test_unsupported_results_do_not_count_towards_the_estimate() -> None:

@@ -98,7 +98,9 @@ class Progress:
         self.echo(f"[{self.done + 1}/{self.total}] {spec.label()}{run} ... "
                   f"(elapsed {_fmt_duration(time.monotonic() - self.t0)}{left})")
 
-    def finish(self, result: RunResult) -> None:
+    def finish(self, result: RunResult, named: bool = False) -> None:
+        """Say how ``result`` ended (``named``: with its configuration, one of several
+        results of a shared session)."""
         self.done += 1
         if result.status != "unsupported":
             self._walls.setdefault(result.spec.workload, []).append(result.wall_s)
@@ -113,7 +115,8 @@ class Progress:
             detail = allreduce_line(result.allreduce)
         else:
             detail = (result.reason or "").splitlines()[0] if result.reason else ""
-        self.echo(f"    -> {result.status}: {detail} [{result.wall_s:.1f} s]")
+        label = f"{result.spec.label()}: " if named else ""
+        self.echo(f"    -> {label}{result.status}: {detail} [{result.wall_s:.1f} s]")
         if result.figures and result.figures.breakdown:
             from bench.results.text import breakdown_line
 
@@ -237,7 +240,7 @@ def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
                 for result in results:
                     by_key.setdefault(result.spec.key(), []).append(result)
                     outcome.ran.append(result)
-                    progress.finish(result)
+                    progress.finish(result, named=len(results) > 1)
     except KeyboardInterrupt:
         outcome.interrupted = True
         echo(f"\ninterrupted: {len(outcome.ran)} result(s) kept; the current run was killed "
