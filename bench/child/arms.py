@@ -437,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     doc = json.loads(args.arms.read_text(encoding="utf-8"))
     specs = [RunSpec.from_dict(d) for d in doc["specs"]]
-    task = start_process(args.task)
+    task = start_process(args.task, args.run_dir)
     beat(args.run_dir, task.name, "process up")  # the first heartbeat (bench.progress)
     inject_fault(task, "hang_at_start")
     inject_fault(task, "exit_at_start")

@@ -27,6 +27,7 @@ import json
 import os
 import signal
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -297,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile-steps", type=int, default=0)
     args = parser.parse_args(argv)
     spec = RunSpec.from_dict(json.loads(args.spec.read_text(encoding="utf-8")))
-    task = start_process(args.task)
+    task = start_process(args.task, args.run_dir)
     # The first heartbeat: the interpreter is up (a task hung at start is then caught
     # by the silence after it).
     beat(args.run_dir, task.name, "process up")
@@ -321,13 +322,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def start_process(task_json: str) -> Task:
+def start_process(task_json: str, run_dir: Path) -> Task:
     """What every child process does first, before TensorFlow: its Task, stacks on
-    SIGUSR1, the hardware as the launcher saw it, the task's cores."""
+    SIGUSR1, the hardware as the launcher saw it, the task's cores, and its temporary
+    files in ``run_dir`` (``temp_files_in``)."""
     # The launcher sends SIGUSR1 before killing a hung run: every thread's Python
     # stack then lands in this task's log, saying where it was stuck.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     task = Task.from_dict(json.loads(task_json))
+    temp_files_in(run_dir / f"tmp.{task.name}")
     # Hardware as the launcher sees it, before pinning: the fingerprint's cpu_cores
     # then match the launcher's (this task's own cores are recorded apart).
     detect()
@@ -335,6 +338,19 @@ def start_process(task_json: str) -> Task:
         # Before TensorFlow starts: it sizes its thread pools from the usable cores.
         os.sched_setaffinity(0, task.cores)
     return task
+
+
+def temp_files_in(directory: Path) -> None:
+    """This process's temporary files (and its subprocesses') go to ``directory``.
+
+    Autograph writes each converted function to a ``__autograph_generated_file*.py``
+    in the temporary directory and removes it at interpreter exit, which a child never
+    reaches (``finish_process`` ends it with ``os._exit``): thousands of them piled up
+    in /tmp. The run directory is the launcher's own temporary directory, removed with
+    everything in it once the run's payloads are read."""
+    directory.mkdir(parents=True, exist_ok=True)
+    os.environ["TMPDIR"] = str(directory)
+    tempfile.tempdir = str(directory)
 
 
 def finish_process(report: TaskReport, run_dir: Path, name: str) -> None:
