@@ -27,14 +27,15 @@ DEFAULT_RUNS = 2
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    specs = specs_from_args(args)
+    replication = replication_from_args(args)  # every usage error before a directory is made
     # The adaptive sweep reads the answers and the tables are the reports' (pandas,
-    # scipy.stats): imported here, when a sweep runs, not when the parser is built.
+    # scipy.stats): imported once the arguments stand (a usage error answers at once),
+    # never when the parser is built.
     from bench.adaptive.budget import DEFAULT_BUDGET_S
     from bench.adaptive.sweep import budgeted_sweep
     from reports.results_table import LEGEND, format_table, median_runs
 
-    specs = specs_from_args(args)
-    replication = replication_from_args(args)  # every usage error before a directory is made
     preflight(specs)  # models of the user's own: one short process builds each (exit 2)
     out = writable_dir(args.out or new_sweep_dir("sweep"))
     hw = detect()
