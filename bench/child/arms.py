@@ -420,6 +420,7 @@ def run_paced_backend(specs: list[RunSpec], task: Task, run_dir: Path, *, launch
 
 
 def _windows_open(task: Task, at_start: Callable[[], None]) -> Callable[[], None]:
+    """What runs as the windows open: the testing hook's fault, then the GPU state."""
     def hook() -> None:
         inject_fault(task, "kill_after_warmup")
         at_start()
