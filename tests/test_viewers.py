@@ -35,6 +35,10 @@ from bench.results.store import SweepStore, save
 from tests.helpers import ROOT, report_results
 
 SERVER_START_S = 120.0  # TensorBoard imports TensorFlow: ~10 s warm on 2 shared cores
+# A free port is found, then bound seconds later by a server still importing: another
+# process can take it meanwhile (xprof once exited "Address already in use" in a full
+# run). Such a server starts again on another port, this many times at most.
+BIND_RETRIES = 3
 PROFILE_RUN = "2026_01_01_00_00_00"
 
 
@@ -77,6 +81,7 @@ class Server:
     base: str
     log: Path
     proc: subprocess.Popen[bytes] | None = None
+    restarts: int = 0
 
 
 def start(server: Server) -> None:
@@ -94,8 +99,16 @@ def wait_ready(servers: list[Server], ready_path: str) -> None:
         for server in list(waiting):
             assert server.proc is not None
             if server.proc.poll() is not None:
+                said = server.log.read_text(errors="replace")
+                if "Address already in use" in said and server.restarts < BIND_RETRIES:
+                    server.restarts += 1
+                    (port,) = free_ports(1)
+                    server.argv = _on_port(server.argv, port)
+                    server.base = f"http://127.0.0.1:{port}"
+                    start(server)
+                    continue
                 pytest.fail(f"{server.argv[0]} exited with {server.proc.returncode}:\n"
-                            f"{server.log.read_text(errors='replace')[-3000:]}")
+                            f"{said[-3000:]}")
             try:
                 with urllib.request.urlopen(server.base + ready_path, timeout=5) as resp:
                     if resp.status == 200:
@@ -122,7 +135,7 @@ def stop(server: Server) -> None:
 
 def _on_port(argv: list[str], port: int) -> list[str]:
     """``argv`` listening on 127.0.0.1:``port`` whatever port it printed."""
-    kept = [a for a in argv if not a.startswith("--port")]
+    kept = [a for a in argv if not a.startswith(("--port", "--host"))]
     if Path(argv[0]).name == "tensorboard":
         return [*kept, f"--port={port}", "--host=127.0.0.1"]
     return [*kept, f"--port={port}"]
