@@ -584,8 +584,7 @@ def measure_peak(tf: Any, dtype: str, device: str,
                      conditions=_conditions(runs, kept))
 
 
-def read_cache() -> dict[str, Any]:
-    """The achievable-peak cache file's entries by key (empty when missing or unreadable)."""
+def _read_cache() -> dict[str, Any]:
     with contextlib.suppress(OSError, json.JSONDecodeError):
         data = json.loads(cache_path().read_text(encoding="utf-8"))
         if isinstance(data, dict):
@@ -593,14 +592,17 @@ def read_cache() -> dict[str, Any]:
     return {}
 
 
-def cached_peak(tf: Any, device: str, dtype: str) -> DtypePeak | None:
-    """The cached achievable peak of ``dtype``, or None (never measures)."""
-    entry = read_cache().get(cache_key(tf, device)) or {}
-    raw = (entry.get("achievable") or {}).get(dtype)
+def _cached(key: str, dtype: str) -> DtypePeak | None:
+    raw = ((_read_cache().get(key) or {}).get("achievable") or {}).get(dtype)
     try:
         return DtypePeak(**raw) if raw else None
     except TypeError:
         return None
+
+
+def cached_peak(tf: Any, device: str, dtype: str) -> DtypePeak | None:
+    """The cached achievable peak of ``dtype``, or None (never measures)."""
+    return _cached(cache_key(tf, device), dtype)
 
 
 @contextlib.contextmanager
@@ -632,44 +634,51 @@ def measuring(wait_s: float = MEASURING_WAIT_S) -> Iterator[bool]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def achievable_peak(tf: Any, device: str, dtype: str, refresh: bool = False,
-                    ceiling: float | None = None) -> DtypePeak:
-    """The achievable peak of ``dtype`` on ``device``: cached, else measured and cached,
-    one process of the machine measuring at a time (``measuring``).
+def cached_or_measured(key: str, dtype: str, measure: Callable[[], DtypePeak], *,
+                       device: str, method: str, refresh: bool = False,
+                       ceiling: float | None = None) -> DtypePeak:
+    """The peak of ``dtype`` cached under ``key``, else ``measure()``d and cached, one
+    process of the machine measuring at a time (``measuring``); each framework's lane
+    brings its key and its measurement (the JAX lane's: bench.child.backends.jax.peak).
 
     A refresh keeps the higher of the new and the cached figure: a peak is the best
     the hardware showed, and a measurement on a busy machine only reads low. A cached
     figure above ``ceiling`` (the theoretical peak where it is a bound: ``bound_of``)
     is a probe error, not the best: the new figure replaces it.
     """
-    old = cached_peak(tf, device, dtype)
+    old = _cached(key, dtype)
     if old is not None and not refresh:
         return old
     with measuring():
-        if not refresh and (found := cached_peak(tf, device, dtype)) is not None:
+        if not refresh and (found := _cached(key, dtype)) is not None:
             return found  # measured by another process while this one waited
-        return _measure_and_cache(tf, device, dtype, old, ceiling)
+        new = measure()
+        if old is not None:
+            new.remeasured = old.remeasured + 1
+            wrong = ceiling is not None and old.flops_per_s > ceiling
+            if old.flops_per_s > new.flops_per_s and not wrong:
+                new.conditions += (f"; the cached {old.flops_per_s / 1e9:,.1f} GFLOP/s is "
+                                   f"higher and stays")
+                new.flops_per_s = old.flops_per_s
+                new.by_size = {n: max(v, old.by_size.get(n, 0.0))
+                               for n, v in new.by_size.items()}
+        cache = _read_cache()  # re-read: another process may have added a dtype meanwhile
+        entry = cache.setdefault(key, {})
+        entry["device"] = device
+        entry["method"] = method
+        entry.setdefault("achievable", {})[dtype] = asdict(new)
+        _write_atomic(cache_path(), json.dumps(cache, indent=1))
+        return new
 
 
-def _measure_and_cache(tf: Any, device: str, dtype: str, old: DtypePeak | None,
-                       ceiling: float | None) -> DtypePeak:
-    new = measure_peak(tf, dtype, device)
-    if old is not None:
-        new.remeasured = old.remeasured + 1
-        wrong = ceiling is not None and old.flops_per_s > ceiling
-        if old.flops_per_s > new.flops_per_s and not wrong:
-            new.conditions += (f"; the cached {old.flops_per_s / 1e9:,.1f} GFLOP/s is higher "
-                               f"and stays")
-            new.flops_per_s = old.flops_per_s
-            new.by_size = {n: max(v, old.by_size.get(n, 0.0)) for n, v in new.by_size.items()}
-    key = cache_key(tf, device)
-    cache = read_cache()  # re-read: another process may have added a dtype meanwhile
-    entry = cache.setdefault(key, {})
-    entry["device"] = device
-    entry["method"] = method_text(device, SIZES[device_kind(device)])
-    entry.setdefault("achievable", {})[dtype] = asdict(new)
-    write_atomic(cache_path(), json.dumps(cache, indent=1))
-    return new
+def achievable_peak(tf: Any, device: str, dtype: str, refresh: bool = False,
+                    ceiling: float | None = None) -> DtypePeak:
+    """The achievable peak of ``dtype`` on ``device``: cached, else measured with
+    TensorFlow (``measure_peak``) and cached (``cached_or_measured``)."""
+    return cached_or_measured(cache_key(tf, device), dtype,
+                              lambda: measure_peak(tf, dtype, device), device=device,
+                              method=method_text(device, SIZES[device_kind(device)]),
+                              refresh=refresh, ceiling=ceiling)
 
 
 def first_device(tf: Any) -> str:
@@ -722,8 +731,7 @@ def fingerprint_entry(tf: Any, device: str | None = None,
             "mfu_uses": "mfu: achievable; mfu_theoretical: theoretical"}
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` whole (a reader never sees half a file)."""
+def _write_atomic(path: Path, text: str) -> None:
     # Several children may measure at once: each replaces the file whole, never half.
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".peak.", dir=path.parent)

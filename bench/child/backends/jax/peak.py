@@ -6,13 +6,12 @@ in every run's process)."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
 from typing import Any
 
-from bench.child.probes.peak import cache_path, measuring, read_cache, write_atomic
+from bench.child.probes.peak import DtypePeak, cached_or_measured
 
 SIZES = {"CPU": (512, 1024), "GPU": (4096, 8192)}
 MIN_CALL_S = 0.2  # a timed call lasts at least this long: launch and fetch vanish
@@ -70,32 +69,12 @@ def cache_key(jax: Any, device: Any) -> str:
 
 
 def cached_peak(jax: Any, device: Any, dtype: str, *, refresh: bool = False) -> float:
-    """``achievable_peak`` from the cache, measured (and cached) when missing or on
-    ``refresh``; a refresh keeps the higher figure (a busy machine only reads low)."""
-    key = cache_key(jax, device)
+    """``achievable_peak`` from the TF lane's cache file, measured (and cached) when
+    missing or on ``refresh`` (``bench.child.probes.peak.cached_or_measured``: one
+    process at a time, a refresh keeps the higher figure)."""
+    def measure() -> DtypePeak:
+        return DtypePeak(achievable_peak(jax, device, dtype), {}, {}, time.time(), None)
 
-    def cached() -> dict[str, Any]:
-        return ((read_cache().get(key) or {}).get("achievable") or {}).get(dtype) or {}
-
-    old = cached()
-    if old.get("flops_per_s") and not refresh:
-        return float(old["flops_per_s"])
-    with measuring():  # one process of the machine at a time (the TF lane's lock)
-        if not refresh and (found := cached()).get("flops_per_s"):
-            return float(found["flops_per_s"])  # another process measured meanwhile
-        return _measure_and_cache(jax, device, dtype, key, old)
-
-
-def _measure_and_cache(jax: Any, device: Any, dtype: str, key: str,
-                       old: dict[str, Any]) -> float:
-    best = max(achievable_peak(jax, device, dtype), float(old.get("flops_per_s") or 0.0))
-    cache = read_cache()  # re-read: another process may have added an entry meanwhile
-    entry = cache.setdefault(key, {})
-    entry["device"] = str(device)
-    entry["method"] = method_text("gpu" if device.platform != "cpu" else "cpu")
-    entry.setdefault("achievable", {})[dtype] = {
-        "flops_per_s": best, "measured_at": time.time(),
-        "remeasured": int(old.get("remeasured", -1)) + 1}
-    write_atomic(cache_path(), json.dumps(cache, indent=1))
-    return best
-
+    kind = "gpu" if device.platform != "cpu" else "cpu"
+    return cached_or_measured(cache_key(jax, device), dtype, measure, device=str(device),
+                              method=method_text(kind), refresh=refresh).flops_per_s
