@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,12 +65,25 @@ def _noisy_first_runs(out: Path) -> None:
         _store(out, TWO, r, [level * 1.5 * (0.6 if r == 1 else 1.4)] * 3)
 
 
-def test_open_answers_get_sessions_until_settled(monkeypatch: pytest.MonkeyPatch,
-                                                 tmp_path: Path) -> None:
+def _spending(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, at: float
+              ) -> tuple[FakeSweep, list[str], Callable[[], list[Any]]]:
+    """Two noisy first runs stored and the sweep faked from clock time ``at``: the fake,
+    the lines the budget says, and a call that spends 600 s on ONE and TWO."""
     _noisy_first_runs(tmp_path)
-    clock = [0.0]
+    clock = [at]
     fake = FakeSweep(tmp_path, clock)
     monkeypatch.setattr(budget_mod, "run_sweep", fake)
+    lines: list[str] = []
+
+    def spend() -> list[Any]:
+        return budget_mod.spend([ONE, TWO], tmp_path, budget_s=600, started=0.0,
+                                interleave=True, echo=lines.append, clock=lambda: clock[0])
+    return fake, lines, spend
+
+
+def test_open_answers_get_sessions_until_settled(monkeypatch: pytest.MonkeyPatch,
+                                                 tmp_path: Path) -> None:
+    fake, lines, spend = _spending(monkeypatch, tmp_path, 0.0)
     read_at: list[float] = []  # the alpha each look actually reads the answers at
     real_open_answers = budget_mod.open_answers
 
@@ -79,9 +92,7 @@ def test_open_answers_get_sessions_until_settled(monkeypatch: pytest.MonkeyPatch
         return real_open_answers(results, source, looks)
 
     monkeypatch.setattr(budget_mod, "open_answers", spy)
-    lines: list[str] = []
-    outcomes = budget_mod.spend([ONE, TWO], tmp_path, budget_s=600, started=0.0,
-                                interleave=True, echo=lines.append, clock=lambda: clock[0])
+    outcomes = spend()
     assert lines[0].startswith("budget: look 1 (alpha 0.001): 0 of 1 answers settled")
     assert "open: [test] mlp[tiny]" in lines[0]
     assert " 1 of 1 answers settled" in lines[-2]
@@ -108,13 +119,8 @@ def test_open_answers_get_sessions_until_settled(monkeypatch: pytest.MonkeyPatch
 
 def test_a_session_that_would_overrun_the_budget_is_not_started(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    _noisy_first_runs(tmp_path)
-    clock = [590.0]
-    fake = FakeSweep(tmp_path, clock)
-    monkeypatch.setattr(budget_mod, "run_sweep", fake)
-    lines: list[str] = []
-    outcomes = budget_mod.spend([ONE, TWO], tmp_path, budget_s=600, started=0.0,
-                                interleave=True, echo=lines.append, clock=lambda: clock[0])
+    fake, lines, spend = _spending(monkeypatch, tmp_path, 590.0)
+    outcomes = spend()
     assert outcomes == [] and fake.calls == 0
     assert "would overrun the budget; the last look (alpha 0.04) settles 0 of the 1 open " \
         "answer(s)" in lines[-1]
@@ -241,13 +247,8 @@ def test_at_equal_sessions_the_place_with_fewest_configurations_goes_first() -> 
 
 def test_each_place_s_first_settlement_is_printed_and_journaled_once(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    _noisy_first_runs(tmp_path)
-    clock = [100.0]
-    fake = FakeSweep(tmp_path, clock)
-    monkeypatch.setattr(budget_mod, "run_sweep", fake)
-    lines: list[str] = []
-    budget_mod.spend([ONE, TWO], tmp_path, budget_s=600, started=0.0, interleave=True,
-                     echo=lines.append, clock=lambda: clock[0])
+    _, lines, spend = _spending(monkeypatch, tmp_path, 100.0)
+    spend()
     events = SweepStore(tmp_path).journal_events()
     first = budget_mod.settled_events(events)
     (where,) = first
@@ -258,8 +259,7 @@ def test_each_place_s_first_settlement_is_printed_and_journaled_once(
     assert budget_mod.settlement_line(events, 2) == (
         f"first settled: {where} after 175 s; 1 of 2 answers not settled")
     # Resumed: already settled, nothing journaled again.
-    budget_mod.spend([ONE, TWO], tmp_path, budget_s=600, started=0.0, interleave=True,
-                     echo=lines.append, clock=lambda: clock[0])
+    spend()
     again = SweepStore(tmp_path).journal_events()
     assert [e["event"] for e in again].count(budget_mod.SETTLED_EVENT) == 1
 
