@@ -54,12 +54,12 @@ def report_after_sweep(sweep_dir: Path, explain: bool = False) -> Written | None
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from reports.answers import recommendations_text
-
     if not args.sweep_dir.is_dir():
         raise UsageError(f"no sweep directory at {args.sweep_dir}. "
                          f"Received: sweep_dir={str(args.sweep_dir)!r}")
     out = writable_dir(args.out or SweepStore(args.sweep_dir).report_dir)  # before any work
+    from reports.answers import recommendations_text  # once the arguments stand
+
     t0 = time.monotonic()
     report, paths = generate(args.sweep_dir, out)
     print(recommendations_text(report, args.explain))

@@ -43,11 +43,11 @@ def export_after_sweep(sweep_dir: Path) -> Exported | None:
 
 
 def cmd_tensorboard(args: argparse.Namespace) -> int:
-    from reports.tensorboard import export
-
     if not args.sweep_dir.is_dir():
         raise UsageError(f"no sweep directory at {args.sweep_dir}. "
                          f"Received: sweep_dir={str(args.sweep_dir)!r}")
+    from reports.tensorboard import export  # once the arguments stand
+
     print(_line(export(args.sweep_dir)))
     return Exit.OK
 
