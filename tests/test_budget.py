@@ -27,14 +27,14 @@ TWO = ONE.replace(strategy="mirrored", devices=2)
 
 
 def _store(out: Path, spec: RunSpec, replicate: int, windows: Sequence[float],
-           session: str | None = None) -> RunResult:
+           session: str | None = None, arms: Sequence[RunSpec] = (ONE, TWO)) -> RunResult:
     result = fake_result("ok")
     result.spec, result.key, result.replicate = spec, spec.key(), replicate
     result.replicas, result.wall_s = spec.replicas, 10.0
     result.figures = fake_figures(tuple(windows), replicas=spec.replicas)
     if session:
-        result.interleaved = Interleaving(session, [ONE.label(), TWO.label()],
-                                          0 if spec == ONE else 1, len(windows), 0)
+        result.interleaved = Interleaving(session, [a.label() for a in arms],
+                                          list(arms).index(spec), len(windows), 0)
     save(result, SweepStore(out).paths(spec, replicate).result)
     return result
 
@@ -84,37 +84,34 @@ def _spending(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, at: float
 def test_open_answers_get_sessions_until_settled(monkeypatch: pytest.MonkeyPatch,
                                                  tmp_path: Path) -> None:
     fake, lines, spend = _spending(monkeypatch, tmp_path, 0.0)
-    read_at: list[float] = []  # the alpha each look actually reads the answers at
-    real_open_answers = budget_mod.open_answers
-
-    def spy(results: Any, source: Path, looks: Any = None) -> Any:
-        read_at.append(looks.default if looks is not None else 0.05)
-        return real_open_answers(results, source, looks)
-
-    monkeypatch.setattr(budget_mod, "open_answers", spy)
+    plan = LookPlan.for_budget(600)
     outcomes = spend()
-    assert lines[0].startswith("budget: look 1 (alpha 0.001): 0 of 1 answers settled")
-    assert "open: [test] mlp[tiny]" in lines[0]
-    assert " 1 of 1 answers settled" in lines[-2]
-    assert lines[-1].startswith("budget: settled after 75 s (alpha 0.001): [test] mlp[tiny]")
-    # Every look read at the interim alpha, one a session and one more; read at 0.05 the
-    # same sessions settle after 2, at 0.001 after 3 (two shared processes, then a third
-    # for the t quantile at the interim alpha).
-    assert read_at == [LookPlan().interim] * (fake.calls + 1), read_at
+    where = "[test] mlp[tiny], global batch 32"
+    assert lines[0] == (f"budget: a look (alpha {plan.interim:g}) after 0 s of 600 s at 1 "
+                        f"of the 1 answer(s) not settled: 0 settled; open: {where}")
+    assert lines[-2].endswith(": 1 settled")
+    assert lines[-1] == f"budget: settled after 75 s (alpha {plan.interim:g}): {where}"
+    # A look after each session, each at the interim alpha, with one session more than the
+    # last: at 0.05 the same sessions settle after 2, at 0.0025 after 3 (two shared
+    # processes, then a third for the t quantile at the interim alpha).
+    events = SweepStore(tmp_path).journal_events()
+    assert LookPlan.of_journal(events) == plan
+    looked = [(e["alpha"], e["sessions"]) for e in events if e.get("event") == "look"]
+    assert looked == [(plan.interim, n) for n in (2, 3, 4, 5)], looked
     assert fake.calls == len(outcomes) == 3
     from bench.results.store import load_sweep
     from reports.sequential import Looks
 
-    # Every look was journaled at the interim alpha, and the report reads the answer there.
-    looks = Looks.of_journal(SweepStore(tmp_path).journal_events())
-    (where,) = looks.by_place
-    assert looks.alpha(where) == LookPlan().interim
+    # The report reads the answer at its last look's alpha.
+    looks = Looks.of_journal(events)
+    assert list(looks.by_place) == [where]
+    assert looks.alpha(where) == plan.interim
     still, places = budget_mod.open_answers(load_sweep(tmp_path).results, tmp_path, looks)
     assert (still, places) == ([], [where])
     report = build_from_results(load_sweep(tmp_path).results, tmp_path, looks=looks)
     (rec,) = report.machines[0].workloads[0].recommendations
     assert rec.deciding is not None and rec.deciding.evidence == "pairs"
-    assert rec.alpha == LookPlan().interim
+    assert rec.alpha == plan.interim
 
 
 def test_a_session_that_would_overrun_the_budget_is_not_started(
@@ -126,7 +123,7 @@ def test_a_session_that_would_overrun_the_budget_is_not_started(
         "answer(s)" in lines[-1]
     from reports.sequential import Looks
 
-    events = SweepStore(tmp_path).journal_events()
+    events = [e for e in SweepStore(tmp_path).journal_events() if e.get("event") == "look"]
     assert [e["final"] for e in events] == [False, True]  # a first look, then the last
     assert Looks.of_journal(events).by_place == {events[0]["where"]: pytest.approx(0.04)}
 
@@ -255,7 +252,8 @@ def test_each_place_s_first_settlement_is_printed_and_journaled_once(
     # Settled at the look after the third session: 100 s + 3 sessions of 25 s.
     assert first[where] == pytest.approx(175.0)
     assert [e["event"] for e in events].count(budget_mod.SETTLED_EVENT) == 1
-    assert f"budget: settled after 175 s (alpha {LookPlan().interim:g}): {where}" in lines
+    assert (f"budget: settled after 175 s (alpha {LookPlan.for_budget(600).interim:g}): "
+            f"{where}") in lines
     assert budget_mod.settlement_line(events, 2) == (
         f"first settled: {where} after 175 s; 1 of 2 answers not settled")
     # Resumed: already settled, nothing journaled again.
@@ -298,10 +296,99 @@ def test_a_budgeted_sweep_runs_shared_arms_first_then_says_its_provisional_answe
     session = ["one_device", "mirrored", "multi_worker_mirrored"]
     assert calls == [(session, 1), (["parameter_server"], 1), ([*session, "parameter_server"], 2)]
     assert len(outcome.ran) == 8 and not outcome.interrupted
-    assert lines[0].startswith("budget 1 s: provisional answers after each answer's first")
+    assert lines[0].startswith("budget 1 s: the answer that can settle first, then "
+                               "provisional answers after each answer's first session")
     assert lines[1].startswith("\nprovisional answers (") and "still to come" in lines[1]
     assert lines[2].split()[:3] == ["place", "answer", "kind"]  # the answers' table
     assert lines[-1].startswith("budget: ")  # then the budget's looks
+
+
+def _session(out: Path, pair: tuple[RunSpec, RunSpec], n: int, ratio: float,
+             noise: float) -> None:
+    """Session ``n`` of ``pair`` (both arms of one process): the second arm ``ratio``
+    times the first, each window ``noise`` apart (seeded by the session)."""
+    rng = random.Random(n * 100 + pair[0].batch)
+    level = 1000.0 * rng.lognormvariate(0, 0.2)
+    for arm, spec in enumerate(pair):
+        windows = [level * (ratio if arm else 1.0) * rng.lognormvariate(0, noise)
+                   for _ in range(4)]
+        _store(out, spec, n, windows, f"b{pair[0].batch}-s{n}", pair)
+
+
+def test_a_look_reads_only_the_places_it_could_settle(tmp_path: Path) -> None:
+    """A look spends alpha only where it can settle: a place with two sessions or more
+    and more than at its last look. A place read settled is journaled settled once and
+    is neither measured nor looked at again; the others stay open."""
+    close = (ONE, TWO)  # 1% apart at 20% noise: open at any look here
+    clear = (ONE.replace(batch=64), TWO.replace(batch=64))  # 1.5x at 1%
+    plan, lines = LookPlan.for_budget(600.0), []
+    for n in (1, 2):
+        _session(tmp_path, close, n, 1.01, 0.2)
+    _session(tmp_path, clear, 1, 1.5, 0.01)
+
+    def looked() -> list[tuple[str, int]]:
+        return [(e["where"].rsplit(" ", 1)[-1], e["sessions"])
+                for e in SweepStore(tmp_path).journal_events() if e.get("event") == "look"]
+
+    def look() -> list[budget_mod.OpenAnswer]:
+        return budget_mod.look(load_sweep(tmp_path).results, tmp_path, plan, 10.0, 600.0,
+                               lines.append)
+
+    from bench.results.store import load_sweep
+
+    still = look()  # batch 32 has two sessions, batch 64 one: no look can settle it
+    assert looked() == [("32", 2)]
+    assert sorted((a.where.rsplit(" ", 1)[-1], a.sessions) for a in still) == [("32", 2),
+                                                                               ("64", 1)]
+    assert len(look()) == 2 and looked() == [("32", 2)]  # no new session: no new look
+    for n in (2, 3):
+        _session(tmp_path, clear, n, 1.5, 0.01)
+    still = look()
+    assert looked() == [("32", 2), ("64", 3)]
+    assert [a.where.rsplit(" ", 1)[-1] for a in still] == ["32"]
+    assert lines[-1].startswith("budget: settled after 10 s (alpha 0.0025): ")
+    assert lines[-1].endswith("global batch 64")
+    look()  # nothing new: the settled place is not read again
+    assert looked() == [("32", 2), ("64", 3)]
+    assert budget_mod.settled_events(SweepStore(tmp_path).journal_events()).keys() == {
+        still[0].where.replace("32", "64")}
+
+
+@pytest.mark.parametrize("wall_s, sessions", [(150.0, 3), (250.0, 1)])
+def test_the_sweep_opens_with_the_answer_of_fewest_configurations(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, wall_s: float, sessions: int
+        ) -> None:
+    """Chosen before any figure: the unit of fewest configurations (ResNet50's two arms
+    in the CPU preset) runs three sessions first, each only where the last one's wall
+    time says it ends within the first third of the budget (600 s: 200 s), then a look;
+    then the other answers' first sessions."""
+    three = [ONE.replace(batch=64), TWO.replace(batch=64),
+             ONE.replace(batch=64, strategy="central_storage", devices=2)]
+    two = [ONE, TWO]
+    calls: list[tuple[list[int], int]] = []
+
+    def fake(specs: Sequence[RunSpec], out: Path, *, replication: Replication,
+             **_: Any) -> SweepOutcome:
+        calls.append(([s.batch for s in specs], replication.runs))
+        ran = [_store(out, s, replication.runs, [1000.0 * (1.5 if s.devices == 2 else 1)] * 3)
+               for s in specs]
+        for r in ran:
+            r.wall_s = wall_s
+        return SweepOutcome(out, ran)
+
+    monkeypatch.setattr(sweep_mod, "run_sweep", fake)
+    monkeypatch.setattr(budget_mod, "run_sweep", fake)
+    monkeypatch.setattr(sweep_mod, "spend", lambda *a, **k: [])
+    assert sweep_mod.opening_unit([tuple(three), tuple(two), tuple(two[::-1])]) == tuple(two)
+    lines: list[str] = []
+    sweep_mod.budgeted_sweep([*three, *two], tmp_path, budget_s=600.0,
+                             started=time.monotonic(), interleave=True, evidence=OFF,
+                             echo=lines.append)
+    assert calls == [*[([32, 32], n) for n in range(1, sessions + 1)], ([64, 64, 64], 1)]
+    stops = [line for line in lines if line.startswith("the opening stops")]
+    assert len(stops) == (sessions < 3)
+    provisional = next(line for line in lines if "provisional answers (" in line)
+    assert ("3 of the opening's" in provisional) == (sessions == 3)
 
 
 def test_a_budget_of_0_turns_it_off_and_a_bad_one_names_the_value() -> None:

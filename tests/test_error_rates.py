@@ -123,10 +123,12 @@ def _alpha_spent(out: Path) -> dict[str, float]:
 def test_a_resumed_sweep_goes_on_from_its_journaled_looks(monkeypatch: pytest.MonkeyPatch,
                                                           tmp_path: Path) -> None:
     """A sweep interrupted twice after 4 sessions, then resumed to the end of its budget:
-    the plan's ten interim looks and one last look are spent once over the three
+    the plan's interim looks and one last look are spent once over the three
     invocations (before, each invocation started the plan again: 18 interim looks and
-    0.058 spent on one comparison here, up to 0.10 in all)."""
-    plan = LookPlan()
+    0.058 spent on one comparison here, up to 0.10 in all). The plan is the first
+    invocation's, for its 600 s (4 looks), not the 200 s the last one is given (2)."""
+    plan = LookPlan.for_budget(600.0)
+    assert plan.max_interim != LookPlan.for_budget(25.0 * 8).max_interim
     _first_session(tmp_path)
     _spend(tmp_path, monkeypatch, budget_s=600.0, interrupt_at=4)
     _spend(tmp_path, monkeypatch, budget_s=600.0, interrupt_at=4)
@@ -146,9 +148,10 @@ def test_a_place_that_had_its_last_look_is_not_measured_or_looked_at_again(
     assert rec.kind == NOT_SETTLED  # one session each: open
     where = budget_mod.open_answers(load_sweep(tmp_path).results, tmp_path)[1][0]
     store.journal(look_event(where, LookPlan().final, final=True))
-    before = len(store.journal_events())
     fake = _spend(tmp_path, monkeypatch, budget_s=600.0)
-    assert fake.calls == 0 and len(store.journal_events()) == before
+    assert fake.calls == 0
+    assert [e for e in store.journal_events() if e.get("event") == LOOK_EVENT] == \
+        [look_event(where, LookPlan().final, final=True)]
 
 
 # -- a circle of evidence ---------------------------------------------------------------------

@@ -1,9 +1,12 @@
 """A sweep's time budget: provisional answers first, then runs where answers are open.
 
-The first pass measures each answer's in-process configurations as arms of one
-process (``bench.launch.groups``), and the sweep prints the answers it has, marked
-provisional, before the configurations that run alone (multi-process strategies,
-baselines) get their first run. Then it reads its answers again (``reports``: each
+The sweep opens with the answer that can settle first (``bench.adaptive.sweep``: the
+fewest configurations in sessions, three sessions where they fit the first third of the
+budget) and a look at it. The first pass measures each other answer's in-process
+configurations as arms of one process (``bench.launch.groups``), and the sweep prints
+the answers it has, marked provisional, before the configurations that run alone
+(multi-process strategies, baselines) get their first run. Then it reads its answers
+again (``reports``: each
 answer is FASTER, EQUIVALENT within the margin or NOT SETTLED) and, while some are
 not settled and the budget allows another session, measures again what each open
 answer's open comparisons need: the configurations in them, those that share
@@ -12,9 +15,10 @@ whatever arms each held: ``reports.noise``), the answers with fewest sessions fi
 It stops when every answer is settled or the next session would overrun the budget,
 and says which.
 
-Each read is a look, with its own share of alpha (``reports.sequential.LookPlan``):
-the looks before the last read at a small interim alpha, and the last one, when the
-budget is spent, reads what is still open at what they left. Every look is journaled,
+Each read is a look, with its own share of alpha (``reports.sequential.LookPlan``,
+planned from the budget and journaled): the looks before the last read at a small
+interim alpha, only where they could settle a place (``look``), and the last one, when
+the budget is spent, reads what is still open at what they left. Every look is journaled,
 so that the report reads each answer at its last look's alpha, and a resumed sweep
 goes on from the looks its journal holds: no interim look beyond the plan's, and no
 second last look at a place.
@@ -23,6 +27,7 @@ second last look at a place.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,11 +39,10 @@ from bench.results.schema import RunResult
 from bench.results.store import SweepStore, load_sweep
 from bench.spec import RunSpec
 from reports.places import Place, places, places_text
-from reports.sequential import LookPlan, Looks, look_event, looks_taken
+from reports.sequential import LookPlan, Looks, Taken, look_event, looks_taken
 
 DEFAULT_BUDGET_S = 600.0  # the default sweep on a 2-core machine
 SETTLED_EVENT = "settled"  # a place's first settlement, in the sweep's journal
-BUDGET_LOOKS = LookPlan()
 # A session is priced at its configurations' last one, with this margin: the same
 # session's wall time varied by up to 10% (a ResNet50 session 48-52 s, one with a
 # multi-process member more), and sessions priced at exactly their last wall time
@@ -48,13 +52,15 @@ COST_MARGIN = 1.1
 
 @dataclass(frozen=True)
 class OpenAnswer:
-    """An answer that is not settled yet, the configurations that would settle it, and
-    how many configurations its place measured (``members``: what it must settle
-    against, known before any figure)."""
+    """An answer that is not settled yet, the configurations that would settle it, how
+    many configurations its place measured (``members``: what it must settle against,
+    known before any figure) and the fewest sessions of the configurations its open
+    comparisons need (``sessions``: below 2 no look can settle it)."""
 
     where: str
     keys: tuple[str, ...]
     members: int = 0
+    sessions: int = 0
 
 
 def open_answers(results: Sequence[RunResult], source: Path, looks: Looks | None = None
@@ -62,8 +68,18 @@ def open_answers(results: Sequence[RunResult], source: Path, looks: Looks | None
     """The answers not settled yet (with the keys of the configurations to measure
     again: ``to_measure``), and where every answer is."""
     found = places(results, source, looks)
-    return ([OpenAnswer(p.where, to_measure(p), len(p.measured)) for p in found if p.is_open],
-            [p.where for p in found])
+    runs = runs_by_key(results)
+    return ([_open(p, runs) for p in found if p.is_open], [p.where for p in found])
+
+
+def runs_by_key(results: Iterable[RunResult]) -> Counter[str]:
+    """How many successful runs (sessions, for arms) each configuration has."""
+    return Counter(r.key for r in results if r.status == "ok")
+
+
+def _open(place: Place, runs: Mapping[str, int]) -> OpenAnswer:
+    return OpenAnswer(place.where, to_measure(place), len(place.measured),
+                      min((runs.get(k, 0) for k in place.needs), default=0))
 
 
 def to_measure(place: Place) -> tuple[str, ...]:
@@ -74,12 +90,67 @@ def to_measure(place: Place) -> tuple[str, ...]:
     it, so that it is still measured as an arm of a session. A session holds only what
     is open (at MLP batch 256, after two sessions, often two arms of five), so an
     answer gets more sessions in the same time. The noise pool reads an answer's
-    sessions whatever arms each held (``reports.noise.pair_spread``)."""
+    sessions whatever arms each held (``reports.noise.pair_spread``). A place that reads
+    settled but had no look that could settle it (``look``) has no open comparison: it
+    is measured again whole, in sessions where it has them."""
     core = set(place.needs)
     shared = {k for k, spec in place.measured.items() if in_session(spec)}
-    if len(core & shared) == 1:
+    if not core:
+        core = shared or set(place.measured)
+    elif len(core & shared) == 1:
         core |= shared
     return tuple(sorted(core))
+
+
+def look_plan(store: SweepStore, budget_s: float) -> LookPlan:
+    """The sweep's plan of looks: the one its journal holds (a resumed sweep keeps it),
+    else one planned for ``budget_s`` (``LookPlan.for_budget``), journaled now."""
+    plan = LookPlan.of_journal(store.journal_events())
+    if plan is None:
+        plan = LookPlan.for_budget(budget_s)
+        store.journal(plan.event())
+    return plan
+
+
+def look(results: Sequence[RunResult], out: Path, plan: LookPlan, elapsed: float,
+         budget_s: float, echo: Callable[[str], None] = print) -> list[OpenAnswer]:
+    """One interim look at the sweep's places; returns the answers still open.
+
+    A place is looked at (read at ``plan.interim``, the look journaled and counted
+    against its ``plan.max_interim``) where the look could settle it: its open
+    comparisons have two sessions or more, and more than at its last look (one session
+    has no interval, and the same sessions read again settle nothing new, while the
+    look would still spend alpha). A place that reads settled at a look is journaled
+    settled and measured no more; one that had its last look is closed. Every other
+    place is open as last read, whatever the interim read says now: it is measured
+    again until a look settles it or the last one reads it.
+    """
+    store = SweepStore(out)
+    events = store.journal_events()
+    taken, settled = looks_taken(events), set(settled_events(events))
+    runs = runs_by_key(results)
+    due: list[tuple[Place, int]] = []
+    still: list[OpenAnswer] = []
+    found = [p for p in places(results, out, Looks(default=plan.interim))
+             if not taken.get(p.where, Taken()).final and p.where not in settled]
+    for p in found:
+        answer, was = _open(p, runs), taken.get(p.where, Taken())
+        can_settle = not p.is_open or answer.sessions > max(1, was.sessions)
+        lookable = was.interim < plan.max_interim and can_settle
+        if lookable:
+            due.append((p, answer.sessions))
+        if p.is_open or not lookable:
+            still.append(answer)
+    if due:
+        for p, sessions in due:
+            store.journal(look_event(p.where, plan.interim, final=False, sessions=sessions))
+        now = [p.where for p, _ in due if not p.is_open]
+        echo(f"budget: a look (alpha {plan.interim:g}) after {elapsed:.0f} s of "
+             f"{budget_s:.0f} s at {len(due)} of the {len(found)} answer(s) not settled: "
+             f"{len(now)} settled"
+             + ("; open: " + "; ".join(a.where for a in still) if still else ""))
+        _note_settled(store, now, elapsed, plan.interim, echo)
+    return still
 
 
 def print_answers(results: Sequence[RunResult], source: Path, heading: str,
@@ -95,49 +166,26 @@ def print_answers(results: Sequence[RunResult], source: Path, heading: str,
 def spend(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: float,
           interleave: bool, echo: Callable[[str], None] = print,
           clock: Callable[[], float] = time.monotonic,
-          plan: LookPlan = BUDGET_LOOKS) -> list[SweepOutcome]:
+          plan: LookPlan | None = None) -> list[SweepOutcome]:
     """Measure open answers' configurations again until every answer is settled or the
     next session would end after ``started + budget_s``; returns each session's outcome.
 
-    Reads the answers after each session at ``plan.interim`` (at most
-    ``plan.max_interim`` times; later sessions go to the answers then open), and what
-    is open when the budget is spent at ``plan.final``: every look is journaled.
+    Before each round of sessions the places a look could settle are read at
+    ``plan.interim`` (``look``; at most ``plan.max_interim`` looks a place), and what is
+    open when the budget is spent is read at ``plan.final``: every look is journaled.
+    ``plan``: the sweep's (``look_plan``) unless given.
     """
     spec_of = {s.key(): s for s in specs}
     store = SweepStore(out)
+    plan = plan or look_plan(store, budget_s)
     outcomes: list[SweepOutcome] = []
     last_cost: dict[str, float] = {}
-    # A resumed sweep goes on from the looks its journal holds: the plan's alpha is the
-    # sweep's, and restarting it would spend up to twice the error rate on the same
-    # comparisons. A place that had its last look is closed: it keeps that answer.
-    taken = looks_taken(store.journal_events())
-    looks = max((t.interim for t in taken.values()), default=0)
-    closed = {where for where, t in taken.items() if t.final}
-    still: list[OpenAnswer] = []
-    if looks >= plan.max_interim:  # resumed after its interim looks: open as last read
-        results = [r for r in load_sweep(out).results if r.key in spec_of]
-        found, _ = open_answers(results, out, Looks.of_journal(store.journal_events()))
-        still = [a for a in found if a.where not in closed]
-        if not still:
-            return outcomes
     while True:
         results = [r for r in load_sweep(out).results if r.key in spec_of]
         elapsed = clock() - started
-        if looks < plan.max_interim:
-            found, places = open_answers(results, out, Looks(default=plan.interim))
-            still = [a for a in found if a.where not in closed]
-            places = [p for p in places if p not in closed]
-            looks += 1
-            for where in places:
-                store.journal(look_event(where, plan.interim, final=False))
-            echo(f"budget: look {looks} (alpha {plan.interim:g}): {len(places) - len(still)} "
-                 f"of {len(places)} answers settled after {elapsed:.0f} s of {budget_s:.0f} s"
-                 + ("; open: " + "; ".join(a.where for a in still) if still else ""))
-            open_now = {a.where for a in still}
-            _note_settled(store, [w for w in places if w not in open_now], elapsed,
-                          plan.interim, echo)
-            if not still:
-                return outcomes
+        still = look(results, out, plan, elapsed, budget_s, echo)
+        if not still:
+            return outcomes
         last_run = {a.where: _last_run(a, spec_of, store) for a in still}
         keys, cheapest = _affordable(still, spec_of, results, last_cost, budget_s - elapsed,
                                      last_run)

@@ -1,5 +1,6 @@
-"""A sweep on a budget, phase by phase: each answer's in-process configurations first,
-the provisional answers, everything else once, the planned passes, then the budget's
+"""A sweep on a budget, phase by phase: the opening (the answer that can settle first,
+three sessions and a look), each other answer's in-process configurations, the
+provisional answers, everything else once, the planned passes, then the budget's
 sessions where answers are open (``bench.adaptive.budget.spend``)."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from bench.adaptive.budget import BUDGET_LOOKS, print_answers, settlement_line, spend
+from bench.adaptive.budget import look, look_plan, print_answers, settlement_line, spend
 from bench.adaptive.plan import plan_first_pass
 from bench.hardware import detect, topology, topology_links
 from bench.launch.evidence import Evidence
@@ -18,22 +19,29 @@ from bench.results.store import SweepStore, load_sweep
 from bench.spec import RunSpec
 from reports.sequential import Looks, looks_taken
 
+# The opening's sessions: the fewest at which an interim look can settle an answer on its
+# own noise (two give one degree of freedom: t = 600 at alpha 0.003, 17 with three).
+OPENING_SESSIONS = 3
+
 
 def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: float,
                    interleave: bool, evidence: Evidence, passes: Replication | None = None,
                    explain: bool = False, preset: bool = False,
                    echo: Callable[[str], None] = print) -> SweepOutcome:
     """Run ``specs`` into ``out`` within ``budget_s`` seconds from ``started``
-    (``time.monotonic``): each answer's in-process configurations first, as one process
-    each, then the provisional answers (with ``explain``, in full), then everything else
-    once, then ``passes`` (an explicit ``--runs``) of every configuration, then sessions
-    where answers are open. Returns the whole sweep's outcome.
+    (``time.monotonic``): the opening (``opening_unit``: up to ``OPENING_SESSIONS``
+    sessions and a look; none with ``passes``), each other answer's in-process
+    configurations, as one process each, then the provisional answers (with ``explain``,
+    in full), then everything else once, then ``passes`` (an explicit ``--runs``) of
+    every configuration, then sessions where answers are open. Returns the whole
+    sweep's outcome.
 
     On GPUs the first pass is priced (``bench.adaptive.plan``): what the budget cannot
     pay for, and with ``preset`` (the default preset's matrix) what is not worth
     measuring, is left out, printed with why, and never run by this sweep."""
-    echo(f"budget {budget_s:.0f} s: provisional answers after each answer's first session, "
-         f"then more runs where answers are not settled while the budget allows")
+    echo(f"budget {budget_s:.0f} s: the answer that can settle first, then provisional "
+         f"answers after each answer's first session, then more runs where answers are "
+         f"not settled while the budget allows")
     hw = detect()
     first = plan_first_pass(
         specs, hw, budget_s=budget_s - (time.monotonic() - started), preset=preset,
@@ -44,9 +52,21 @@ def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, star
         echo(line)
     specs = first.runs  # the later sessions measure only what the first pass ran
     units = sweep_units(specs) if interleave else [(s,) for s in specs]
-    shared = {s.key() for u in units if len(u) > 1 for s in u}
-    phases = [[s for s in specs if s.key() in shared], [s for s in specs if s.key() not in shared]]
+    plan = look_plan(SweepStore(out), budget_s)
     outcome = SweepOutcome(out)
+    opening = opening_unit(units) if passes is None else ()
+    if opening:
+        outcome = _open_with(opening, out, budget_s=budget_s, started=started,
+                             evidence=evidence, echo=echo)
+        if outcome.interrupted:
+            return outcome
+        mine = [r for r in load_sweep(out).results if r.key in {s.key() for s in specs}]
+        look(mine, out, plan, time.monotonic() - started, budget_s, echo)
+    opened = {s.key() for s in opening}
+    opened_runs = len({r.replicate for r in outcome.ran})
+    shared = {s.key() for u in units if len(u) > 1 for s in u}
+    phases = [[s for s in specs if s.key() in shared and s.key() not in opened],
+              [s for s in specs if s.key() not in shared]]
     keys = {s.key() for s in specs}
     for i, phase in enumerate(p for p in phases if p):
         outcome = merge(outcome, run_sweep(phase, out, replication=Replication(runs=1),
@@ -59,9 +79,11 @@ def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, star
             # Read as the budget's looks are: at the interim alpha (reports.sequential).
             print_answers(mine, out, f"\nprovisional answers ({time.monotonic() - started:.0f} "
                                      f"s; one session each"
+                                     + (f", {opened_runs} of the opening's" if opened_runs > 1
+                                        else "")
                                      + (", the multi-process configurations still to come"
                                         if phases[0] and phases[1] else "") + "):",
-                          echo=echo, looks=Looks(default=BUDGET_LOOKS.interim),
+                          echo=echo, looks=Looks(default=plan.interim),
                           explain=explain)
     if passes is not None:
         outcome = merge(outcome, run_sweep(specs, out, replication=passes,
@@ -69,13 +91,43 @@ def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, star
                                            shared_from=1))
     if not outcome.interrupted:
         for session in spend(specs, out, budget_s=budget_s, started=started,
-                             interleave=interleave, echo=echo):
+                             interleave=interleave, echo=echo, plan=plan):
             outcome = merge(outcome, session)
         events = SweepStore(out).journal_events()
         looked_at = len(looks_taken(events))  # every place of the sweep had a look
         if looked_at:
             echo(f"budget: {settlement_line(events, looked_at)}")
     outcome.wall_s = time.monotonic() - started
+    return outcome
+
+
+def opening_unit(units: Sequence[tuple[RunSpec, ...]]) -> tuple[RunSpec, ...]:
+    """The answer a budget measures first: of the units whose configurations share
+    sessions, the one with the fewest (one comparison, of two arms, settles in the
+    fewest sessions, and its sessions are the cheapest of its workload's), the first in
+    the matrix's order among equals; () where none shares. Chosen before any figure, so
+    that the looks' alpha covers it."""
+    shared = [u for u in units if len(u) > 1]
+    return min(shared, key=len) if shared else ()
+
+
+def _open_with(unit: Sequence[RunSpec], out: Path, *, budget_s: float, started: float,
+               evidence: Evidence, echo: Callable[[str], None]) -> SweepOutcome:
+    """Up to ``OPENING_SESSIONS`` sessions of ``unit``, each only where it would end
+    within the first third of the budget (priced at the last session's wall time), so
+    that a clear answer settles early and the others' first sessions come soon after."""
+    outcome = SweepOutcome(out)
+    for n in range(1, OPENING_SESSIONS + 1):
+        last = max((r.wall_s for r in outcome.ran), default=0.0)
+        if n > 1 and time.monotonic() - started + last > budget_s / 3:
+            echo(f"the opening stops at {n - 1} session(s): another (~{last:.0f} s) would "
+                 f"end after the first third of the budget ({budget_s / 3:.0f} s)")
+            break
+        session = run_sweep(list(unit), out, replication=Replication(runs=n, first=n),
+                            interleave=True, evidence=evidence, shared_from=1)
+        outcome = merge(outcome, session)
+        if outcome.interrupted or not session.ran:
+            break
     return outcome
 
 
