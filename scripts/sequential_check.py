@@ -6,9 +6,10 @@ A budgeted sweep reads each open answer after every session and stops measuring 
 it settles (``bench.adaptive.budget.spend``). This replays that schedule
 (``reports.sequential.read_sequentially``, with the report's own decision,
 ``stats.settle_pairs``) on seeded series of session log ratios of one comparison, and
-prints per case how often it ends in each kind of answer, for the plan the budget uses
-(``LookPlan``: interim looks at 0.001, the last at 0.04) and for every look at the full
-alpha (the budget before it spent alpha):
+prints per case how often it ends in each kind of answer, for the plans the budget uses
+(``LookPlan.for_budget``: an hour's ten interim looks at 0.001, a 10-minute sweep's four
+at 0.0025, each from a comparison's second session; the last look at 0.04) and for every
+look at the full alpha (the budget before it spent alpha):
 
 - at the margin (the true gap exactly +5%): EQUIVALENT and "faster beyond the margin"
   are both wrong; each must stay at or under 5%;
@@ -73,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'case':34s} {'looks':22s} {'equivalent':>10s} {'beyond margin':>13s} "
           f"{'shown faster':>12s} {'sessions':>8s}")
     for i, (label, ratio, sd, sessions) in enumerate(CASES):
-        for name, plan in (("interim 0.001, last 0.04", LookPlan()),
+        for name, plan in (("10 at 0.001, last 0.04", LookPlan()),
+                           ("4 at 0.0025, last 0.04", LookPlan.for_budget(600.0)),
                            ("each at 0.05", None)):
             r = rates(ratio, sd, sessions, args.series, args.seed + i, plan)
             print(f"{label:34s} {name:22s} {r['equivalent']:10.1%} "

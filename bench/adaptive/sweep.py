@@ -20,7 +20,7 @@ from bench.spec import RunSpec
 from reports.sequential import Looks, looks_taken
 
 # The opening's sessions: the fewest at which an interim look can settle an answer on its
-# own noise (two give one degree of freedom: t = 600 at alpha 0.003, 17 with three).
+# own noise (two give one degree of freedom: t = 191 at alpha 0.0033, 17.3 with three).
 OPENING_SESSIONS = 3
 
 

@@ -206,10 +206,12 @@ def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
                for k, d in done.items()}
     outcome.skipped = [s for s in specs if not missing[s.key()]]
     planned = sum(len(m) for m in missing.values())
-    if any(done.values()):
-        # Of these configurations only: a budget's session passes a few of the sweep's.
-        echo(f"resuming {sweep_dir}: {sum(len(d) for d in done.values())} run(s) of these "
-             f"{len(specs)} configuration(s) already stored, {planned} to run")
+    resumed = sum(len([r for r in d if r >= rep.first]) for d in done.values())
+    if resumed:
+        # Of these configurations and passes only: a budget's session is the next pass of
+        # a few of the sweep's configurations, which is no resuming.
+        echo(f"resuming {sweep_dir}: {resumed} run(s) of these {len(specs)} "
+             f"configuration(s) already stored, {planned} to run")
     store.journal({"event": "start", "at": now_iso(), "configurations": len(specs),
                    "runs_per_configuration": rep.runs, "max_runs": rep.passes,
                    "to_run": planned, "specs": [s.to_dict() for s in specs],
