@@ -87,10 +87,10 @@ def test_open_answers_get_sessions_until_settled(monkeypatch: pytest.MonkeyPatch
     plan = LookPlan.for_budget(600)
     outcomes = spend()
     where = "[test] mlp[tiny], global batch 32"
-    assert lines[0] == (f"budget: a look (alpha {plan.interim:g}) after 0 s of 600 s at 1 "
+    assert lines[0] == (f"budget: a look (alpha {plan.interim:.2g}) after 0 s of 600 s at 1 "
                         f"of the 1 answer(s) not settled: 0 settled; open: {where}")
     assert lines[-2].endswith(": 1 settled")
-    assert lines[-1] == f"budget: settled after 75 s (alpha {plan.interim:g}): {where}"
+    assert lines[-1] == f"budget: settled after 75 s (alpha {plan.interim:.2g}): {where}"
     # A look after each session, each at the interim alpha, with one session more than the
     # last: at 0.05 the same sessions settle after 2, at 0.0025 after 3 (two shared
     # processes, then a third for the t quantile at the interim alpha).
@@ -252,7 +252,7 @@ def test_each_place_s_first_settlement_is_printed_and_journaled_once(
     # Settled at the look after the third session: 100 s + 3 sessions of 25 s.
     assert first[where] == pytest.approx(175.0)
     assert [e["event"] for e in events].count(budget_mod.SETTLED_EVENT) == 1
-    assert (f"budget: settled after 175 s (alpha {LookPlan.for_budget(600).interim:g}): "
+    assert (f"budget: settled after 175 s (alpha {LookPlan.for_budget(600).interim:.2g}): "
             f"{where}") in lines
     assert budget_mod.settlement_line(events, 2) == (
         f"first settled: {where} after 175 s; 1 of 2 answers not settled")

@@ -145,7 +145,7 @@ def look(results: Sequence[RunResult], out: Path, plan: LookPlan, elapsed: float
         for p, sessions in due:
             store.journal(look_event(p.where, plan.interim, final=False, sessions=sessions))
         now = [p.where for p, _ in due if not p.is_open]
-        echo(f"budget: a look (alpha {plan.interim:g}) after {elapsed:.0f} s of "
+        echo(f"budget: a look (alpha {plan.interim:.2g}) after {elapsed:.0f} s of "
              f"{budget_s:.0f} s at {len(due)} of the {len(found)} answer(s) not settled: "
              f"{len(now)} settled"
              + ("; open: " + "; ".join(a.where for a in still) if still else ""))
@@ -237,7 +237,7 @@ def _last_look(still: Sequence[OpenAnswer], store: SweepStore, plan: LookPlan,
     for a in still:
         store.journal(look_event(a.where, plan.final, final=True))
     left, _ = open_answers(results, out, Looks.of_journal(store.journal_events()))
-    echo(f"budget: {why}; the last look (alpha {plan.final:g}) settles "
+    echo(f"budget: {why}; the last look (alpha {plan.final:.2g}) settles "
          f"{len(still) - len(left)} of the {len(still)} open answer(s)")
     open_now = {a.where for a in left}
     _note_settled(store, [a.where for a in still if a.where not in open_now], elapsed,
@@ -252,7 +252,7 @@ def _note_settled(store: SweepStore, settled: Sequence[str], elapsed: float, alp
     for where in settled:
         if where not in known:
             store.journal(settled_event(where, elapsed, alpha))
-            echo(f"budget: settled after {elapsed:.0f} s (alpha {alpha:g}): {where}")
+            echo(f"budget: settled after {elapsed:.0f} s (alpha {alpha:.2g}): {where}")
 
 
 def settled_event(place: str, after_s: float, alpha: float) -> dict[str, Any]:
