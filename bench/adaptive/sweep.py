@@ -52,6 +52,7 @@ def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, star
         echo(line)
     specs = first.runs  # the later sessions measure only what the first pass ran
     units = sweep_units(specs) if interleave else [(s,) for s in specs]
+    keys = {s.key() for s in specs}
     plan = look_plan(SweepStore(out), budget_s)
     outcome = SweepOutcome(out)
     opening = opening_unit(units) if passes is None else ()
@@ -60,14 +61,13 @@ def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, star
                              evidence=evidence, echo=echo)
         if outcome.interrupted:
             return outcome
-        mine = [r for r in load_sweep(out).results if r.key in {s.key() for s in specs}]
+        mine = [r for r in load_sweep(out).results if r.key in keys]
         look(mine, out, plan, time.monotonic() - started, budget_s, echo)
     opened = {s.key() for s in opening}
     opened_runs = len({r.replicate for r in outcome.ran})
     shared = {s.key() for u in units if len(u) > 1 for s in u}
     phases = [[s for s in specs if s.key() in shared and s.key() not in opened],
               [s for s in specs if s.key() not in shared]]
-    keys = {s.key() for s in specs}
     for i, phase in enumerate(p for p in phases if p):
         outcome = merge(outcome, run_sweep(phase, out, replication=Replication(runs=1),
                                            interleave=interleave, evidence=evidence,
