@@ -391,6 +391,28 @@ def test_the_sweep_opens_with_the_answer_of_fewest_configurations(
     assert ("3 of the opening's" in provisional) == (sessions == 3)
 
 
+def test_a_resumed_opening_goes_on_past_the_sessions_it_stored(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Interrupted after its first session, the opening resumes with its second and
+    third: a session the store already holds is skipped, not taken for one that could
+    not run."""
+    calls: list[int] = []
+
+    def fake(specs: Sequence[RunSpec], out: Path, *, replication: Replication,
+             **_: Any) -> SweepOutcome:
+        calls.append(replication.runs)
+        if replication.runs == 1:  # stored before the interruption: skipped
+            return SweepOutcome(out, [], skipped=list(specs))
+        return SweepOutcome(out, [_store(out, s, replication.runs, [1000.0] * 3)
+                                  for s in specs])
+
+    monkeypatch.setattr(sweep_mod, "run_sweep", fake)
+    outcome = sweep_mod._open_with([ONE, TWO], tmp_path, budget_s=600.0,
+                                   started=time.monotonic(), evidence=OFF,
+                                   echo=lambda _: None)
+    assert calls == [1, 2, 3] and len(outcome.ran) == 4
+
+
 def test_a_budget_of_0_turns_it_off_and_a_bad_one_names_the_value() -> None:
     import argparse
 

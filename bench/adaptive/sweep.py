@@ -126,8 +126,8 @@ def _open_with(unit: Sequence[RunSpec], out: Path, *, budget_s: float, started: 
         session = run_sweep(list(unit), out, replication=Replication(runs=n, first=n),
                             interleave=True, evidence=evidence, shared_from=1)
         outcome = merge(outcome, session)
-        if outcome.interrupted or not session.ran:
-            break
+        if outcome.interrupted or not (session.ran or session.skipped):
+            break  # nothing ran, and nothing was stored before (a resume skips those)
     return outcome
 
 
