@@ -16,6 +16,7 @@ from bench.matrix import (
     preset_default,
     preset_smoke,
 )
+from bench.spec import RunSpec
 
 CPU = Hardware("test cpu", 2, 2**34)
 GPUS = Hardware("test cpu", 8, 2**36, tuple(GpuInfo(i, "G", 16000, "1") for i in range(4)))
@@ -73,6 +74,11 @@ def test_the_default_preset_narrowed_to_a_workload_keeps_its_points() -> None:
     resnet = preset_default(CPU, ["resnet50"], (), {"image_size": 64})
     assert {tuple(sorted(s.params.items())) for s in resnet} == {(("classes", 10),
                                                                   ("image_size", 64))}
+    # ResNet50 trains as its reference benchmarks do, with SGD and momentum; the others,
+    # and a ResNet50 run of any other matrix, with Adam.
+    assert {s.optimizer for s in resnet} == {"sgd"}
+    assert {s.optimizer for s in full if s.workload != "resnet50"} == {"adam"}
+    assert RunSpec(workload="resnet50", strategy="default").optimizer == "adam"
 
 
 def test_the_default_preset_of_any_other_model_has_the_generic_points(tmp_path: Path) -> None:
