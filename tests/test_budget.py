@@ -391,6 +391,48 @@ def test_the_sweep_opens_with_the_answer_of_fewest_configurations(
     assert ("3 of the opening's" in provisional) == (sessions == 3)
 
 
+@pytest.mark.parametrize("ratio, noise, wall_s, sessions, looks", [
+    (1.5, 0.01, 10.0, 3, 1),   # clear: settled at the look after the third session
+    (1.01, 0.2, 10.0, 4, 2),   # open: a fourth session and a look, then half the plan's
+    (1.01, 0.2, 60.0, 3, 1),   # open, but a fourth would end after the first third
+])
+def test_an_open_opening_takes_another_session_within_the_first_third(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, ratio: float, noise: float,
+        wall_s: float, sessions: int, looks: int) -> None:
+    """The opening looks after its third session and, while its answer is open, takes
+    another session and look where one ends within the first third (600 s: 200 s) and
+    half of the plan's interim looks are not spent (600 s: 4 looks, so 2)."""
+    clock = [0.0]
+    calls: list[int] = []
+
+    def fake(specs: Sequence[RunSpec], out: Path, *, replication: Replication,
+             **_: Any) -> SweepOutcome:
+        calls.append(replication.runs)
+        clock[0] += wall_s
+        _session(out, (ONE, TWO), replication.runs, ratio, noise)
+        ran = load_sweep(out).results
+        for r in ran:
+            r.wall_s = wall_s
+        return SweepOutcome(out, [r for r in ran if r.replicate == replication.runs])
+
+    from bench.results.store import load_sweep
+
+    monkeypatch.setattr(sweep_mod, "run_sweep", fake)
+    monkeypatch.setattr(sweep_mod.time, "monotonic", lambda: clock[0])
+    lines: list[str] = []
+    plan = LookPlan.for_budget(600.0)
+    assert plan.max_interim == 4
+    sweep_mod._open_with([ONE, TWO], tmp_path, budget_s=600.0, started=0.0, evidence=OFF,
+                         plan=plan, keys={ONE.key(), TWO.key()}, echo=lines.append)
+    assert calls == list(range(1, sessions + 1))
+    taken = [e["sessions"] for e in SweepStore(tmp_path).journal_events()
+             if e.get("event") == "look"]
+    assert taken == list(range(3, 3 + looks))
+    settled = budget_mod.settled_events(SweepStore(tmp_path).journal_events())
+    assert bool(settled) == (ratio > 1.2)
+    assert any(line.startswith("the opening stops at 3") for line in lines) == (wall_s > 50)
+
+
 def test_a_resumed_opening_goes_on_past_the_sessions_it_stored(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Interrupted after its first session, the opening resumes with its second and
@@ -409,7 +451,8 @@ def test_a_resumed_opening_goes_on_past_the_sessions_it_stored(
     monkeypatch.setattr(sweep_mod, "run_sweep", fake)
     outcome = sweep_mod._open_with([ONE, TWO], tmp_path, budget_s=600.0,
                                    started=time.monotonic(), evidence=OFF,
-                                   echo=lambda _: None)
+                                   plan=LookPlan.for_budget(600.0),
+                                   keys={ONE.key(), TWO.key()}, echo=lambda _: None)
     assert calls == [1, 2, 3] and len(outcome.ran) == 4
 
 

@@ -1,5 +1,6 @@
 """A sweep on a budget, phase by phase: the opening (the answer that can settle first,
-three sessions and a look), each other answer's in-process configurations, the
+three sessions and a look, then a session and a look more while it is open and the first
+third of the budget allows), each other answer's in-process configurations, the
 provisional answers, everything else once, the planned passes, then the budget's
 sessions where answers are open (``bench.adaptive.budget.spend``)."""
 
@@ -9,7 +10,14 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from bench.adaptive.budget import look, look_plan, print_answers, settlement_line, spend
+from bench.adaptive.budget import (
+    OpenAnswer,
+    look,
+    look_plan,
+    print_answers,
+    settlement_line,
+    spend,
+)
 from bench.adaptive.plan import plan_first_pass
 from bench.hardware import detect, topology, topology_links
 from bench.launch.evidence import Evidence
@@ -17,10 +25,14 @@ from bench.launch.groups import sweep_units
 from bench.launch.sweep import Replication, SweepOutcome, run_sweep
 from bench.results.store import SweepStore, load_sweep
 from bench.spec import RunSpec
-from reports.sequential import Looks, looks_taken
+from reports.sequential import LookPlan, Looks, looks_taken
 
-# The opening's sessions: the fewest at which an interim look can settle an answer on its
-# own noise (two give one degree of freedom: t = 191 at alpha 0.0033, 17.3 with three).
+# The opening's sessions before its first look: the fewest at which an interim look can
+# settle an answer on its own noise (two give one degree of freedom: t = 191 at alpha
+# 0.0033, 17.3 with three). An answer still open then gets another session and another
+# look while one ends within the first third of the budget (t = 7.5 at four sessions:
+# one disturbed session of three kept b47b's ResNet50 open at its look), up to half of
+# the plan's interim looks, so that the budget's sessions keep the rest.
 OPENING_SESSIONS = 3
 
 
@@ -29,12 +41,12 @@ def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, star
                    explain: bool = False, preset: bool = False,
                    echo: Callable[[str], None] = print) -> SweepOutcome:
     """Run ``specs`` into ``out`` within ``budget_s`` seconds from ``started``
-    (``time.monotonic``): the opening (``opening_unit``: up to ``OPENING_SESSIONS``
-    sessions and a look; none with ``passes``), each other answer's in-process
-    configurations, as one process each, then the provisional answers (with ``explain``,
-    in full), then everything else once, then ``passes`` (an explicit ``--runs``) of
-    every configuration, then sessions where answers are open. Returns the whole
-    sweep's outcome.
+    (``time.monotonic``): the opening (``opening_unit``: ``OPENING_SESSIONS``
+    sessions and a look, more while it is open; none with ``passes``), each other
+    answer's in-process configurations, as one process each, then the provisional
+    answers (with ``explain``, in full), then everything else once, then ``passes`` (an
+    explicit ``--runs``) of every configuration, then sessions where answers are open.
+    Returns the whole sweep's outcome.
 
     On GPUs the first pass is priced (``bench.adaptive.plan``): what the budget cannot
     pay for, and with ``preset`` (the default preset's matrix) what is not worth
@@ -58,11 +70,9 @@ def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, star
     opening = opening_unit(units) if passes is None else ()
     if opening:
         outcome = _open_with(opening, out, budget_s=budget_s, started=started,
-                             evidence=evidence, echo=echo)
+                             evidence=evidence, plan=plan, keys=keys, echo=echo)
         if outcome.interrupted:
             return outcome
-        mine = [r for r in load_sweep(out).results if r.key in keys]
-        look(mine, out, plan, time.monotonic() - started, budget_s, echo)
     opened = {s.key() for s in opening}
     opened_runs = len({r.replicate for r in outcome.ran})
     shared = {s.key() for u in units if len(u) > 1 for s in u}
@@ -112,12 +122,19 @@ def opening_unit(units: Sequence[tuple[RunSpec, ...]]) -> tuple[RunSpec, ...]:
 
 
 def _open_with(unit: Sequence[RunSpec], out: Path, *, budget_s: float, started: float,
-               evidence: Evidence, echo: Callable[[str], None]) -> SweepOutcome:
-    """Up to ``OPENING_SESSIONS`` sessions of ``unit``, each only where it would end
-    within the first third of the budget (priced at the last session's wall time), so
-    that a clear answer settles early and the others' first sessions come soon after."""
+               evidence: Evidence, plan: LookPlan, keys: set[str],
+               echo: Callable[[str], None]) -> SweepOutcome:
+    """Sessions of ``unit`` (each only where it would end within the first third of the
+    budget, priced at the last session's wall time), a look at the sweep's ``keys``
+    after the ``OPENING_SESSIONS``-th and after each further one until the unit's answer
+    settles or has had half of ``plan``'s interim looks: a clear answer settles early,
+    and the others' first sessions come soon after."""
     outcome = SweepOutcome(out)
-    for n in range(1, OPENING_SESSIONS + 1):
+    mine = {s.key() for s in unit}
+    looks_left = (plan.max_interim + 1) // 2
+    n, looked = 0, False
+    while looks_left:
+        n += 1
         last = max((r.wall_s for r in outcome.ran), default=0.0)
         if n > 1 and time.monotonic() - started + last > budget_s / 3:
             echo(f"the opening stops at {n - 1} session(s): another (~{last:.0f} s) would "
@@ -127,8 +144,23 @@ def _open_with(unit: Sequence[RunSpec], out: Path, *, budget_s: float, started: 
                             interleave=True, evidence=evidence, shared_from=1)
         outcome = merge(outcome, session)
         if outcome.interrupted or not (session.ran or session.skipped):
-            break  # nothing ran, and nothing was stored before (a resume skips those)
+            return outcome  # nothing ran, and nothing was stored before (a resume skips those)
+        if n >= OPENING_SESSIONS:
+            still = _look(out, plan, keys, started, budget_s, echo)
+            looked, looks_left = True, looks_left - 1
+            if not any(mine & set(a.keys) for a in still):
+                return outcome  # settled
+    if not looked:
+        _look(out, plan, keys, started, budget_s, echo)
     return outcome
+
+
+def _look(out: Path, plan: LookPlan, keys: set[str], started: float, budget_s: float,
+          echo: Callable[[str], None]) -> list[OpenAnswer]:
+    """An interim look (``bench.adaptive.budget.look``) at the sweep's stored runs of
+    ``keys``; returns the answers still open."""
+    mine = [r for r in load_sweep(out).results if r.key in keys]
+    return look(mine, out, plan, time.monotonic() - started, budget_s, echo)
 
 
 def merge(a: SweepOutcome, b: SweepOutcome) -> SweepOutcome:
