@@ -1,4 +1,5 @@
-"""Figures of a stored sweep: wall time, start-up cost, multi-process vs mirrored.
+"""Figures of a stored sweep: wall time, where it went, start-up cost, multi-process vs
+mirrored.
 
     python -m scripts.sweep_figures results/bench-full
 
@@ -35,6 +36,22 @@ def sweep_wall_time(sweep: Path) -> str:
             f"invocation(s) (second resolution)")
 
 
+def time_spent(df: pd.DataFrame) -> pd.DataFrame:
+    """Wall time and window time by workload and kind of process: a session (one process,
+    its configurations' windows in rounds: counted once), a configuration's own
+    processes, or a probe (no windows). The arms of one session share its start and wall
+    time."""
+    df = df.assign(kind=[("probe" if not w else "session" if n > 1 else "own processes")
+                         for w, n in zip(df["windows_s"], df["arms"], strict=True)])
+    processes = df.drop_duplicates(["started_at", "wall_s"])
+    out = pd.DataFrame({
+        "wall_s": processes.groupby(["workload", "kind"])["wall_s"].sum(),
+        "windows_s": df.groupby(["workload", "kind"])["windows_s"].sum(),
+        "processes": processes.groupby(["workload", "kind"]).size()})
+    out["measured"] = out["windows_s"] / out["wall_s"]
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -54,12 +71,20 @@ def main() -> int:
             "cv_pct": f.throughput_cv * 100 if f else None,
             "first_step_s": f.startup.launch_to_first_step_s if f else None,
             "import_tf_s": f.startup.import_tf_s if f else None,
-            "wall_s": r.wall_s})
+            "windows_s": sum(w.wall_s for w in f.windows) if f else 0.0,
+            "arms": len(r.interleaved.arms) if r.interleaved else 1,
+            "started_at": r.started_at, "wall_s": r.wall_s})
     df = pd.DataFrame(rows)
     print(f"sweep: {args.sweep}  ({len(df)} results: "
           f"{', '.join(f'{k} {v}' for k, v in df['status'].value_counts().items())})")
     print(f"wall time: {sweep_wall_time(args.sweep)}; sum of per-configuration wall "
           f"times {df['wall_s'].sum() / 60:.1f} min")
+    spent = time_spent(df)
+    print("\nwhere the time went (s; a session's wall time counted once):")
+    print(spent.round({"wall_s": 0, "windows_s": 0, "measured": 2}).to_string())
+    total = spent[["wall_s", "windows_s"]].sum()
+    print(f"(all: {total['windows_s']:.0f} s of windows in {total['wall_s']:.0f} s of "
+          f"processes, {total['windows_s'] / total['wall_s']:.0%})")
     ok = df[df["status"] == "ok"]
     print("\nstart-up cost (launch to end of first step), median s per workload x strategy:")
     table = ok.pivot_table(index="strategy", columns="workload", values="first_step_s",
@@ -67,10 +92,12 @@ def main() -> int:
     print(table.round(1).to_string())
     print(f"(TensorFlow import alone: median {ok['import_tf_s'].median():.1f} s)")
     print("\nsame workload, batch and replicas, one sweep: throughput vs mirrored")
-    base = ok[(ok["strategy"] == "mirrored")].set_index(["workload", "batch", "replicas"])
+    # A configuration measured in several sessions: the median of its runs.
+    base = ok[ok["strategy"] == "mirrored"].groupby(
+        ["workload", "batch", "replicas"])["ex_per_s"].median()
     for _, r in ok[ok["strategy"].isin(MULTI)].iterrows():
         key = (r["workload"], r["batch"], r["replicas"])
-        ref = base["ex_per_s"].get(key)
+        ref = base.get(key)
         share = f" ({r['per_device']} per device)" if r["per_device"] > 1 else ""
         vs = f"{r['ex_per_s'] / ref:5.2f}x mirrored ({ref:,.0f} ex/s)" if ref else "no mirrored"
         print(f"  {r['workload']:9s} b={r['batch']:<5d} replicas={r['replicas']} "
