@@ -38,16 +38,19 @@ def sweep_wall_time(sweep: Path) -> str:
 
 def time_spent(df: pd.DataFrame) -> pd.DataFrame:
     """Wall time and window time by workload and kind of process: a session (one process,
-    its configurations' windows in rounds: counted once), a configuration's own
-    processes, or a probe (no windows). The arms of one session share its start and wall
-    time."""
-    df = df.assign(kind=[("probe" if not w else "session" if n > 1 else "own processes")
-                         for w, n in zip(df["windows_s"], df["arms"], strict=True)])
-    processes = df.drop_duplicates(["started_at", "wall_s"])
-    out = pd.DataFrame({
-        "wall_s": processes.groupby(["workload", "kind"])["wall_s"].sum(),
-        "windows_s": df.groupby(["workload", "kind"])["windows_s"].sum(),
-        "processes": processes.groupby(["workload", "kind"]).size()})
+    its configurations' windows in rounds), a configuration's own processes, or a probe
+    (the all-reduce probe). The runs of one process share its start and wall time: its
+    wall time is counted once, its kind is its runs' (an arm that failed to build is
+    still the session's)."""
+    processes = df.groupby(["started_at", "wall_s"], as_index=False).agg(
+        workload=("workload", "first"), mode=("mode", "first"), arms=("arms", "max"),
+        windows_s=("windows_s", "sum"))
+    processes["kind"] = ["probe" if m != "train" else "session" if n > 1 else
+                         "own processes"
+                         for m, n in zip(processes["mode"], processes["arms"], strict=True)]
+    out = processes.groupby(["workload", "kind"]).agg(
+        wall_s=("wall_s", "sum"), windows_s=("windows_s", "sum"),
+        processes=("wall_s", "size"))
     out["measured"] = out["windows_s"] / out["wall_s"]
     return out
 
@@ -72,7 +75,7 @@ def main() -> int:
             "first_step_s": f.startup.launch_to_first_step_s if f else None,
             "import_tf_s": f.startup.import_tf_s if f else None,
             "windows_s": sum(w.wall_s for w in f.windows) if f else 0.0,
-            "arms": len(r.interleaved.arms) if r.interleaved else 1,
+            "arms": len(r.interleaved.arms) if r.interleaved else 1, "mode": r.spec.mode,
             "started_at": r.started_at, "wall_s": r.wall_s})
     df = pd.DataFrame(rows)
     print(f"sweep: {args.sweep}  ({len(df)} results: "
