@@ -30,7 +30,7 @@ from reports.sequential import LookPlan, Looks, looks_taken
 # The opening's sessions before its first look: the fewest at which an interim look can
 # settle an answer on its own noise (two give one degree of freedom: t = 191 at alpha
 # 0.0033, 17.3 with three). An answer still open then gets another session and another
-# look while one ends within the first third of the budget (t = 7.5 at four sessions:
+# look while one ends within the first third of the budget (t = 8.6 at four sessions:
 # one disturbed session of three kept b47b's ResNet50 open at its look), up to half of
 # the plan's interim looks, so that the budget's sessions keep the rest.
 OPENING_SESSIONS = 3
@@ -131,7 +131,7 @@ def _open_with(unit: Sequence[RunSpec], out: Path, *, budget_s: float, started: 
     and the others' first sessions come soon after."""
     outcome = SweepOutcome(out)
     mine = {s.key() for s in unit}
-    looks_left = (plan.max_interim + 1) // 2
+    looks_left = max(1, (plan.max_interim + 1) // 2)
     n, looked = 0, False
     while looks_left:
         n += 1
