@@ -166,7 +166,7 @@ CPU_ROUNDS = 10  # windows of each configuration a session (the comment in prese
 # ResNet50 trains with SGD and momentum 0.9, as the reference ResNet50 benchmarks do
 # (tf_cnn_benchmarks, the Model Garden, MLPerf): Keras 3's Adam is half of each
 # replica's graph (its per-variable updates), and with it the two-replica step took 20 s
-# to trace and optimise against 13 s with SGD, a session 52-60 s against 37-40 s; its
+# to trace and optimise against 13 s with SGD, a session 52-60 s against 37-44 s; its
 # loss falls at the default learning rate (3.25 to 2.28 in ten windows).
 CPU_WORKLOADS: list[CpuWorkload] = [
     CpuWorkload("mlp", [256, 1024], {}, [2], ["default", "one_device"],
