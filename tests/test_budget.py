@@ -128,6 +128,31 @@ def test_a_session_that_would_overrun_the_budget_is_not_started(
     assert Looks.of_journal(events).by_place == {events[0]["where"]: pytest.approx(0.04)}
 
 
+@pytest.mark.parametrize("at", [0.0, 590.0])
+def test_an_answer_the_last_look_left_open_is_closed_and_the_sweep_says_what_to_do(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, at: float) -> None:
+    """Settled within the budget (from 0 s), nothing is left to say. Left open by the last
+    look (from 590 s), the sweep says so and what to do: that look spent the place's
+    alpha, so the same sweep resumed with a longer budget measures it no more (no
+    session, no look), and only a new sweep can settle it."""
+    fake, lines, spend = _spending(monkeypatch, tmp_path, at)
+    spend()
+    events = SweepStore(tmp_path).journal_events()
+    line = budget_mod.open_line(events)
+    assert (line is None) == (at == 0.0)
+    if line is None:
+        return
+    assert line.startswith("1 answer(s) not settled, and their last look closed them")
+    assert "new sweep with a longer budget into a new directory" in line
+    looks = len([e for e in events if e.get("event") == "look"])
+    resumed = budget_mod.spend([ONE, TWO], tmp_path, budget_s=3600, started=590.0,
+                               interleave=True, echo=lines.append, clock=lambda: 600.0)
+    assert resumed == [] and fake.calls == 0
+    after = SweepStore(tmp_path).journal_events()
+    assert len([e for e in after if e.get("event") == "look"]) == looks
+    assert budget_mod.open_line(after) == line
+
+
 @pytest.mark.parametrize("open_one", ["mirrored", "multi_worker_mirrored"])
 def test_an_open_answer_measures_again_only_what_its_open_comparisons_need(
         open_one: str) -> None:

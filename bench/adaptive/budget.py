@@ -279,6 +279,22 @@ def settlement_line(events: Iterable[Mapping[str, Any]], places: int) -> str:
             f"{max(0, places - len(first))} of {places} answers not settled")
 
 
+def open_line(events: Iterable[Mapping[str, Any]]) -> str | None:
+    """What a sweep can say of the answers its last look left open; None when there are
+    none. That look spent the rest of their alpha and closed them (``look`` reads them
+    no more): the same sweep resumed with a longer budget would not measure them again,
+    a new one would."""
+    events = list(events)
+    settled = settled_events(events)
+    closed = [w for w, t in looks_taken(events).items() if t.final and w not in settled]
+    if not closed:
+        return None
+    return (f"{len(closed)} answer(s) not settled, and their last look closed them: to "
+            f"settle them, run a new sweep with a longer budget into a new directory "
+            f"(make bench OUT=<new dir> BENCH_BUDGET_S=<seconds>; bench run --out <new dir> "
+            f"--budget <time>), not this one again")
+
+
 def _affordable(still: Sequence[OpenAnswer], by_key: Mapping[str, RunSpec],
                 results: Sequence[RunResult], last_cost: dict[str, float],
                 left_s: float, last_run: Mapping[str, int]) -> tuple[set[str], float]:

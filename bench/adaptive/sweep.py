@@ -14,6 +14,7 @@ from bench.adaptive.budget import (
     OpenAnswer,
     look,
     look_plan,
+    open_line,
     print_answers,
     settlement_line,
     spend,
@@ -107,6 +108,9 @@ def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, star
         looked_at = len(looks_taken(events))  # every place of the sweep had a look
         if looked_at:
             echo(f"budget: {settlement_line(events, looked_at)}")
+            left = open_line(events)
+            if left:
+                echo(f"budget: {left}")
     outcome.wall_s = time.monotonic() - started
     return outcome
 
