@@ -291,8 +291,8 @@ def open_line(events: Iterable[Mapping[str, Any]]) -> str | None:
         return None
     return (f"{len(closed)} answer(s) not settled, and their last look closed them: to "
             f"settle them, run a new sweep with a longer budget into a new directory "
-            f"(make bench OUT=<new dir> BENCH_BUDGET_S=<seconds>; bench run --out <new dir> "
-            f"--budget <time>), not this one again")
+            f"(make bench BENCH_BUDGET_S=<seconds>, which makes a new one; bench run "
+            f"--out <new dir> --budget <time>), not this one again")
 
 
 def _affordable(still: Sequence[OpenAnswer], by_key: Mapping[str, RunSpec],
