@@ -443,12 +443,12 @@ def test_an_open_opening_takes_another_session_within_the_first_third(
     from bench.results.store import load_sweep
 
     monkeypatch.setattr(sweep_mod, "run_sweep", fake)
-    monkeypatch.setattr(sweep_mod.time, "monotonic", lambda: clock[0])
     lines: list[str] = []
     plan = LookPlan.for_budget(600.0)
     assert plan.max_interim == 4
     sweep_mod._open_with([ONE, TWO], tmp_path, budget_s=600.0, started=0.0, evidence=OFF,
-                         plan=plan, keys={ONE.key(), TWO.key()}, echo=lines.append)
+                         plan=plan, keys={ONE.key(), TWO.key()}, echo=lines.append,
+                         clock=lambda: clock[0])
     assert calls == list(range(1, sessions + 1))
     taken = [e["sessions"] for e in SweepStore(tmp_path).journal_events()
              if e.get("event") == "look"]

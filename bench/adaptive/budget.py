@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,6 +70,12 @@ def open_answers(results: Sequence[RunResult], source: Path, looks: Looks | None
     found = places(results, source, looks)
     runs = runs_by_key(results)
     return ([_open(p, runs) for p in found if p.is_open], [p.where for p in found])
+
+
+def stored(out: Path, keys: Container[str]) -> list[RunResult]:
+    """The sweep's stored runs of the configurations ``keys`` (this sweep's matrix: a
+    directory may hold runs of others)."""
+    return [r for r in load_sweep(out).results if r.key in keys]
 
 
 def runs_by_key(results: Iterable[RunResult]) -> Counter[str]:
@@ -181,7 +187,7 @@ def spend(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: floa
     outcomes: list[SweepOutcome] = []
     last_cost: dict[str, float] = {}
     while True:
-        results = [r for r in load_sweep(out).results if r.key in spec_of]
+        results = stored(out, spec_of)
         elapsed = clock() - started
         still = look(results, out, plan, elapsed, budget_s, echo)
         if not still:

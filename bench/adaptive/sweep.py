@@ -18,6 +18,7 @@ from bench.adaptive.budget import (
     print_answers,
     settlement_line,
     spend,
+    stored,
 )
 from bench.adaptive.plan import plan_first_pass
 from bench.hardware import detect, topology, topology_links
@@ -86,7 +87,7 @@ def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, star
         if outcome.interrupted:
             return outcome
         if i == 0:
-            mine = [r for r in load_sweep(out).results if r.key in keys]
+            mine = stored(out, keys)
             # Read as the budget's looks are: at the interim alpha (reports.sequential).
             print_answers(mine, out, f"\nprovisional answers ({time.monotonic() - started:.0f} "
                                      f"s; one session each"
@@ -127,12 +128,13 @@ def opening_unit(units: Sequence[tuple[RunSpec, ...]]) -> tuple[RunSpec, ...]:
 
 def _open_with(unit: Sequence[RunSpec], out: Path, *, budget_s: float, started: float,
                evidence: Evidence, plan: LookPlan, keys: set[str],
-               echo: Callable[[str], None]) -> SweepOutcome:
+               echo: Callable[[str], None],
+               clock: Callable[[], float] = time.monotonic) -> SweepOutcome:
     """Sessions of ``unit`` (each only where it would end within the first third of the
     budget, priced at the last session's wall time), a look at the sweep's ``keys``
     after the ``OPENING_SESSIONS``-th and after each further one until the unit's answer
     settles or has had half of ``plan``'s interim looks: a clear answer settles early,
-    and the others' first sessions come soon after."""
+    and the others' first sessions come soon after. ``clock``: ``started``'s."""
     outcome = SweepOutcome(out)
     mine = {s.key() for s in unit}
     looks_left = max(1, (plan.max_interim + 1) // 2)
@@ -140,7 +142,7 @@ def _open_with(unit: Sequence[RunSpec], out: Path, *, budget_s: float, started: 
     while looks_left:
         n += 1
         last = max((r.wall_s for r in outcome.ran), default=0.0)
-        if n > 1 and time.monotonic() - started + last > budget_s / 3:
+        if n > 1 and clock() - started + last > budget_s / 3:
             echo(f"the opening stops at {n - 1} session(s): another (~{last:.0f} s) would "
                  f"end after the first third of the budget ({budget_s / 3:.0f} s)")
             break
@@ -150,21 +152,20 @@ def _open_with(unit: Sequence[RunSpec], out: Path, *, budget_s: float, started: 
         if outcome.interrupted or not (session.ran or session.skipped):
             return outcome  # nothing ran, and nothing was stored before (a resume skips those)
         if n >= OPENING_SESSIONS:
-            still = _look(out, plan, keys, started, budget_s, echo)
+            still = _look(out, plan, keys, clock() - started, budget_s, echo)
             looked, looks_left = True, looks_left - 1
             if not any(mine & set(a.keys) for a in still):
                 return outcome  # settled
     if not looked:
-        _look(out, plan, keys, started, budget_s, echo)
+        _look(out, plan, keys, clock() - started, budget_s, echo)
     return outcome
 
 
-def _look(out: Path, plan: LookPlan, keys: set[str], started: float, budget_s: float,
+def _look(out: Path, plan: LookPlan, keys: set[str], elapsed: float, budget_s: float,
           echo: Callable[[str], None]) -> list[OpenAnswer]:
     """An interim look (``bench.adaptive.budget.look``) at the sweep's stored runs of
-    ``keys``; returns the answers still open."""
-    mine = [r for r in load_sweep(out).results if r.key in keys]
-    return look(mine, out, plan, time.monotonic() - started, budget_s, echo)
+    ``keys``, ``elapsed`` seconds into it; returns the answers still open."""
+    return look(stored(out, keys), out, plan, elapsed, budget_s, echo)
 
 
 def merge(a: SweepOutcome, b: SweepOutcome) -> SweepOutcome:
