@@ -92,14 +92,21 @@ smoke: $(STAMP) ## a tiny sweep end to end (about a minute)
 gpu-smoke: $(STAMP) ## does TensorFlow train on this machine's GPUs? (about 3 minutes, one file for a bug report)
 	$(PY) -m bench gpu-smoke $(if $(SMOKE_OUT),--out $(SMOKE_OUT)) $(ARGS)
 
+# The suite in two parts. First everything but the tests marked `alone`, on TEST_WORKERS
+# pytest-xdist workers, each file whole on one worker, longest first (conftest.py): one
+# process alone kept 1.2 of the 2 cores busy, waiting on its TensorFlow children. Then
+# the `alone` tests, whose assertions rest on real timings, one at a time with nothing
+# beside them. `python -m pytest` runs the same tests in one process.
+TEST_WORKERS ?= 2
 test: $(STAMP) ## run the test suite
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not alone"
+	$(PY) -m pytest -m alone
 
 # Machines of this kind differ: oneDNN is on by default on CPUs with AVX-512 VNNI/BF16 or
 # AMX (kernels named _MklMatMul, other noise) and off elsewhere. Both ways on any machine.
 test-onednn: $(STAMP) ## the suite with oneDNN forced on, then forced off (CI runs this)
-	TF_ENABLE_ONEDNN_OPTS=1 $(PY) -m pytest
-	TF_ENABLE_ONEDNN_OPTS=0 $(PY) -m pytest
+	TF_ENABLE_ONEDNN_OPTS=1 $(MAKE) --no-print-directory test
+	TF_ENABLE_ONEDNN_OPTS=0 $(MAKE) --no-print-directory test
 
 lint: $(STAMP) ## ruff, mypy and the import contracts (pyproject.toml)
 	$(VENV)/bin/ruff check bench workloads reports tests scripts benchmarks conftest.py

@@ -8,7 +8,10 @@ each with its own timeout, like the harness's own runs.
 
 from __future__ import annotations
 
+import fcntl
 import os
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -39,9 +42,27 @@ def tiny_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, object
     """
     from tests.helpers import TINY, TINY_SWEEP_MATRIX, bench
 
-    out = tmp_path_factory.mktemp("shared") / "sweep"
-    proc = bench("run", *TINY_SWEEP_MATRIX, *TINY, "--out", str(out), timeout=600)
-    return out, proc
+    workers = shared_dir(tmp_path_factory)
+    if workers is None:
+        out = tmp_path_factory.mktemp("shared") / "sweep"
+        return out, bench("run", *TINY_SWEEP_MATRIX, *TINY, "--out", str(out), timeout=600)
+    # Under pytest-xdist every worker has its own session: the first worker to need the
+    # sweep runs it into the directory all workers share, the others wait for it and
+    # read the same sweep and the same command's outcome.
+    import json
+    import subprocess
+
+    shared = workers / "tiny-sweep"
+    out, outcome = shared / "sweep", shared / "outcome.json"
+    shared.mkdir(exist_ok=True)
+    with open(shared / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not outcome.exists():
+            proc = bench("run", *TINY_SWEEP_MATRIX, *TINY, "--out", str(out), timeout=600)
+            outcome.write_text(json.dumps([proc.args, proc.returncode, proc.stdout,
+                                           proc.stderr]))
+    args, code, stdout, stderr = json.loads(outcome.read_text())
+    return out, subprocess.CompletedProcess(args, code, stdout, stderr)
 
 
 def hardware_skip_reason(markers: set[str], gpus: int) -> str | None:
@@ -58,12 +79,49 @@ def hardware_skip_reason(markers: set[str], gpus: int) -> str | None:
     return None
 
 
+# `make test` runs the suite on two pytest-xdist workers (--dist loadfile), then the
+# tests marked `alone` one at a time. Each file goes whole to one worker, so that its
+# module fixtures (TensorFlow runs, often two lanes at once) are built once. The files
+# go in collection order: the longest first (seconds under two workers), so that none
+# of them starts last and runs on while the other worker idles.
+LONGEST_FIRST = ("test_user_models.py", "test_multiprocess.py", "test_training.py",
+                 "test_multihost.py", "test_cli.py", "test_fit.py", "test_allreduce.py",
+                 "test_duet.py", "test_viewers.py", "test_report.py")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip, loudly, tests the visible hardware cannot run (gpu, multi_gpu, logical_cpu)."""
+    """Skip, loudly, tests the visible hardware cannot run (gpu, multi_gpu, logical_cpu);
+    under pytest-xdist, put the longest files first."""
     from bench.hardware import detect
 
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+        items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
     gpus = len(detect().gpus)
     for item in items:
         reason = hardware_skip_reason({m.name for m in item.iter_markers()}, gpus)
         if reason:
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
+    """The directory every pytest-xdist worker of this run sees (the parent of the
+    workers' own temporary directories), or None outside pytest-xdist."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return None
+    return tmp_path_factory.getbasetemp().parent
+
+
+@pytest.fixture(autouse=True)
+def _one_namespace_test_at_a_time(request: pytest.FixtureRequest,
+                                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Tests that make network namespaces never run beside each other (two workers):
+    a new Network removes every namespace whose creating process died, and a test of
+    another file checks for exactly such leftovers right after killing their owner."""
+    shared = shared_dir(tmp_path_factory)
+    if shared is None or request.node.get_closest_marker("netns") is None:
+        yield
+        return
+    with open(shared / "netns.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, at teardown
+        yield

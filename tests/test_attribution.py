@@ -18,6 +18,10 @@ from bench.child.probes.trace import op_family
 from bench.results.schema import BREAKDOWN_PARTS
 from tests.attribution_cases import run_attribution_case
 
+# A knob's few milliseconds a step, measured in two profiles: another test's processes
+# beside them would land in the same parts.
+pytestmark = pytest.mark.alone
+
 # The knob must add at least this much per step (each adds 10-20 ms here; the parts of
 # a tiny step move by well under 1 ms between two profiles of 5 steps).
 EFFECT_S = 0.005

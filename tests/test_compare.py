@@ -261,6 +261,7 @@ def real_spec() -> RunSpec:
                    timeout_s=180.0)
 
 
+@pytest.mark.alone  # seven timed runs: another test's processes would hit some, not others
 def test_a_4x_slowdown_is_flagged_and_an_unchanged_rerun_is_not(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:

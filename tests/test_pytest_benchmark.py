@@ -23,9 +23,18 @@ from bench.results.store import SweepStore, load_sweep
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def pytest_env() -> dict[str, str]:
+    """This process's environment for a nested pytest: no injected slowdown, none of
+    pytest-xdist's worker variables (with which pytest-benchmark disables itself), and
+    none of this run's own options (PYTEST_ADDOPTS: ``-v`` changes what it prints)."""
+    return {k: v for k, v in os.environ.items()
+            if k not in (INJECT_SLOWDOWN_VAR, "PYTEST_ADDOPTS")
+            and not k.startswith("PYTEST_XDIST_")}
+
+
 def run_pytest(args: list[str], env_extra: dict[str, str] | None = None
                ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != INJECT_SLOWDOWN_VAR}
+    env = pytest_env()
     env.update(env_extra or {})
     return subprocess.run([sys.executable, "-m", "pytest", "benchmarks/", "--benchmark-only",
                            "--stratbench-matrix", "tiny", "-p", "no:cacheprovider", *args],
@@ -43,7 +52,8 @@ def test_runs_are_parametrized_in_rounds() -> None:
     proc = subprocess.run([sys.executable, "-m", "pytest", "benchmarks/", "--benchmark-only",
                            "--stratbench-matrix", "small", "--stratbench-runs", "2",
                            "--collect-only", "-q", "-p", "no:cacheprovider"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+                          cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env=pytest_env())
     ids = [line.split("[", 1)[1].rstrip("]") for line in proc.stdout.splitlines()
            if "::test_training_throughput[" in line]
     assert [i.rsplit("-", 1)[1] for i in ids] == ["run1"] * (len(ids) // 2) + \
@@ -51,10 +61,12 @@ def test_runs_are_parametrized_in_rounds() -> None:
     bad = subprocess.run([sys.executable, "-m", "pytest", "benchmarks/", "--benchmark-only",
                           "--stratbench-runs", "0", "--collect-only", "-q",
                           "-p", "no:cacheprovider"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+                         cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env=pytest_env())
     assert bad.returncode != 0 and "--stratbench-runs must be >= 1" in bad.stdout + bad.stderr
 
 
+@pytest.mark.alone  # a 1.5x slowdown against a first run: neither may share the cores
 def test_benchmark_json_compare_and_compare_fail(tmp_path: Path) -> None:
     storage = f"file://{tmp_path / 'store'}"
     first_json = tmp_path / "first.json"
