@@ -5,10 +5,12 @@ one look, by seeded simulation.
 
 A sweep's session start-ups (import, every arm's build, first call, warm-up) were a
 quarter of its time on the 2-core machine (b48b: 142 s of 570): fewer sessions with more
-rounds each would measure more. Today's test reads session means (df = sessions - 1),
-so two sessions of 20 rounds settle less than four of 10. The tests compared:
+rounds each would measure more. A test on session means (df = sessions - 1) settles
+less from two sessions of 20 rounds than from four of 10. The tests compared:
 
-- ``sessions``: today's, a t test on the session means, df S - 1;
+- ``sessions``: a t test on the place's own session means, df S - 1. The sweep's
+  answers also borrow a pooled pair variance (``reports.noise``, guarded by an F test)
+  where it has more df; this check leaves that out of all three tests;
 - ``floored``: the variance of the mean is the larger of the sessions' and what the
   rounds predict (within-session variance / (S R)), with the rounds' df S (R - 1) where
   the rounds' is larger;
