@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import random
-import subprocess
 import time
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from bench.launch.duet import DuetError, duet_reason, run_duet
 from bench.matrix import round_orders
 from bench.results.pairs import process_log_ratio
 from bench.spec import RunSpec
+from tests.helpers import child_processes
 
 TINY = {"size": "tiny", "max_seconds": 0.2, "min_steps": 3, "max_steps": 10,
         "warmup_steps": 1}
@@ -30,9 +30,9 @@ def logs(tmp_path: Path) -> list[Path]:
 
 
 def no_children_left(tmp_path: Path) -> bool:
-    out = subprocess.run(["pgrep", "-f", f"--run-dir {tmp_path}"], capture_output=True,
-                         text=True, check=False)
-    return not out.stdout.strip()
+    """No live child process writes its output to a log under ``tmp_path`` (each side's
+    log is there; their run directories are in the system's temporary directory)."""
+    return not child_processes(tmp_path)
 
 
 def test_the_sides_take_turns_in_the_mirrored_order_and_never_overlap(tmp_path: Path) -> None:
