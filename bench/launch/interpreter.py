@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.errors import UsageError
+from bench.files import replace_whole
 from bench.launch.launcher import checkout_pythonpath
 
 # Importing TensorFlow cold (first time after an install, a slow disk) takes seconds.
@@ -158,8 +159,7 @@ def require_tensorflow(gpus: int, python: str | None = None,
                          f"installs the GPU build")
     if key:
         with contextlib.suppress(OSError):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({**known, key: found["tensorflow"]}))
+            replace_whole(path, json.dumps({**known, key: found["tensorflow"]}))
     return str(found["tensorflow"])
 
 

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from bench.errors import UsageError
+from bench.files import replace_whole
 from bench.launch.interpreter import _read_json, tensorflow_check_cache
 from bench.launch.launcher import checkout_pythonpath
 from bench.spec import RunSpec, workload_label
@@ -94,8 +95,7 @@ def preflight(specs: Iterable[RunSpec], python: str | None = None,
             else:
                 known[_cache_key(spec, python)] = answer.get("record") or {}
     with contextlib.suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(known))
+        replace_whole(path, json.dumps(known))
     if problems:
         head = "a model of your own cannot be trained" if len(problems) == 1 else \
             f"{len(problems)} models of your own cannot be trained"

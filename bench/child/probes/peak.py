@@ -46,13 +46,13 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.files import replace_whole
 from bench.hardware import (  # the GPU datasheet table lives there: the sweep prices from it
     QUIET_OTHERS_SHARE,
     QUIET_STEAL_SHARE,
@@ -667,7 +667,8 @@ def cached_or_measured(key: str, dtype: str, measure: Callable[[], DtypePeak], *
         entry["device"] = device
         entry["method"] = method
         entry.setdefault("achievable", {})[dtype] = asdict(new)
-        _write_atomic(cache_path(), json.dumps(cache, indent=1))
+        # Several children may measure at once: each replaces the file whole, never half.
+        replace_whole(cache_path(), json.dumps(cache, indent=1))
         return new
 
 
@@ -729,15 +730,6 @@ def fingerprint_entry(tf: Any, device: str | None = None,
             "theoretical": {"flops_per_s": theo.flops_per_s, "method": theo.source,
                             "bound": theo.bound, "inputs": theo.inputs, "not_used": notes},
             "mfu_uses": "mfu: achievable; mfu_theoretical: theoretical"}
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    # Several children may measure at once: each replaces the file whole, never half.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".peak.", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
 
 
 # -- MFU --------------------------------------------------------------------------------
