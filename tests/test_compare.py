@@ -19,6 +19,7 @@ from bench.cli.main import main
 from bench.env import INJECT_SLOWDOWN_VAR
 from bench.exits import Exit
 from bench.launch.launcher import make_result, run_isolated
+from bench.regress import history
 from bench.regress.compare import (
     CANNOT_TELL,
     CompareError,
@@ -38,6 +39,16 @@ ROOT = Path(__file__).resolve().parent.parent
 WINDOWS = (1000.0, 1010.0, 990.0, 1005.0, 995.0, 1002.0)
 STEADY = (1.0, 1.002, 0.998)  # run-to-run factors of a quiet machine
 NOISY = (1.0, 1.05, 0.95)
+
+
+@pytest.fixture(autouse=True)
+def no_stored_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A history store that does not exist: `bench compare` pools the noise of the
+    default store's runs (results/history.sqlite, under the working directory), and
+    a developer's own nightly runs there must not change these verdicts."""
+    missing = tmp_path / "no-history.sqlite"
+    monkeypatch.setattr(history, "DEFAULT_PATH", missing)
+    return missing
 
 
 def env(**over: Any) -> dict[str, Any]:
@@ -214,7 +225,7 @@ def write_sweep(root: Path, name: str, results: list[RunResult]) -> Path:
     return root / name
 
 
-def test_compare_cli_exit_codes_and_outputs(tmp_path: Path,
+def test_compare_cli_exit_codes_and_outputs(tmp_path: Path, no_stored_history: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     a = write_sweep(tmp_path, "a", runs())
     same = write_sweep(tmp_path, "same", runs(1.001))
@@ -244,8 +255,8 @@ def test_compare_cli_exit_codes_and_outputs(tmp_path: Path,
         assert "Received:" in capsys.readouterr().err
     # A real process, as CI runs it: the exit code is the process's.
     proc = subprocess.run([sys.executable, "-m", "bench", "compare", str(a), str(slow),
-                           "--format", "json"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60)
+                           "--format", "json", "--history", str(no_stored_history)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == Exit.REGRESSION and json.loads(proc.stdout)["regressed"]
     helptext = subprocess.run([sys.executable, "-m", "bench", "compare", "--help"], cwd=ROOT,
                               capture_output=True, text=True, timeout=60).stdout
