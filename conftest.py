@@ -9,7 +9,9 @@ each with its own timeout, like the harness's own runs.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,17 +44,10 @@ def tiny_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, object
     """
     from tests.helpers import TINY, TINY_SWEEP_MATRIX, bench
 
-    workers = shared_dir(tmp_path_factory)
-    if workers is None:
-        out = tmp_path_factory.mktemp("shared") / "sweep"
-        return out, bench("run", *TINY_SWEEP_MATRIX, *TINY, "--out", str(out), timeout=600)
     # Under pytest-xdist every worker has its own session: the first worker to need the
     # sweep runs it into the directory all workers share, the others wait for it and
     # read the same sweep and the same command's outcome.
-    import json
-    import subprocess
-
-    shared = workers / "tiny-sweep"
+    shared = (shared_dir(tmp_path_factory) or tmp_path_factory.getbasetemp()) / "tiny-sweep"
     out, outcome = shared / "sweep", shared / "outcome.json"
     shared.mkdir(exist_ok=True)
     with open(shared / "lock", "w") as lock:

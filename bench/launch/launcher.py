@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.env import CPU_ALLOCATOR_VAR, fingerprint, now_iso
+from bench.files import replace_whole
 from bench.hardware import Hardware, detect
 from bench.launch.liveness import Deadlines, ProgressWatch
 from bench.results.combination import combine
@@ -414,9 +415,7 @@ def _supervise(run: _Run, t0: float, timeout: float) -> tuple[str | None, str, _
 
 def _say_go(path: Path, start_ts: float) -> None:
     """Tell barrier tasks when their windows start (written whole: they poll for it)."""
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(repr(start_ts))
-    os.replace(tmp, path)
+    replace_whole(path, repr(start_ts))
 
 
 def _combine(spec: RunSpec, main: Figures, procs: list[_Proc],
