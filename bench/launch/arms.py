@@ -20,6 +20,7 @@ from typing import Any
 
 from bench.env import now_iso
 from bench.hardware import Hardware, detect
+from bench.launch.interrupts import interrupts_deferred
 from bench.launch.launcher import (
     _Proc,
     _Run,
@@ -179,12 +180,12 @@ def run_interleaved(specs: Sequence[RunSpec], log_path: Path, *, rounds: int = D
         procs: list[_Proc] = []
         run = _Run(run_dir, procs)
         try:
-            with open(log_path, "ab") as fh:
+            with interrupts_deferred(), open(log_path, "ab") as fh:
                 proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL,
                                         env={**child_env(task, None, hw), **(env or {})},
                                         start_new_session=True)
-            procs.append(_Proc(task, proc, log_path))
+                procs.append(_Proc(task, proc, log_path))
             status, reason, culprit = _supervise(run, t0, timeout)
             if status is not None:
                 run.dump_stacks()

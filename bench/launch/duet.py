@@ -33,6 +33,7 @@ from pathlib import Path
 from bench.env import now_iso
 from bench.hardware import Hardware, detect
 from bench.launch.arms import arm_result, arms_task, check_arms, write_arms
+from bench.launch.interrupts import interrupts_deferred
 from bench.launch.launcher import (
     _Run,
     make_result,
@@ -213,5 +214,6 @@ def _start(side: _Side, seed: int, rewarm_calls: int, env: Mapping[str, str] | N
     """Start one side's process with its two pipes (the launcher keeps the other ends)."""
     arms = write_arms(side.run_dir, [side.spec], rounds=side.spec.repeats, seed=seed,
                       rewarm_calls=rewarm_calls)
-    side.paced = start_paced(arms_task([side.spec], hw), arms, side.run_dir, side.log, hw,
-                             env=env, python=python)
+    with interrupts_deferred():  # kept before a Ctrl-C can land
+        side.paced = start_paced(arms_task([side.spec], hw), arms, side.run_dir, side.log,
+                                 hw, env=env, python=python)

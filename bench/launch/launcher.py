@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from typing import Any
 from bench.env import CPU_ALLOCATOR_VAR, fingerprint, now_iso
 from bench.files import replace_whole
 from bench.hardware import Hardware, detect
+from bench.launch.interrupts import interrupts_deferred
 from bench.launch.liveness import Deadlines, ProgressWatch
 from bench.results.combination import combine
 from bench.results.mfu import TaskPeak, run_mfu
@@ -180,6 +181,20 @@ def kill_group(proc: subprocess.Popen[Any]) -> None:
         proc.wait(timeout=KILL_GRACE_S)
 
 
+@contextlib.contextmanager
+def process_group(cmd: Sequence[str], **popen: Any) -> Iterator[subprocess.Popen[Any]]:
+    """``cmd`` started in a session of its own, its whole group killed and reaped as the
+    block ends, however it ends (a Ctrl-C while it starts included)."""
+    started: list[subprocess.Popen[Any]] = []
+    try:
+        with interrupts_deferred():
+            started.append(subprocess.Popen(cmd, start_new_session=True, **popen))
+        yield started[0]
+    finally:
+        for proc in started:
+            kill_group(proc)
+
+
 def peak_rss_of(pid: int) -> int | None:
     """VmHWM of a live process (read before it is killed), in bytes."""
     try:
@@ -314,13 +329,13 @@ def run_isolated(spec: RunSpec, log_path: Path, timeout_s: float | None = None,
                 cmd = child_command("bench.child", *task_args(
                     spec_file, run_dir, task, launch_ts, profile_dir, profile_steps),
                     python=python)
-                with open(log, "ab") as fh:
+                with interrupts_deferred(), open(log, "ab") as fh:
                     proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL,
                                             env={**child_env(task, tf_config, hw),
                                                  **(env or {})},
                                             start_new_session=True)
-                procs.append(_Proc(task, proc, log))
+                    procs.append(_Proc(task, proc, log))
             status, reason, culprit = _supervise(run, t0, timeout)
             if status is not None:  # a hang or a dead task: where was everyone else?
                 run.dump_stacks()

@@ -44,6 +44,7 @@ from typing import Any
 from bench.errors import BenchError
 from bench.hardware import CPU_BUDGET_VAR
 from bench.launch.cgroups import CgroupError, CpuBudget, CpuGroups, alive, kill_all
+from bench.launch.interrupts import interrupts_deferred
 
 BENCHMARK_RANGE = ipaddress.IPv4Network("198.18.0.0/15")  # RFC 2544
 DEFAULT_SUBNET = "198.18.0.0/24"
@@ -344,9 +345,10 @@ class Network:
             join = self.groups.prefix(host.label)
             kwargs["env"] = {**(kwargs.get("env") or os.environ),
                              CPU_BUDGET_VAR: f"{host.cpus:g}"}
-        proc = subprocess.Popen([*join, "ip", "netns", "exec", host.netns, *pin, *cmd],
-                                start_new_session=True, **kwargs)
-        self._procs.append(proc)
+        with interrupts_deferred():  # on the list before a Ctrl-C can land
+            proc = subprocess.Popen([*join, "ip", "netns", "exec", host.netns, *pin, *cmd],
+                                    start_new_session=True, **kwargs)
+            self._procs.append(proc)
         return proc
 
     def run(self, host: Host, cmd: Sequence[str],

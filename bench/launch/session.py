@@ -46,6 +46,7 @@ from bench.launch.arms import (
     shareable_reason,
     write_arms,
 )
+from bench.launch.interrupts import interrupts_deferred
 from bench.launch.launcher import (
     _combine,
     _Run,
@@ -279,7 +280,8 @@ def _start_arms(party: _Party, specs: Sequence[RunSpec], run_dir: Path, log: Pat
     arms = write_arms(run_dir, specs, rounds=rounds, seed=seed, rewarm_calls=rewarm_calls,
                       builds=builds, rebuild_share=rebuild_share, dirs=dirs,
                       profile_steps=profile_steps)
-    party.procs.append(start_paced(arms_task(specs, hw), arms, run_dir, log, hw))
+    with interrupts_deferred():  # on the party's list before a Ctrl-C can land
+        party.procs.append(start_paced(arms_task(specs, hw), arms, run_dir, log, hw))
 
 
 def _start_member(party: _Party, spec: RunSpec, run_dir: Path, log_stem: Path, *,
@@ -298,8 +300,9 @@ def _start_member(party: _Party, spec: RunSpec, run_dir: Path, log_stem: Path, *
                           rounds=rounds, seed=seed, rewarm_calls=rewarm, dirs=[where],
                           profile_steps=profile_steps if where else 0)
         log = log_stem.with_name(f"{log_stem.name}.{task.name}.log")
-        party.procs.append(start_paced(task, arms, run_dir / task.name, log, hw,
-                                       tf_config=tf_config))
+        with interrupts_deferred():
+            party.procs.append(start_paced(task, arms, run_dir / task.name, log, hw,
+                                           tf_config=tf_config))
 
 
 def _results(party: _Party, arms_party: _Party, specs: Sequence[RunSpec], started: str,

@@ -44,9 +44,9 @@ from bench.launch.launcher import (
     STACK_DUMP_WAIT_S,
     child_command,
     child_env,
-    kill_group,
     log_tail,
     make_result,
+    process_group,
     task_args,
 )
 from bench.results.combination import combine
@@ -341,14 +341,13 @@ def _run_supervised(spec: RunSpec, task: Task, tf_config: dict[str, Any], log: P
         spec_file.write_text(json.dumps(spec.to_dict()), encoding="utf-8")
         cmd = child_command("bench.child", *task_args(spec_file, run_dir, task, time.time(),
                                                       profile_dir))
-        with open(log, "ab") as fh:
-            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL,
-                                    env=child_env(task, tf_config, detect()),
-                                    start_new_session=True)
         status = "done"
         deadline = time.monotonic() + spec.timeout_s
-        try:
+        # The group is killed as the block ends, also on Ctrl-C: nothing of the task
+        # outlives it.
+        with open(log, "ab") as fh, process_group(
+                cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=child_env(task, tf_config, detect())) as proc:
             while True:
                 try:
                     proc.wait(timeout=POLL_S)
@@ -364,8 +363,6 @@ def _run_supervised(spec: RunSpec, task: Task, tf_config: dict[str, Any], log: P
                         os.kill(proc.pid, signal.SIGUSR1)
                     time.sleep(STACK_DUMP_WAIT_S)
                     break
-        finally:
-            kill_group(proc)  # also on Ctrl-C: nothing of the task outlives it
         report = read_report(run_dir, task.name)
     if status == "done" and report is None:
         status = f"exited with code {proc.returncode} without a result"

@@ -36,7 +36,7 @@ from typing import Any
 
 from bench.env import REPO_ROOT, fingerprint, now_iso, stored_machine_id
 from bench.exits import Exit
-from bench.launch.launcher import kill_group
+from bench.launch.launcher import process_group
 from bench.regress.changes import DEFAULT_MIN_NIGHTS, Series, describe_step, find_changes
 from bench.regress.compare import DEFAULT_ALPHA, Report, Thresholds, compare
 from bench.regress.history import AbRecord, IngestReport, Selection, Sweep, open_history
@@ -86,15 +86,13 @@ def run_matrix(out: Path, pytest_args: list[str], timeout_s: float = DEFAULT_TIM
            f"--benchmark-json={SweepStore(out).benchmark_json}", "--benchmark-autosave",
            *pytest_args]
     print("nightly: " + " ".join(cmd), flush=True)
-    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, start_new_session=True,
-                            stdin=subprocess.DEVNULL)
-    try:
-        return proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        print(f"nightly: the matrix exceeded {timeout_s:g} s; killed", file=sys.stderr)
-        return -9
-    finally:
-        kill_group(proc)  # nothing outlives the job, even on Ctrl-C
+    # The group is killed as the block ends: nothing outlives the job, even on Ctrl-C.
+    with process_group(cmd, cwd=REPO_ROOT, stdin=subprocess.DEVNULL) as proc:
+        try:
+            return proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            print(f"nightly: the matrix exceeded {timeout_s:g} s; killed", file=sys.stderr)
+            return -9
 
 
 def report_nightly(out: Path, *, history_path: Path | None = None,
