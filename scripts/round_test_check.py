@@ -71,6 +71,54 @@ def rates(sessions: int, rounds: int, ratio: float, gap: float, *, alpha: float,
     return out
 
 
+def plan_rates(target_ratio: float, other_ratio: float, gap: float, *, rounds: int,
+               looks: Sequence[tuple[int, float]], others: int, trials: int,
+               seed: int = 0) -> dict[str, float]:
+    """How often each test rejects "no difference" at any look of a sequential plan.
+
+    Each look ``(sessions, alpha)`` reads the target place after that many sessions.
+    The guarded test's session-noise ratio is pooled at each look from every place
+    (the target and ``others`` places, each with as many sessions so far, one
+    comparison each): sum of between-session sums of squares over the sum of their
+    df times the rounds' prediction. The target's ratio may differ from the others'
+    (``target_ratio`` against ``other_ratio``): the pool's assumption broken. ``pooled``
+    is the sweep's pooled pair variance borrowed where the target's own is not larger
+    (the guard of ``stats.guarded_pool`` left out: it shows what borrowing buys and
+    costs where the F test cannot tell the groups apart)."""
+    rng = np.random.default_rng(seed)
+    sessions = max(s for s, _ in looks)
+    ratios = np.array([target_ratio] + [other_ratio] * others)
+    tau = np.sqrt((ratios - 1) / rounds)[None, :, None, None]
+    d = (gap * (np.arange(len(ratios)) == 0)[None, :, None, None]
+         + tau * rng.normal(0.0, 1.0, (trials, len(ratios), sessions, 1))
+         + rng.normal(0.0, 1.0, (trials, len(ratios), sessions, rounds)))
+    means = d.mean(axis=3)  # trials x places x sessions
+    predicted = d.var(axis=3, ddof=1) / rounds  # each session mean's variance, by rounds
+    rejected = {t: np.zeros(trials, dtype=bool) for t in ("sessions", "pooled", "guarded")}
+    for s, alpha in looks:
+        m = means[:, :, :s]
+        ss = ((m - m.mean(axis=2, keepdims=True)) ** 2).sum(axis=2)  # trials x places
+        own = ss[:, 0] / (s - 1) / s  # the target mean's variance, its own sessions
+        mean = m[:, 0].mean(axis=1)
+        pool_df = len(ratios) * (s - 1)
+        pooled = ss.sum(axis=1) / pool_df / s
+        ratio = ss.sum(axis=1) / pool_df / predicted[:, :, :s].mean(axis=(1, 2))
+        bound = np.maximum(1.0, ratio * pool_df / stats.chi2.ppf(0.05, pool_df))
+        guard = bound * predicted[:, 0, :s].mean(axis=1) / s
+        t_own = stats.t.ppf(1 - alpha / 2, s - 1)
+        t_pool = stats.t.ppf(1 - alpha / 2, pool_df)
+        t_rounds = stats.t.ppf(1 - alpha / 2, s * (rounds - 1))
+        z = np.abs(mean)
+        rejected["sessions"] |= z > t_own * np.sqrt(own)
+        borrow = own <= pooled
+        rejected["pooled"] |= np.where(borrow, z > t_pool * np.sqrt(pooled),
+                                       z > t_own * np.sqrt(own))
+        by_own = own >= guard
+        rejected["guarded"] |= np.where(by_own, z > t_own * np.sqrt(own),
+                                        z > t_rounds * np.sqrt(guard))
+    return {t: float(r.mean()) for t, r in rejected.items()}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -79,6 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--df-pool", type=int, default=8,
                         help="df of the pooled session-noise ratio (b48a-c: 7-28)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--plan", action="store_true",
+                        help="also the sequential plan's looks (plan_rates)")
     args = parser.parse_args(argv)
     if not 0 < args.alpha < 1 or args.trials < 100:
         print(f"needs 0 < --alpha < 1 and --trials >= 100. Received: --alpha {args.alpha}, "
@@ -98,7 +148,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     for s, r in DESIGNS:
         got = rates(s, r, 1.0, 3.0 / 3.6, **kw)
         print(f"{s} x {r:<3}  " + "  ".join(f"{t} {got[t]:.3f}" for t in TESTS))
+    if args.plan:
+        plan_section(args)
     return 0
+
+
+# LookPlan.for_budget(570): 3 interim looks at 0.0033, the last at 0.04. The whole plan
+# from a place's second session, and what a 10-minute sweep gives most places: two
+# sessions, read at an interim look and at the last.
+PLANS = {"2-5 sessions": ((2, 0.0033), (3, 0.0033), (4, 0.0033), (5, 0.04)),
+         "2 sessions": ((2, 0.0033), (2, 0.04))}
+PLAN_CASES = ((1.5, 1.5), (1.0, 1.0), (3.0, 1.5), (6.6, 1.5), (6.6, 6.6))
+
+
+def plan_section(args: argparse.Namespace) -> None:
+    """Print the sequential plans' error rates and power (``plan_rates``)."""
+    trials = max(100, args.trials // 10)
+    print(f"\nsequential plans, target + 4 places pooled, {trials:,} trials; "
+          f"gap 0: type-I error, else power")
+    print("plan           rounds  target/other ratio  gap    sessions    pooled   guarded")
+    for name, looks in PLANS.items():
+        for rounds in (10, 20):
+            for target, other in PLAN_CASES:
+                for gap in (0.0, 3.0 / 3.6):
+                    got = plan_rates(target, other, gap, rounds=rounds, looks=looks,
+                                     others=4, trials=trials, seed=args.seed)
+                    print(f"{name:13s}  {rounds:>6}  {target:6.1f} / {other:<9.1f}  {gap:4.2f}  "
+                          + "  ".join(f"{got[t]:9.4f}"
+                                      for t in ("sessions", "pooled", "guarded")))
 
 
 if __name__ == "__main__":
