@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.exits import Exit
-from bench.results.stats import SLOWER
+from bench.results.stats import EQUIVALENT, SLOWER
 from reports.recommend import place_of
 from reports.report import SweepReport
 
@@ -42,7 +42,8 @@ class Answer:
 
     where: str  # "[cpu-box] mlp, global batch 64": the machine first, always
     choice: str | None  # "one_device on 1 device"; None: nothing to recommend
-    # The choices shown within the margin of the answer (itself excluded).
+    # The choices shown within the margin of the answer (itself excluded), by an
+    # equivalence test against it.
     within: frozenset[str]
     summary: str  # the answer line as the report prints it
     settled: bool = True
@@ -61,7 +62,11 @@ def answers_of(report: SweepReport) -> dict[str, Answer]:
         for w in mr.workloads:
             for rec, line in zip(w.recommendations, w.lines(), strict=True):
                 where = place_of(mr.machine.machine_id, w.variant, rec.ranking)
-                within = [c.choice for c in rec.equivalent]
+                # Every choice the sweep showed within the margin of its answer, also one
+                # set aside because a third was shown faster than it (the answer the
+                # simplest of the others): the sweep showed it equivalent all the same.
+                within = [c.choice for c in rec.ranking.ok_configs() if c.key in rec.settlements
+                          and rec.settlements[c.key].verdict == EQUIVALENT]
                 near = [c.choice for c in rec.ranking.ok_configs() if c.key in rec.settlements
                         and rec.settlements[c.key].beyond_noise_only
                         and rec.settlements[c.key].direction == SLOWER]

@@ -21,6 +21,7 @@ from reports.stability import (
     ONLY_B,
     Answer,
     agreement,
+    answers_of,
     compare_answers,
     disagreements,
     exit_code,
@@ -103,6 +104,27 @@ def test_consistency_needs_each_side_to_have_shown_the_other_choice_equivalent()
         == DISAGREE  # each faster than the other: contradicted
     assert agreement(eq_x, None) == ONLY_A and agreement(None, eq_x) == ONLY_B
     assert agreement(eq_x, Answer("w", None, frozenset(), "")) == NO_ANSWER
+
+
+def test_a_choice_set_aside_yet_shown_within_the_margin_is_shown_within_it() -> None:
+    """mirrored 3% ahead of one_device at 0.5% noise: one_device is set aside (shown
+    slower beyond the noise), mirrored is the answer, and the equivalence test put the
+    gap inside the margin all the same: the sweep showed one_device within the margin
+    of its answer, so another sweep's one_device answer, shown equivalent to mirrored
+    there, is consistent with it."""
+    results = [*replicated("one_device", 1, 64, 1000.0, env=GPU, run_cv=0.005, cv=0.005),
+               *replicated("mirrored", 2, 64, 1030.0, env=GPU, run_cv=0.005, cv=0.005)]
+    (answer,) = answers_of(_report(results)).values()
+    assert answer.choice == "mirrored on 2 devices" and answer.settled
+    assert answer.within == {"one_device on 1 device"}
+    other = Answer(B64, "one_device on 1 device", frozenset({"mirrored on 2 devices"}), "")
+    assert agreement(answer, other) == CONSISTENT
+    # 8% ahead: beyond the margin, not within it; a sweep answering one_device disagrees.
+    faster = [*replicated("one_device", 1, 64, 1000.0, env=GPU, run_cv=0.005, cv=0.005),
+              *replicated("mirrored", 2, 64, 1080.0, env=GPU, run_cv=0.005, cv=0.005)]
+    (beyond,) = answers_of(_report(faster)).values()
+    assert beyond.choice == "mirrored on 2 devices" and not beyond.within
+    assert agreement(beyond, other) == DISAGREE
 
 
 def test_sweeps_from_two_machines_share_no_place_and_cannot_agree() -> None:
