@@ -18,12 +18,13 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from bench.results.combination import ran_concurrently
-from bench.results.pairs import session_log_ratios
+from bench.results.pairs import session_pairs
 from bench.results.schema import Communication, Figures, RunResult, TaskFigures
 from bench.results.stats import (
     DEFAULT_ALPHA,
     DEFAULT_MARGIN,
     LogSpread,
+    RoundsEvidence,
     RunComparison,
     RunSummary,
     Settlement,
@@ -230,7 +231,16 @@ class ConfigView:
         sessions = {r.interleaved.session: r for v in self.ok_runs
                     if (r := v.result).interleaved is not None and r.figures is not None}
         return Measured(self.key, self.run_family,
-                        tuple(math.log(run_figure(w)) for w in self.stats_runs), sessions)
+                        tuple(math.log(run_figure(w)) for w in self.stats_runs), sessions,
+                        rounds_pool=self.result.spec.workload if self.shared_arm else None)
+
+    @property
+    def shared_arm(self) -> bool:
+        """Measured as an arm of its sessions' shared process (not a member in processes
+        of its own): its process's luck is its session's, shared with the other arms."""
+        name = self.base_strategy
+        return (self.run_family == ("arm", 1) and name in STRATEGIES
+                and STRATEGIES.get(name).no_shared_process_reason is None)
 
     @property
     def plainness(self) -> int:
@@ -428,16 +438,25 @@ def settle_of(candidate: ConfigView, reference: ConfigView,
     (``stats.settle_pairs``), free of the drift between separate processes. Else
     their runs, independent processes at different times (``stats.settle_runs``).
     Either borrows the noise pooled over the machine's configurations
-    (``ConfigView.pool``, ``reports.noise``) where that has more degrees of freedom.
+    (``ConfigView.pool``, ``reports.noise``) where that has more degrees of freedom;
+    pairs of two arms of the sessions' shared process that borrow nothing read their
+    rounds instead, guarded by their workload's session-noise ratio
+    (``stats.RoundsEvidence``).
     """
     if not candidate.stats_runs or not reference.stats_runs:
         return None
     pool = candidate.pool or reference.pool
-    pairs = session_log_ratios([r.result for r in reference.ok_runs],
-                               [r.result for r in candidate.ok_runs])
+    pairs = session_pairs([r.result for r in reference.ok_runs],
+                          [r.result for r in candidate.ok_runs])
     if len(pairs) >= 2:
-        return settle_pairs(pairs, margin=margin, alpha=alpha, pooled=pool.for_pairs(
-            candidate.key, reference.key) if pool else None)
+        ratio = pool.for_rounds(candidate.key, reference.key) if pool else None
+        predicted = [p.predicted for p in pairs]
+        rounds = RoundsEvidence(statistics.fmean(p.var for p in predicted if p),
+                                sum(p.df for p in predicted if p), ratio) \
+            if ratio is not None and all(predicted) else None
+        return settle_pairs([p.log_ratio for p in pairs], margin=margin, alpha=alpha,
+                            pooled=pool.for_pairs(candidate.key, reference.key) if pool
+                            else None, rounds=rounds)
     return _settle(reference.stats_runs, candidate.stats_runs, margin, alpha,
                    pool.for_runs(candidate.key, reference.key) if pool else None)
 

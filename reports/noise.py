@@ -11,15 +11,16 @@ keeps its own. The model, the guard and their reasons: docs/how-it-decides.md
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 import numpy as np
 
-from bench.results.pairs import process_log_ratio, undisturbed_sessions
+from bench.results.pairs import process_log_ratio, process_prediction, undisturbed_sessions
 from bench.results.schema import RunResult
-from bench.results.stats import LogSpread, guarded_pool
+from bench.results.stats import LogSpread, SessionRatio, guarded_pool
 
 V = TypeVar("V")
 
@@ -35,6 +36,10 @@ class Measured:
     family: Hashable
     log_runs: tuple[float, ...]  # the log of each run's figure
     sessions: Mapping[str, RunResult]  # its result in each interleaved session, by session
+    # Whose session-noise ratio its comparisons share (its workload's), where it was an
+    # arm of its sessions' shared process; None for a member in processes of its own,
+    # whose own processes' luck its rounds cannot see.
+    rounds_pool: Hashable | None = None
 
 
 @dataclass(frozen=True)
@@ -54,12 +59,25 @@ class NoisePool:
     own_pairs: frozenset[str] = frozenset()
     own_runs: frozenset[str] = frozenset()
     families: Mapping[str, Hashable] = field(default_factory=dict)
+    # The session-noise ratio of each rounds pool (``Measured.rounds_pool``), and each
+    # configuration's pool.
+    session_ratios: Mapping[Hashable, SessionRatio] = field(default_factory=dict)
+    rounds_pools: Mapping[str, Hashable] = field(default_factory=dict)
 
     def for_pairs(self, a: str, b: str) -> LogSpread | None:
         """What a comparison of arms ``a`` and ``b`` borrows (None: its own only)."""
         if not self.pairs.df or a in self.own_pairs or b in self.own_pairs:
             return None
         return self.pairs
+
+    def for_rounds(self, a: str, b: str) -> SessionRatio | None:
+        """The session-noise ratio that a comparison of arms ``a`` and ``b`` reads its
+        rounds with (None: they are not arms of one pool, or it has no df)."""
+        pool = self.rounds_pools.get(a)
+        ratio = self.session_ratios.get(pool) if pool is not None else None
+        if pool != self.rounds_pools.get(b) or ratio is None or not ratio.df:
+            return None
+        return ratio
 
     def for_runs(self, a: str, b: str) -> LogSpread | None:
         """What a comparison of runs of ``a`` and ``b`` borrows (None: its own only):
@@ -77,8 +95,11 @@ class NoisePool:
         sessions: dict[str, dict[str, RunResult]] = {}
         runs: dict[Hashable, dict[str, LogSpread]] = {}
         families: dict[str, Hashable] = {}
+        rounds_pools: dict[str, Hashable] = {}
         for c in configs:
             families[c.key] = c.family
+            if c.rounds_pool is not None:
+                rounds_pools[c.key] = c.rounds_pool
             if len(c.log_runs) >= 2:
                 runs.setdefault(c.family, {})[c.key] = LogSpread.of(c.log_runs)
             for session, result in c.sessions.items():
@@ -88,13 +109,19 @@ class NoisePool:
         pair_groups = {frozenset(k for s in rows for k in s): spread for rows in kept
                        if len(rows) >= 2 and (spread := pair_spread(rows)).df}
         pairs, odd = guarded_pool(pair_groups)
+        ratios: dict[Hashable, SessionRatio] = {}
+        for rows in kept:
+            found = session_ratio(rows, rounds_pools)
+            if found is not None:
+                ratios[found[0]] = ratios.get(found[0], SessionRatio()) + found[1]
         own_pairs = {k for g in odd for k in g}
         run_pools: dict[Hashable, LogSpread] = {}
         own_runs: set[str] = set()
         for family, groups in runs.items():
             run_pools[family], odd_runs = guarded_pool(groups)
             own_runs |= odd_runs
-        return cls(pairs, run_pools, frozenset(own_pairs), frozenset(own_runs), families)
+        return cls(pairs, run_pools, frozenset(own_pairs), frozenset(own_runs), families,
+                   ratios, rounds_pools)
 
 
 def session_levels(configs: Iterable[Measured]) -> dict[str, float]:
@@ -143,6 +170,33 @@ def answers_sessions(sessions: Iterable[Mapping[str, V]]) -> list[list[Mapping[s
     for s in rows:
         groups.setdefault(root(min(s)), []).append(s)
     return list(groups.values())
+
+
+def session_ratio(sessions: Sequence[Mapping[str, RunResult]],
+                  pools: Mapping[str, Hashable]) -> tuple[Hashable, SessionRatio] | None:
+    """One answer's evidence on its session-noise ratio (``stats.SessionRatio``), and
+    the pool it adds to: the residual of its sessions' arms of one pool (``pools``;
+    members left out), against what their rounds predict for one session's log ratio
+    of two arms (``pairs.process_prediction``, each arm against its session's first, as
+    ``pair_spread`` reads them; the mean over those). None where fewer than two
+    sessions hold two such arms, or the rounds predict nothing."""
+    pool = next((pools[k] for s in sessions for k in s if k in pools), None)
+    rows = [{k: r for k, r in s.items() if pools.get(k) == pool} for s in sessions]
+    rows = [r for r in rows if len(r) >= 2]
+    if pool is None or len(rows) < 2:
+        return None
+    predicted = []
+    for s in rows:
+        ref, *others = sorted(s)
+        for k in others:
+            found = process_prediction(s[ref], s[k])
+            if found is None:
+                return None
+            predicted.append(found.var)
+    spread = pair_spread(rows)
+    if not spread.df:
+        return None
+    return pool, SessionRatio(spread.ss, spread.df * statistics.fmean(predicted), spread.df)
 
 
 def pair_spread(sessions: Sequence[Mapping[str, RunResult]]) -> LogSpread:

@@ -295,7 +295,9 @@ def evidence_of(s: Settlement) -> str:
     """What an interval rests on: ``3 and 2 runs`` or ``4 sessions measuring both, ...``
     (a session: the arms' process, with any member's processes beside it)."""
     pooled = (f"; noise pooled over the sweep's configurations, {s.pooled_df:.0f} degrees of "
-              f"freedom" if s.pooled_df is not None else "")
+              f"freedom" if s.pooled_df is not None else
+              f"; noise their rounds predict, guarded by the workload's sessions, "
+              f"{s.rounds_df:.0f} degrees of freedom" if s.rounds_df is not None else "")
     if s.evidence == PAIRS:
         return f"{s.sizes[0]} sessions measuring both, windows interleaved{pooled}"
     return f"{s.sizes[1]} and {s.sizes[0]} runs{pooled}"

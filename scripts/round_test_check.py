@@ -37,6 +37,12 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats
 
+from bench.results.stats import (
+    ROUNDS_MAX_SESSIONS,
+    SESSION_RATIO_LEVEL,
+    SESSION_RATIO_MIN_DF,
+)
+
 TESTS = ("sessions", "floored", "guarded")
 RATIOS = (1.0, 1.5, 2.0, 4.0, 6.6)  # 6.6: ResNet50 in b48a-c (scripts.session_noise)
 DESIGNS = ((2, 10), (3, 10), (4, 10), (2, 20), (3, 20))
@@ -80,7 +86,9 @@ def plan_rates(target_ratio: float, other_ratio: float, gap: float, *, rounds: i
     The guarded test's session-noise ratio is pooled at each look from every place
     (the target and ``others`` places, each with as many sessions so far, one
     comparison each): sum of between-session sums of squares over the sum of their
-    df times the rounds' prediction. The target's ratio may differ from the others'
+    df times the rounds' prediction, read as ``stats.RoundsEvidence`` reads it
+    (``guarded``: the target's own sessions where their variance is the larger). The
+    session's statistic is its rounds' median. The target's ratio may differ from the others'
     (``target_ratio`` against ``other_ratio``): the pool's assumption broken. ``pooled``
     is the sweep's pooled pair variance borrowed where the target's own is not larger
     (the guard of ``stats.guarded_pool`` left out: it shows what borrowing buys and
@@ -92,8 +100,10 @@ def plan_rates(target_ratio: float, other_ratio: float, gap: float, *, rounds: i
     d = (gap * (np.arange(len(ratios)) == 0)[None, :, None, None]
          + tau * rng.normal(0.0, 1.0, (trials, len(ratios), sessions, 1))
          + rng.normal(0.0, 1.0, (trials, len(ratios), sessions, rounds)))
-    means = d.mean(axis=3)  # trials x places x sessions
-    predicted = d.var(axis=3, ddof=1) / rounds  # each session mean's variance, by rounds
+    # A session's statistic is the median of its rounds and its rounds predict pi/2 x
+    # their variance / rounds for it, as bench.results.pairs reads a session.
+    means = np.median(d, axis=3)  # trials x places x sessions
+    predicted = np.pi / 2 * d.var(axis=3, ddof=1) / rounds
     rejected = {t: np.zeros(trials, dtype=bool) for t in ("sessions", "pooled", "guarded")}
     for s, alpha in looks:
         m = means[:, :, :s]
@@ -103,7 +113,12 @@ def plan_rates(target_ratio: float, other_ratio: float, gap: float, *, rounds: i
         pool_df = len(ratios) * (s - 1)
         pooled = ss.sum(axis=1) / pool_df / s
         ratio = ss.sum(axis=1) / pool_df / predicted[:, :, :s].mean(axis=(1, 2))
-        bound = np.maximum(1.0, ratio * pool_df / stats.chi2.ppf(0.05, pool_df))
+        # As stats.SessionRatio.bound and RoundsEvidence.var: no floor, and no guard
+        # from fewer than SESSION_RATIO_MIN_DF df nor past ROUNDS_MAX_SESSIONS sessions
+        # (the target keeps its own sessions).
+        bound = ratio * pool_df / stats.chi2.ppf(1 - SESSION_RATIO_LEVEL, pool_df)
+        if pool_df < SESSION_RATIO_MIN_DF or s > ROUNDS_MAX_SESSIONS:
+            bound = np.zeros(trials)  # a guard of nought: its own sessions decide
         guard = bound * predicted[:, 0, :s].mean(axis=1) / s
         t_own = stats.t.ppf(1 - alpha / 2, s - 1)
         t_pool = stats.t.ppf(1 - alpha / 2, pool_df)

@@ -24,32 +24,11 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from bench.results.pairs import (
-    process_log_ratio,
-    round_log_ratios,
-    undisturbed_rounds,
-    units,
-)
+from bench.results.pairs import process_log_ratio, process_prediction
 from bench.results.schema import RunResult
 from bench.results.store import load_sweep
 
 Pair = tuple[str, int, str, str]  # workload, global batch, reference, candidate
-
-
-def _predicted(reference: RunResult, candidate: RunResult) -> float | None:
-    """What the session's rounds say the variance of its statistic is (median: x pi/2),
-    averaged over its builds; None where a build has under 2 comparable rounds."""
-    per_build = []
-    for a, c in zip(units(reference), units(candidate), strict=True):
-        try:
-            ratios = round_log_ratios(a, c)
-        except ValueError:  # a member whose windows do not pair round by round
-            return None
-        kept = [ratios[i] for i in undisturbed_rounds(a, c)]
-        if len(kept) < 2:
-            return None
-        per_build.append(statistics.variance(kept) / len(kept))
-    return math.pi / 2 * sum(per_build) / len(per_build) ** 2
 
 
 def pair_sessions(sweeps: list[Path]) -> dict[tuple[str, Pair], list[tuple[float, float]]]:
@@ -65,11 +44,11 @@ def pair_sessions(sweeps: list[Path]) -> dict[tuple[str, Pair], list[tuple[float
             for i, ka in enumerate(keys):
                 for kc in keys[i + 1:]:
                     a, c = arms[ka], arms[kc]
-                    predicted = _predicted(a, c)
+                    predicted = process_prediction(a, c)
                     if predicted is None:
                         continue
                     pair = (workload, batch, a.spec.label(), c.spec.label())
-                    out[(sweep.name, pair)].append((process_log_ratio(a, c), predicted))
+                    out[(sweep.name, pair)].append((process_log_ratio(a, c), predicted.var))
     return out
 
 

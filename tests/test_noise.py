@@ -9,8 +9,10 @@ a noisy answer among quiet ones stays not settled.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
+import statistics
 from pathlib import Path
 
 import numpy as np
@@ -22,13 +24,16 @@ from bench.results.stats import (
     EQUIVALENT,
     GUARD_POWER,
     NOT_SETTLED,
+    SESSION_RATIO_MIN_DF,
     LogSpread,
+    RoundsEvidence,
+    SessionRatio,
     guarded_pool,
     noise_guard_power,
     settle_pairs,
     settle_runs,
 )
-from reports.noise import pair_spread
+from reports.noise import Measured, NoisePool, pair_spread
 from reports.recommend import Recommendation
 from reports.report import build_from_results
 from tests.helpers import fake_environment, measured
@@ -210,3 +215,78 @@ def test_an_answer_borrows_its_machines_noise_and_a_noisy_one_keeps_its_own(
     noisy = answers[128]
     assert not noisy.settled and noisy.kind == NOT_SETTLED, noisy.text
     assert all(s.pooled_df is None for s in noisy.settlements.values())
+
+
+# -- the rounds, guarded by the workload's session-noise ratio --------------------------
+ROUND_VAR = 1e-4  # what the rounds predict for one session's log ratio (1% SD)
+
+
+def _rounds(ratio: float, df: int, rounds_df: int = 18) -> RoundsEvidence:
+    return RoundsEvidence(ROUND_VAR, rounds_df, SessionRatio(df * ratio * ROUND_VAR,
+                                                             df * ROUND_VAR, df))
+
+
+def test_the_session_ratio_pools_answers_and_bounds_itself_from_above() -> None:
+    a, b = SessionRatio(2e-4, 4e-4, 2), SessionRatio(6e-4, 8e-4, 4)
+    assert (a + b).ratio == pytest.approx(8 / 12) and (a + b).df == 6
+    assert (a + b).bound == pytest.approx(8 / 12 * 6 / sps.chi2.ppf(0.025, 6))
+    assert SessionRatio().ratio is None and SessionRatio().bound is None
+    # Below SESSION_RATIO_MIN_DF the bound (19.5x at 2 df for 95%) guards nothing.
+    assert _rounds(0.5, SESSION_RATIO_MIN_DF).var is not None
+    assert _rounds(0.5, SESSION_RATIO_MIN_DF - 1).var is None
+
+
+def test_two_sessions_read_their_rounds_and_their_own_variance_only_widens_it() -> None:
+    pairs = [0.002, 0.018]  # 1% from nought, the sessions 1.6% apart
+    plain = settle_pairs(pairs)  # t at 1 df: 12.7 standard errors at 95%
+    read = settle_pairs(pairs, rounds=_rounds(0.5, 6))
+    guard = 0.5 * 6 / sps.chi2.ppf(0.025, 6) * ROUND_VAR
+    assert plain.verdict == NOT_SETTLED and plain.rounds_df is None
+    assert read.verdict == EQUIVALENT and read.rounds_df == 18 and read.pooled_df is None
+    assert math.log(read.high / read.ratio) == pytest.approx(
+        sps.t.ppf(0.975, 18) * math.sqrt(guard / 2))
+    # Sessions further apart than the guard allows keep their own variance and df.
+    apart = [0.0, 0.2]
+    assert settle_pairs(apart, rounds=_rounds(0.5, 6)) == settle_pairs(apart)
+    # Four sessions read their own; a ratio from too few df guards nothing.
+    assert settle_pairs(pairs * 2, rounds=_rounds(0.5, 6)) == settle_pairs(pairs * 2)
+    assert settle_pairs(pairs, rounds=_rounds(0.5, 3)) == plain
+    # A noisier workload's ratio widens the same sessions' interval: not settled.
+    assert settle_pairs(pairs, rounds=_rounds(20.0, 6)).verdict == NOT_SETTLED
+
+
+def _arm(strategy: str, devices: int, session: str, logs: list[float]) -> RunResult:
+    """An arm of session ``session`` whose windows are exp(``logs``) x 1000."""
+    r = measured(strategy, devices, 8, 1000.0, env=GPU)
+    assert r.figures is not None
+    r.figures.windows = [dataclasses.replace(r.figures.windows[0], index=i,
+                                             global_throughput=1000.0 * math.exp(x))
+                         for i, x in enumerate(logs)]
+    r.interleaved = Interleaving(session, ["one_device", "mirrored", "mwm"], 0, len(logs), 0)
+    return r
+
+
+def test_the_ratio_comes_from_the_shared_process_arms_and_members_keep_their_own() -> None:
+    """Two sessions of two arms (rounds alternating +-2%) and a member whose sessions
+    differ by 40%: the pool's ratio reads the arms only, and only arms borrow it."""
+    rng = random.Random(3)
+    measures = {"one": {}, "two": {}, "member": {}}
+    for s, offset in (("s1", 0.01), ("s2", -0.01)):
+        base = [rng.gauss(0.0, 0.03) for _ in range(6)]
+        measures["one"][s] = _arm("one_device", 1, s, base)
+        measures["two"][s] = _arm("mirrored", 2, s, [x + offset + 0.02 * (-1) ** i
+                                                     for i, x in enumerate(base)])
+        measures["member"][s] = _arm("multi_worker_mirrored", 2, s,
+                                     [x + (0.2 if s == "s1" else -0.2) for x in base])
+    pool = NoisePool.of([
+        Measured("one", ("arm", 1), (), measures["one"], rounds_pool="mlp"),
+        Measured("two", ("arm", 1), (), measures["two"], rounds_pool="mlp"),
+        Measured("member", ("arm", 2), (), measures["member"])])
+    ratio = pool.session_ratios["mlp"]
+    # One df (2 sessions x 2 arms); ss / df: the variance of the arms' two session log
+    # ratios, 0.02 apart.
+    predicted = math.pi / 2 * statistics.variance([0.02 * (-1) ** i for i in range(6)]) / 6
+    assert ratio.df == 1 and ratio.ss == pytest.approx(0.02 ** 2 / 2, rel=1e-6)
+    assert ratio.expected == pytest.approx(predicted)
+    assert pool.for_rounds("one", "two") == ratio
+    assert pool.for_rounds("one", "member") is None

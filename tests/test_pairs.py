@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 import statistics
 
-from bench.results.pairs import process_log_ratio, session_log_ratios, units
+import pytest
+
+from bench.results.pairs import (
+    process_log_ratio,
+    process_prediction,
+    session_log_ratios,
+    session_pairs,
+    units,
+)
 from bench.results.schema import Interleaving, RunResult
 from bench.results.stats import EQUIVALENT, FASTER, NOT_SETTLED
 from bench.spec import RunSpec
@@ -140,3 +149,27 @@ def test_a_process_that_lost_cpu_for_its_whole_length_is_left_out() -> None:
                                [_run(TWO, p, [1020.0] * 3, f"s{p}") for p in (1, 2, 3)])
     assert len(plain) == 3
     assert len(session_log_ratios(ref[:2], cand[:2])) == 2
+
+
+# -- what a process's rounds predict of its statistic ----------------------------------
+def test_the_rounds_predict_a_medians_variance_and_say_nothing_when_identical() -> None:
+    ratios = [0.1, -0.1, 0.1, -0.1, 0.05, -0.05]
+    ref = _run(ONE, 1, [1000.0] * 6, "s1")
+    cand = _run(TWO, 1, [1000.0 * math.exp(x) for x in ratios], "s1")
+    found = process_prediction(ref, cand)
+    assert found is not None and found.df == 5
+    assert found.var == pytest.approx(math.pi / 2 * statistics.variance(ratios) / 6)
+    # Two builds of three rounds: each build's variance over its rounds, averaged as
+    # the builds' medians are (their sum over the builds squared).
+    two = process_prediction(with_builds(copy.deepcopy(ref), 3),
+                             with_builds(copy.deepcopy(cand), 3))
+    parts = [statistics.variance(ratios[:3]) / 3, statistics.variance(ratios[3:]) / 3]
+    assert two is not None and two.df == 4
+    assert two.var == pytest.approx(math.pi / 2 * sum(parts) / 4)
+    # Rounds that repeat to float precision predict nothing; nor do windows that do not
+    # pair round by round.
+    assert process_prediction(ref, _run(TWO, 1, [1100.0] * 6, "s1")) is None
+    assert process_prediction(ref, _run(TWO, 1, [1100.0] * 5, "s1")) is None
+    pairs = session_pairs([ref], [cand])
+    assert [p.log_ratio for p in pairs] == [process_log_ratio(ref, cand)]
+    assert pairs[0].predicted == found

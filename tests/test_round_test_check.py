@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from scripts import round_test_check
-from scripts.round_test_check import rates
+from scripts.round_test_check import plan_rates, rates
 
 KW = {"alpha": 0.05, "df_pool": 8, "trials": 20_000, "seed": 3}
 
@@ -33,3 +33,27 @@ def test_bad_input_names_the_value(capsys: pytest.CaptureFixture[str]) -> None:
         rates(1, 10, 1.0, 0.0, **KW)
     assert round_test_check.main(["--alpha", "2"]) == 2
     assert "Received: --alpha 2.0" in capsys.readouterr().err
+
+
+TWO = ((2, 0.01), (2, 0.04))  # two sessions, an interim look and the last
+
+
+def test_the_rule_the_reports_use_holds_the_plans_alpha_where_borrowing_leaks() -> None:
+    """One answer's sessions 4.4x noisier beyond their rounds than its workload's four
+    others: the pool's variance borrowed unguarded leaks; the guarded rounds do not
+    (two sessions, the plan's last look at 0.04 on top of an interim 0.01)."""
+    odd = plan_rates(6.6, 1.5, 0.0, rounds=10, looks=TWO, others=4, trials=20_000, seed=1)
+    assert odd["pooled"] > 0.065 and odd["guarded"] < 0.05
+    same = plan_rates(1.0, 1.0, 0.0, rounds=10, looks=TWO, others=4, trials=20_000, seed=1)
+    assert same["guarded"] < 0.05 and same["sessions"] < 0.05
+
+
+def test_the_guarded_rounds_settle_more_from_two_long_sessions_than_their_own_t() -> None:
+    power = plan_rates(1.0, 1.0, 3.0 / 3.6, rounds=20, looks=TWO, others=4, trials=20_000,
+                       seed=1)
+    assert power["guarded"] > 1.4 * power["sessions"]
+    # Without a workload to pool (one answer of 2 df: under SESSION_RATIO_MIN_DF) the
+    # rounds are not read: the answer's own t decides, as before.
+    alone = plan_rates(1.0, 1.0, 3.0 / 3.6, rounds=20, looks=TWO, others=1, trials=20_000,
+                       seed=1)
+    assert alone["guarded"] == alone["sessions"]

@@ -28,6 +28,10 @@ from bench.results.schema import RunResult
 DISTURBED_CPU = 0.85
 
 
+# A predicted variance below this (a log-ratio SD of 1e-6) is no prediction.
+NO_PREDICTION = 1e-12
+
+
 def round_log_ratios(reference: RunResult, candidate: RunResult) -> list[float]:
     """log(candidate / reference) of each round's two windows."""
     if reference.figures is None or candidate.figures is None:
@@ -100,18 +104,71 @@ def build_log_ratio(reference: RunResult, candidate: RunResult) -> float:
     return statistics.median([ratios[r] for r in undisturbed_rounds(reference, candidate)])
 
 
-def session_log_ratios(reference: Sequence[RunResult],
-                       candidate: Sequence[RunResult]) -> list[float]:
-    """One log(candidate / reference) per process in which both were arms (with
-    figures), in the order of ``reference``, leaving out the disturbed processes
-    (``undisturbed_sessions``)."""
+@dataclasses.dataclass(frozen=True)
+class Prediction:
+    """What a process's own rounds say of the noise of its statistic for a pair of arms
+    (``process_prediction``): its variance, and the degrees of freedom behind it."""
+
+    var: float
+    df: int
+
+
+def process_prediction(reference: RunResult, candidate: RunResult) -> Prediction | None:
+    """The variance of ``process_log_ratio`` that the process's own rounds predict: in
+    each build, the variance of its undisturbed round log ratios over their count,
+    times pi/2 for a median; averaged as the builds' medians are (their sum over the
+    builds squared). None where a build has under 2 comparable rounds, or the two
+    do not pair round by round (a member's windows). The session adds what the rounds
+    cannot see (a build's and a process's own offset): how much, the sessions of a
+    workload's answers say (``stats.SessionRatio``)."""
+    ref, cand = units(reference), units(candidate)
+    if len(ref) != len(cand):
+        return None
+    per_build, df = [], 0
+    for a, c in zip(ref, cand, strict=True):
+        try:
+            ratios = round_log_ratios(a, c)
+        except ValueError:
+            return None
+        kept = [ratios[i] for i in undisturbed_rounds(a, c)]
+        if len(kept) < 2:
+            return None
+        per_build.append(statistics.variance(kept) / len(kept))
+        df += len(kept) - 1
+    var = math.pi / 2 * sum(per_build) / len(per_build) ** 2
+    # Rounds identical to float precision (constructed data; no timing repeats that
+    # well) predict nothing: a ratio over nought is no evidence.
+    return Prediction(var, df) if var > NO_PREDICTION else None
+
+
+@dataclasses.dataclass(frozen=True)
+class SessionPair:
+    """One process's statistic for candidate / reference (``process_log_ratio``) and
+    what its rounds predict of its noise (``process_prediction``; None: nothing)."""
+
+    log_ratio: float
+    predicted: Prediction | None
+
+
+def session_pairs(reference: Sequence[RunResult],
+                  candidate: Sequence[RunResult]) -> list[SessionPair]:
+    """One pair per process in which both were arms (with figures), in the order of
+    ``reference``, leaving out the disturbed processes (``undisturbed_sessions``)."""
     by_session = {r.interleaved.session: r for r in candidate
                   if r.interleaved is not None and r.figures is not None}
     matched = [(r, by_session[r.interleaved.session]) for r in reference
                if r.interleaved is not None and r.figures is not None
                and r.interleaved.session in by_session]
     keep = undisturbed_sessions([{"r": r, "c": c} for r, c in matched])
-    return [process_log_ratio(*matched[i]) for i in keep]
+    return [SessionPair(process_log_ratio(*matched[i]), process_prediction(*matched[i]))
+            for i in keep]
+
+
+def session_log_ratios(reference: Sequence[RunResult],
+                       candidate: Sequence[RunResult]) -> list[float]:
+    """One log(candidate / reference) per process in which both were arms
+    (``session_pairs``' statistics)."""
+    return [p.log_ratio for p in session_pairs(reference, candidate)]
 
 
 def undisturbed_sessions(sessions: Sequence[Mapping[str, RunResult]]) -> list[int]:

@@ -86,6 +86,12 @@ def f_cdf(x: float, dfn: float, dfd: float) -> float:
     return float(special.fdtr(dfn, dfd, x))
 
 
+@functools.lru_cache(maxsize=1024)
+def chi2_ppf(q: float, df: float) -> float:
+    """The ``q`` quantile of the chi-squared distribution with ``df`` degrees of freedom."""
+    return float(sps.chi2.ppf(q, df))
+
+
 def one_sample_t(d: np.ndarray, popmean: float) -> tuple[float, int]:
     """The one-sample t statistic of ``d`` against ``popmean`` and its degrees of freedom
     (``scipy.stats.ttest_1samp``'s); ``d`` has 2+ values with some spread."""
@@ -852,6 +858,10 @@ class Settlement:
     sd_log: float | None
     needed: int | None
     pooled_df: float | None = None
+    # The noise is the sessions' rounds' prediction, guarded by the workload's
+    # session-noise ratio (``RoundsEvidence``), with the rounds' degrees of freedom
+    # (None: not).
+    rounds_df: float | None = None
     # Two-sided p-value of "no difference" (None: no noise measured): what a correction
     # over several comparisons (Holm's, ``reports.recommend.beaten_by``) orders them by.
     p_value: float | None = None
@@ -956,7 +966,8 @@ def _check_settle_args(margin: float, alpha: float, power: float) -> float:
 def _settle(mean: float, se: float | None, df: float, sd_pair: float | None, *,
             margin: float, alpha: float, power: float, evidence: str,
             sizes: tuple[int, ...], sd_log: float | None,
-            equivalent: bool | None = None, pooled_df: float | None = None) -> Settlement:
+            equivalent: bool | None = None, pooled_df: float | None = None,
+            rounds_df: float | None = None) -> Settlement:
     """The decision on a log ratio ``mean`` with standard error ``se`` (``df`` degrees of
     freedom; None: no noise measured). ``sd_pair`` is the noise of one planned unit's
     log ratio (a pair's; for runs, a run a side), what ``needed`` is planned at.
@@ -999,7 +1010,7 @@ def _settle(mean: float, se: float | None, df: float, sd_pair: float | None, *,
     return Settlement(verdict=verdict, ratio=math.exp(mean), low=low, high=high, eq_low=eq_low,
                       eq_high=eq_high, margin=margin, alpha=alpha, power=power,
                       evidence=evidence, sizes=sizes, sd_log=sd_log, needed=needed,
-                      pooled_df=pooled_df, p_value=p_value)
+                      pooled_df=pooled_df, rounds_df=rounds_df, p_value=p_value)
 
 
 def settle_runs(reference: Sequence[float], candidate: Sequence[float], *,
@@ -1051,15 +1062,99 @@ def settle_runs(reference: Sequence[float], candidate: Sequence[float], *,
                    pooled_df=pooled_df)
 
 
+# The session-noise ratio is read at the upper end of its one-sided 97.5% interval: the
+# guard holds the rounds' prediction to what sessions could add, not to what they added
+# on average. At 95% the budget's looks called a difference that is not there 5.6-6.0%
+# of the time for 5% where one answer's sessions were 4.4x noisier beyond their rounds
+# than the rest of its workload's (scripts.round_test_check --plan); at 97.5%, 5.1-5.4%,
+# and 4.2-4.5% where they share one ratio or differ by 2x (docs/how-it-decides.md).
+SESSION_RATIO_LEVEL = 0.975
+# Below this many degrees of freedom the ratio's upper bound is too loose to narrow
+# anything (its multiplier over the estimate, df / chi2(0.05, df), is 19.5 at 2 df and
+# 5.6 at 4): the comparisons keep their own sessions' variance. A rule on the pool's
+# size, fixed before any comparison's figures are read, not a choice of the narrower
+# of two intervals (that choice would spend alpha twice).
+SESSION_RATIO_MIN_DF = 4
+# The rounds are read for a comparison of at most this many sessions: there its own
+# sessions' t has 1 or 2 degrees of freedom (12.7 and 4.3 at 95%), against about 2.1
+# for the rounds' with the guard's widening (its bound over the ratio, 1.6-2.4 in SD at
+# 4-9 df). From 4 sessions (t 3.2 at 3 df) a comparison's own sessions are the better
+# evidence. A rule on the count of sessions, fixed before their figures are read.
+ROUNDS_MAX_SESSIONS = 3
+
+
+@dataclass(frozen=True)
+class SessionRatio:
+    """How much noisier a session's log ratio of two arms is than its rounds predict,
+    over the answers of one workload: the sum of the answers' pair residual squares
+    (``ss``, ``reports.noise.pair_spread``) over the sum of each answer's residual df
+    times what its rounds predict for one session's log ratio (``expected``), with the
+    residuals' ``df``. Where the rounds see all the noise the ratio is about 1 (below 1:
+    the rounds' prediction, a median's pi/2 included, is on the safe side); a session's
+    own offsets (its builds', its process's) raise it. Ratios of answers add as
+    ``LogSpread``s do."""
+
+    ss: float = 0.0
+    expected: float = 0.0
+    df: int = 0
+
+    def __add__(self, other: SessionRatio) -> SessionRatio:
+        return SessionRatio(self.ss + other.ss, self.expected + other.expected,
+                            self.df + other.df)
+
+    @property
+    def ratio(self) -> float | None:
+        """The pooled ratio (None without degrees of freedom)."""
+        return self.ss / self.expected if self.df and self.expected > 0 else None
+
+    @property
+    def bound(self) -> float | None:
+        """The ratio's upper ``SESSION_RATIO_LEVEL`` bound (ss / expected is the true
+        ratio times a chi-squared over its df). It may lie below 1: the rounds'
+        prediction is a calibration, and on the 2-core machines it overstates what
+        sessions vary by (ratios 0.1-0.7 for the CNN and MLP, a median's pi/2 and the
+        drift within a session included). None without degrees of freedom."""
+        if self.ratio is None:
+            return None
+        return self.ratio * self.df / chi2_ppf(1.0 - SESSION_RATIO_LEVEL, self.df)
+
+
+@dataclass(frozen=True)
+class RoundsEvidence:
+    """What one comparison's rounds say of its sessions' noise: ``predicted``, the
+    variance of one session's log ratio they predict (the mean over its sessions),
+    with their ``df`` (the sum), and the ``ratio`` of its workload's answers."""
+
+    predicted: float
+    df: int
+    ratio: SessionRatio
+
+    @property
+    def var(self) -> float | None:
+        """The guarded variance of one session's log ratio: the rounds' prediction times
+        the session-noise ratio's upper bound (None: no bound, or one from fewer than
+        ``SESSION_RATIO_MIN_DF`` degrees of freedom)."""
+        bound = self.ratio.bound
+        if bound is None or self.df < 1 or self.ratio.df < SESSION_RATIO_MIN_DF:
+            return None
+        return bound * self.predicted
+
+
 def settle_pairs(log_ratios: Sequence[float], *, margin: float = DEFAULT_MARGIN,
                  alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER,
-                 pooled: LogSpread | None = None) -> Settlement:
+                 pooled: LogSpread | None = None,
+                 rounds: RoundsEvidence | None = None) -> Settlement:
     """candidate / reference from interleaved pairs: ``log_ratios[i]`` =
     log(candidate_i / reference_i), measured close in time so that the machine's drift
     drops out. The paired t interval (``paired_log_ratio``) and TOST
     (``paired_equivalence``); ``needed`` counts pairs. ``pooled``: a pair's variance
     pooled over the sweep's comparisons (``reports.noise``), used instead of these
-    pairs' own where it has more degrees of freedom (t intervals then). See Settlement.
+    pairs' own where it has more degrees of freedom (t intervals then). ``rounds``:
+    where nothing is borrowed from the pool and there are at most
+    ``ROUNDS_MAX_SESSIONS`` pairs, the variance the sessions' own rounds predict times
+    the upper bound of the workload's session-noise ratio, with the rounds' degrees of
+    freedom, used where the pairs' own variance is not the larger (``RoundsEvidence``;
+    docs/how-it-decides.md, "Rounds"). See Settlement.
     """
     _check_settle_args(margin, alpha, power)
     d = np.asarray(log_ratios, dtype=np.float64)
@@ -1079,6 +1174,14 @@ def settle_pairs(log_ratios: Sequence[float], *, margin: float = DEFAULT_MARGIN,
     if n < 2:
         return _settle(float(d.mean()), None, 0.0, None, margin=margin, alpha=alpha,
                        power=power, evidence=PAIRS, sizes=(n,), sd_log=None)
+    guard = rounds.var if rounds is not None and n <= ROUNDS_MAX_SESSIONS else None
+    if guard is not None and rounds is not None and own is not None and own <= guard:
+        # The pairs' own variance, when larger, is kept with its n - 1 df: the guard
+        # only ever widens what a comparison's own sessions show.
+        sd = math.sqrt(guard)
+        return _settle(float(d.mean()), sd / math.sqrt(n), float(rounds.df), sd,
+                       margin=margin, alpha=alpha, power=power, evidence=PAIRS, sizes=(n,),
+                       sd_log=sd, rounds_df=float(rounds.df))
     ratio, same = paired_test([float(x) for x in d], margin, alpha, resamples=SETTLE_RESAMPLES)
     return _settle(ratio.mean_log, ratio.sd_log / math.sqrt(n), float(n - 1), ratio.sd_log,
                    margin=margin, alpha=alpha, power=power, evidence=PAIRS, sizes=(n,),
