@@ -12,6 +12,11 @@ from typing import Any
 
 import pytest
 
+from bench.cli.main import _sigterm_as_interrupt
+from bench.launch.interrupts import interrupts_deferred
+from bench.launch.launcher import process_group, run_isolated
+from tests.helpers import child_processes, tiny_spec
+
 ROOT = Path(__file__).resolve().parent.parent
 
 SCRIPT = """
@@ -42,8 +47,6 @@ def test_a_signal_during_a_command_raises_keyboard_interrupt(sig: signal.Signals
 
 
 def test_the_previous_handler_is_restored() -> None:
-    from bench.cli.main import _sigterm_as_interrupt
-
     before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     with _sigterm_as_interrupt():
         assert signal.getsignal(signal.SIGTERM) is not before[0]
@@ -69,9 +72,6 @@ def _ctrl_c_as_popen_returns(monkeypatch: pytest.MonkeyPatch) -> list[subprocess
 
 
 def test_a_signal_inside_the_deferral_lands_as_it_ends() -> None:
-    from bench.cli.main import _sigterm_as_interrupt
-    from bench.launch.interrupts import interrupts_deferred
-
     done = []
     with _sigterm_as_interrupt():
         before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
@@ -88,8 +88,6 @@ def test_a_signal_inside_the_deferral_lands_as_it_ends() -> None:
 
 
 def test_an_ignored_signal_stays_ignored_and_other_threads_are_untouched() -> None:
-    from bench.launch.interrupts import interrupts_deferred
-
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         with interrupts_deferred():
@@ -105,20 +103,16 @@ def test_an_ignored_signal_stays_ignored_and_other_threads_are_untouched() -> No
 
 
 def _deferral_in_thread() -> Any:
-    from bench.launch.interrupts import interrupts_deferred
-
     with interrupts_deferred():
         return signal.getsignal(signal.SIGINT)
 
 
 def test_a_ctrl_c_while_a_run_starts_leaves_no_child(tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    from bench.launch.launcher import run_isolated
-    from tests.helpers import child_processes, tiny_spec
-
     started = _ctrl_c_as_popen_returns(monkeypatch)
     try:
-        with pytest.raises(KeyboardInterrupt):
+        # The CLI's handlers, whatever the test runner (a pytest-xdist worker) set.
+        with _sigterm_as_interrupt(), pytest.raises(KeyboardInterrupt):
             run_isolated(tiny_spec(devices=1), tmp_path / "run.log")
         assert len(started) == 1 and started[0].poll() is not None
         assert not child_processes(tmp_path)
@@ -129,11 +123,10 @@ def test_a_ctrl_c_while_a_run_starts_leaves_no_child(tmp_path: Path,
 
 
 def test_a_ctrl_c_while_a_group_starts_kills_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from bench.launch.launcher import process_group
-
     started = _ctrl_c_as_popen_returns(monkeypatch)
     body = []
-    with pytest.raises(KeyboardInterrupt), process_group(["sleep", "60"]):
+    with _sigterm_as_interrupt(), pytest.raises(KeyboardInterrupt), \
+            process_group(["sleep", "60"]):
         body.append("ran")  # never: the Ctrl-C lands as the child is kept
     assert body == [] and len(started) == 1
     assert started[0].returncode == -signal.SIGKILL
