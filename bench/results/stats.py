@@ -1070,16 +1070,16 @@ def settle_runs(reference: Sequence[float], candidate: Sequence[float], *,
 # and 4.2-4.5% where they share one ratio or differ by 2x (docs/how-it-decides.md).
 SESSION_RATIO_LEVEL = 0.975
 # Below this many degrees of freedom the ratio's upper bound is too loose to narrow
-# anything (its multiplier over the estimate, df / chi2(0.05, df), is 19.5 at 2 df and
-# 5.6 at 4): the comparisons keep their own sessions' variance. A rule on the pool's
+# anything (its multiplier over the estimate, df / chi2(0.025, df), is 39.5 at 2 df and
+# 8.3 at 4): the comparisons keep their own sessions' variance. A rule on the pool's
 # size, fixed before any comparison's figures are read, not a choice of the narrower
 # of two intervals (that choice would spend alpha twice).
 SESSION_RATIO_MIN_DF = 4
 # The rounds are read for a comparison of at most this many sessions: there its own
 # sessions' t has 1 or 2 degrees of freedom (12.7 and 4.3 at 95%), against about 2.1
-# for the rounds' with the guard's widening (its bound over the ratio, 1.6-2.4 in SD at
-# 4-9 df). From 4 sessions (t 3.2 at 3 df) a comparison's own sessions are the better
-# evidence. A rule on the count of sessions, fixed before their figures are read.
+# for the rounds' with the guard's widening (its bound over the ratio, 1.8-2.9 in SD at
+# 9-4 df). From 4 sessions (t 3.2 at 3 df) a comparison's own sessions are mostly the
+# better evidence. A rule on the count of sessions, fixed before their figures are read.
 ROUNDS_MAX_SESSIONS = 3
 
 
