@@ -34,7 +34,7 @@ from bench.results.stats import (
     settle_runs,
 )
 from reports.noise import Measured, NoisePool, pair_spread
-from reports.recommend import Recommendation
+from reports.recommend import Recommendation, evidence_of
 from reports.report import build_from_results
 from tests.helpers import fake_environment, measured
 
@@ -290,3 +290,11 @@ def test_the_ratio_comes_from_the_shared_process_arms_and_members_keep_their_own
     assert ratio.expected == pytest.approx(predicted)
     assert pool.for_rounds("one", "two") == ratio
     assert pool.for_rounds("one", "member") is None
+
+
+def test_an_answer_says_when_its_noise_is_its_rounds() -> None:
+    read = settle_pairs([0.002, 0.018], rounds=_rounds(0.5, 6))
+    assert evidence_of(read) == ("2 sessions measuring both, windows interleaved; noise "
+                                 "their rounds predict, guarded by the workload's sessions, "
+                                 "18 degrees of freedom")
+    assert "rounds" not in evidence_of(settle_pairs([0.002, 0.018]))
