@@ -10,7 +10,6 @@ rounds it shared. Parent side: no TensorFlow.
 from __future__ import annotations
 
 import json
-import subprocess
 import tempfile
 import time
 import uuid
@@ -20,7 +19,6 @@ from typing import Any
 
 from bench.env import now_iso
 from bench.hardware import Hardware, detect
-from bench.launch.interrupts import interrupts_deferred
 from bench.launch.launcher import (
     _Proc,
     _Run,
@@ -180,12 +178,7 @@ def run_interleaved(specs: Sequence[RunSpec], log_path: Path, *, rounds: int = D
         procs: list[_Proc] = []
         run = _Run(run_dir, procs)
         try:
-            with interrupts_deferred(), open(log_path, "ab") as fh:
-                proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL,
-                                        env={**child_env(task, None, hw), **(env or {})},
-                                        start_new_session=True)
-                procs.append(_Proc(task, proc, log_path))
+            run.start(task, cmd, log_path, {**child_env(task, None, hw), **(env or {})})
             status, reason, culprit = _supervise(run, t0, timeout)
             if status is not None:
                 run.dump_stacks()

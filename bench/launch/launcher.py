@@ -242,6 +242,17 @@ class _Run:
         self.run_dir, self.procs = run_dir, procs
         self._reports: dict[str, TaskReport] = {}
 
+    def start(self, task: Task, cmd: Sequence[str], log: Path,
+              env: Mapping[str, str]) -> None:
+        """Start ``task``'s process in a session of its own, its output appended to
+        ``log``, and put it on this run's list before a Ctrl-C can land (``kill_all``
+        then finds it whenever the interrupt comes)."""
+        with interrupts_deferred(), open(log, "ab") as fh:
+            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, env=env,
+                                    start_new_session=True)
+            self.procs.append(_Proc(task, proc, log))
+
     def ready(self, p: _Proc) -> bool:
         return (self.run_dir / f"ready.{p.task.name}").exists()
 
@@ -329,13 +340,7 @@ def run_isolated(spec: RunSpec, log_path: Path, timeout_s: float | None = None,
                 cmd = child_command("bench.child", *task_args(
                     spec_file, run_dir, task, launch_ts, profile_dir, profile_steps),
                     python=python)
-                with interrupts_deferred(), open(log, "ab") as fh:
-                    proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL,
-                                            env={**child_env(task, tf_config, hw),
-                                                 **(env or {})},
-                                            start_new_session=True)
-                    procs.append(_Proc(task, proc, log))
+                run.start(task, cmd, log, {**child_env(task, tf_config, hw), **(env or {})})
             status, reason, culprit = _supervise(run, t0, timeout)
             if status is not None:  # a hang or a dead task: where was everyone else?
                 run.dump_stacks()
