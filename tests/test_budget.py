@@ -379,7 +379,7 @@ def test_a_look_reads_only_the_places_it_could_settle(tmp_path: Path) -> None:
         still[0].where.replace("32", "64")}
 
 
-@pytest.mark.parametrize("wall_s, sessions", [(150.0, 3), (250.0, 1)])
+@pytest.mark.parametrize("wall_s, sessions", [(150.0, 3), (250.0, 2)])
 def test_the_sweep_opens_with_the_answer_of_fewest_configurations(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, wall_s: float, sessions: int
         ) -> None:
@@ -395,8 +395,8 @@ def test_the_sweep_opens_with_the_answer_of_fewest_configurations(
     def fake(specs: Sequence[RunSpec], out: Path, *, replication: Replication,
              **_: Any) -> SweepOutcome:
         calls.append(([s.batch for s in specs], replication.runs))
-        ran = [_store(out, s, replication.runs, [1000.0 * (1.5 if s.devices == 2 else 1)] * 3)
-               for s in specs]
+        ran = [_store(out, s, r, [1000.0 * (1.5 if s.devices == 2 else 1)] * 3)
+               for r in range(replication.first, replication.runs + 1) for s in specs]
         for r in ran:
             r.wall_s = wall_s
         return SweepOutcome(out, ran)
@@ -409,11 +409,13 @@ def test_the_sweep_opens_with_the_answer_of_fewest_configurations(
     sweep_mod.budgeted_sweep([*three, *two], tmp_path, budget_s=600.0,
                              started=time.monotonic(), interleave=True, evidence=OFF,
                              echo=lines.append)
-    assert calls == [*[([32, 32], n) for n in range(1, sessions + 1)], ([64, 64, 64], 1)]
+    # The first two sessions measured together (one call), the third priced alone; the
+    # other answer's first two sessions together.
+    assert calls == [*[([32, 32], n) for n in range(2, sessions + 1)], ([64, 64, 64], 2)]
     stops = [line for line in lines if line.startswith("the opening stops")]
     assert len(stops) == (sessions < 3)
     provisional = next(line for line in lines if "provisional answers (" in line)
-    assert ("3 of the opening's" in provisional) == (sessions == 3)
+    assert f"2 sessions each, measured together, {sessions} of the opening's" in provisional
 
 
 @pytest.mark.parametrize("ratio, noise, wall_s, sessions, looks", [
@@ -433,12 +435,16 @@ def test_an_open_opening_takes_another_session_within_the_first_third(
     def fake(specs: Sequence[RunSpec], out: Path, *, replication: Replication,
              **_: Any) -> SweepOutcome:
         calls.append(replication.runs)
-        clock[0] += wall_s
-        _session(out, (ONE, TWO), replication.runs, ratio, noise)
-        ran = load_sweep(out).results
+        mine = range(replication.first, replication.runs + 1)
+        clock[0] += wall_s * len(mine)  # sessions measured together: priced each
+        for n in mine:
+            _session(out, (ONE, TWO), n, ratio, noise)
+        ran = [r for r in load_sweep(out).results if r.replicate in mine]
         for r in ran:
-            r.wall_s = wall_s
-        return SweepOutcome(out, [r for r in ran if r.replicate == replication.runs])
+            r.wall_s = wall_s * len(mine)
+            assert r.interleaved is not None
+            r.interleaved.together = len(mine)
+        return SweepOutcome(out, ran)
 
     from bench.results.store import load_sweep
 
@@ -449,7 +455,7 @@ def test_an_open_opening_takes_another_session_within_the_first_third(
     sweep_mod._open_with([ONE, TWO], tmp_path, budget_s=600.0, started=0.0, evidence=OFF,
                          plan=plan, keys={ONE.key(), TWO.key()}, echo=lines.append,
                          clock=lambda: clock[0])
-    assert calls == list(range(1, sessions + 1))
+    assert calls == list(range(2, sessions + 1))  # the first two together
     taken = [e["sessions"] for e in SweepStore(tmp_path).journal_events()
              if e.get("event") == "look"]
     assert taken == list(range(3, 3 + looks))
@@ -467,18 +473,19 @@ def test_a_resumed_opening_goes_on_past_the_sessions_it_stored(
 
     def fake(specs: Sequence[RunSpec], out: Path, *, replication: Replication,
              **_: Any) -> SweepOutcome:
-        calls.append(replication.runs)
-        if replication.runs == 1:  # stored before the interruption: skipped
-            return SweepOutcome(out, [], skipped=list(specs))
-        return SweepOutcome(out, [_store(out, s, replication.runs, [1000.0] * 3)
-                                  for s in specs])
+        calls.append((replication.first, replication.runs))
+        # Run 1 was stored before the interruption: skipped, the others run.
+        return SweepOutcome(out, [_store(out, s, r, [1000.0] * 3)
+                                  for r in range(max(2, replication.first),
+                                                 replication.runs + 1) for s in specs],
+                            skipped=list(specs) if replication.first == 1 else [])
 
     monkeypatch.setattr(sweep_mod, "run_sweep", fake)
     outcome = sweep_mod._open_with([ONE, TWO], tmp_path, budget_s=600.0,
                                    started=time.monotonic(), evidence=OFF,
                                    plan=LookPlan.for_budget(600.0),
                                    keys={ONE.key(), TWO.key()}, echo=lambda _: None)
-    assert calls == [1, 2, 3] and len(outcome.ran) == 4
+    assert calls == [(1, 2), (3, 3)] and len(outcome.ran) == 4
 
 
 def test_a_budget_of_0_turns_it_off_and_a_bad_one_names_the_value() -> None:

@@ -177,9 +177,11 @@ def test_the_budgeted_sweep_runs_the_priced_plan_and_prints_what_it_left_out(
     hw = smi(h100s(8))
     specs = preset_default(hw)
     ran: list[RunSpec] = []
+    together: set[int] = set()
 
     def fake_run_sweep(todo: list[RunSpec], out: Path, **kw: Any) -> SweepOutcome:
         ran.extend(todo)
+        together.add(kw.get("together", 1))
         return SweepOutcome(out)
 
     monkeypatch.setattr(adaptive_sweep, "run_sweep", fake_run_sweep)
@@ -195,6 +197,8 @@ def test_the_budgeted_sweep_runs_the_priced_plan_and_prints_what_it_left_out(
     text = "\n".join(lines)
     assert "left out of the first pass" in text and "budget cannot pay" in text
     assert "first pass on 8 GPU(s)" in text
+    # A process waiting for its turn would keep its GPU's memory: one session at a time.
+    assert together == {1}
 
 
 @pytest.mark.parametrize(("name", "params"), [

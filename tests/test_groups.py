@@ -134,3 +134,48 @@ def test_on_a_budget_the_first_pass_shares_and_its_arms_are_profiled(
                               store.paths(MWM, 1).profile], 3)
     assert shared[1][1:] == ([None, None, None], 0)
     assert alone == [(PS.label(), 0), (PS.label(), 0)]
+
+
+def test_sessions_measured_together_go_first_and_a_resumed_sweep_skips_what_it_stored(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Three planned sessions two at a time: runs 1 and 2 together (the first profiled,
+    # each into its own run's directory), run 3 alone in the pass; the parameter
+    # servers alone, never together. Resumed with run 1 stored: 2 and 3 together.
+    calls: list[tuple[list[str], list[int]]] = []
+    profiled: list[list[Path | None]] = []
+
+    def fake_sessions(specs: Sequence[RunSpec], copies: Sequence[Any], **kw: Any
+                      ) -> list[list[RunResult]]:
+        calls.append(([s.label() for s in specs], [c.seed for c in copies]))
+        profiled.extend(list(c.profile_dirs) for c in copies)
+        return [[_ok(s) for s in specs] for _ in copies]
+
+    def fake_one(specs: Sequence[RunSpec], log: Path, **kw: Any) -> list[RunResult]:
+        calls.append(([s.label() for s in specs], [kw["seed"]]))
+        return [_ok(s) for s in specs]
+
+    monkeypatch.setattr(sweep_mod, "run_sessions", fake_sessions)
+    monkeypatch.setattr(sweep_mod, "run_session", fake_one)
+    monkeypatch.setattr(sweep_mod, "run_isolated", lambda spec, log, **_: _ok(spec))
+    session = [BASE.label(), MIRRORED.label(), MWM.label()]
+    outcome = run_sweep([BASE, MIRRORED, MWM, PS], tmp_path, echo=lambda _: None,
+                        replication=Replication(runs=3), interleave=True,
+                        evidence=Evidence(steps=3), shared_from=1, together=2)
+    assert calls == [(session, [1, 2]), (session, [3])]
+    assert len(outcome.ran) == 12
+    store = SweepStore(tmp_path)
+    assert profiled == [[store.paths(s, 1).profile for s in (BASE, MIRRORED, MWM)],
+                        [None, None, None]]
+    assert all(store.has_result(s, r) for s in (BASE, MIRRORED, MWM, PS) for r in (1, 2, 3))
+    again = tmp_path / "again"
+    run_sweep([BASE, MIRRORED, MWM], again, echo=lambda _: None,
+              replication=Replication(runs=1), interleave=True, shared_from=1)
+    calls.clear()
+    run_sweep([BASE, MIRRORED, MWM], again, echo=lambda _: None,
+              replication=Replication(runs=3), interleave=True, shared_from=1, together=3)
+    assert calls == [(session, [2, 3])]
+    # Not interleaved: no sessions, nothing together.
+    calls.clear()
+    run_sweep([BASE, MIRRORED], tmp_path / "alone", echo=lambda _: None,
+              replication=Replication(runs=2), together=2)
+    assert calls == []

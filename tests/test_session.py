@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 
 from bench.hardware import detect
 from bench.launch import session as session_mod
-from bench.launch.session import SessionError, members_of, run_session
+from bench.launch.session import Copy, SessionError, members_of, run_session, run_sessions
 from bench.results.pairs import session_log_ratios
 from bench.spec import RunSpec
 from bench.tasks import Task
@@ -114,3 +115,62 @@ def test_a_members_workers_get_their_share_one_build_and_a_profile_each(
                                   hw=detect())
     name, doc, tf_config = started[-1]
     assert doc["rewarm_calls"] == 1 and doc["specs"][0]["backend"] == "jax"
+
+
+def test_sessions_measured_together_keep_their_own_sessions_and_take_turns(
+        tmp_path: Path) -> None:
+    # Two sessions of one answer at once: each its own arms' process and member, its
+    # own session id (its own pair), and no window of one overlaps any of the other's.
+    copies = [Copy(tmp_path / "s1.log", 1), Copy(tmp_path / "s2.log", 2)]
+    first, second = run_sessions([ONE, MWM, TWO], copies, rounds=3)
+    every = [*first, *second]
+    assert [r.status for r in every] == ["ok"] * 6, [r.reason for r in every]
+    ids = [{r.interleaved.session for r in s if r.interleaved} for s in (first, second)]
+    assert all(len(i) == 1 for i in ids) and ids[0] != ids[1]
+    assert {(r.interleaved.together, r.interleaved.processes) for r in every
+            if r.interleaved} == {(2, 3)}
+    assert [r.interleaved.seed for r in (first[0], second[0]) if r.interleaved] == [1, 2]
+    assert len({t["pid"] for r in every for t in r.launcher["tasks"]}) == 6
+    spans = sorted((w.start_ts, w.end_ts) for r in every if r.figures
+                   for w in r.figures.windows)
+    assert len(spans) == 18 and all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
+    assert (tmp_path / "s1.m0.worker1.log").exists() and (tmp_path / "s2.log").exists()
+    # A session's pair is its own: two sessions, two pairs.
+    assert len(session_log_ratios([first[0], second[0]], [first[1], second[1]])) == 2
+    # What another session of it would cost: the group's wall time shared out.
+    assert first[0].session_wall_s == pytest.approx(first[0].wall_s / 2)
+
+
+def test_a_session_whose_arms_fail_ends_alone_and_the_others_go_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The second session's arms' process is killed once warm; its member is then
+    # killed with it, and the first session measures every round.
+    real = session_mod.start_paced
+    arms_started: list[Path] = []
+
+    def faulty(task: Task, arms: Path, run_dir: Path, log: Path, hw: Any,
+               **kw: Any) -> Any:
+        if task.role == "single":
+            arms_started.append(log)
+            if len(arms_started) == 2:
+                kw["env"] = {"STRATBENCH_FAULT": f"{task.name}:kill_after_warmup"}
+        return real(task, arms, run_dir, log, hw, **kw)
+
+    monkeypatch.setattr(session_mod, "start_paced", faulty)
+    first, second = run_sessions([ONE, MWM], [Copy(tmp_path / "a.log", 1),
+                                              Copy(tmp_path / "b.log", 2)], rounds=3)
+    assert [r.status for r in first] == ["ok", "ok"], [r.reason for r in first]
+    assert first[0].figures is not None and len(first[0].figures.windows) == 3
+    assert [r.status for r in second] == ["failed", "failed"]
+    assert "its session's arms' process" in (second[1].reason or "")
+    assert all(t["returncode"] is not None for r in second for t in r.launcher["tasks"])
+
+
+def test_sessions_measured_together_need_copies_and_no_gpus(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(SessionError, match="no session to measure"):
+        run_sessions([ONE, TWO], [], rounds=2)
+    gpus = dataclasses.replace(detect(), gpus=(object(),))
+    monkeypatch.setattr(session_mod, "detect", lambda: gpus)
+    with pytest.raises(SessionError, match="2 sessions measured together"):
+        run_sessions([ONE, TWO], [Copy(Path("a.log")), Copy(Path("b.log"))], rounds=2)

@@ -212,8 +212,8 @@ def spend(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: floa
         if not ran:
             return outcomes
         for r in ran:
-            last_cost[r.key] = r.wall_s / max(1, len(r.interleaved.arms)
-                                              if r.interleaved else 1)
+            last_cost[r.key] = r.session_wall_s / max(1, len(r.interleaved.arms)
+                                                      if r.interleaved else 1)
 
 
 def _last_run(answer: OpenAnswer, spec_of: Mapping[str, RunSpec], store: SweepStore) -> int:
@@ -341,4 +341,4 @@ def _last_wall(results: Sequence[RunResult], key: str) -> float:
     if not mine:
         return 0.0
     last = max(mine, key=lambda r: r.replicate)
-    return last.wall_s / (len(last.interleaved.arms) if last.interleaved else 1)
+    return last.session_wall_s / (len(last.interleaved.arms) if last.interleaved else 1)

@@ -82,13 +82,16 @@ class _Party:
     indices: list[int]  # the specs it measures
     windows: int  # turns a round: one a window
     window_s: float  # the longest window it measures (max_seconds)
-    is_arms: bool = False  # its failure ends the session
+    is_arms: bool = False  # its failure ends its session
     procs: list[Paced] = field(default_factory=list)
     failure: Stop | None = None
+    arms_party: _Party | None = None  # a member's session's arms
+    members: list[_Party] = field(default_factory=list)  # the arms' session's members
 
     @property
     def live(self) -> bool:
-        return self.failure is None
+        """Neither it nor, for a member, its session's arms' process has failed."""
+        return self.failure is None and (self.arms_party is None or self.arms_party.live)
 
     def who(self, p: Paced) -> str:
         return f"{self.label}: process {p.proc.task.name}"
@@ -138,6 +141,17 @@ def members_of(specs: Sequence[RunSpec]) -> list[int]:
     return members
 
 
+@dataclass(frozen=True)
+class Copy:
+    """One of the sessions ``run_sessions`` measures together: where its log goes, its
+    seed (its builds' order; the first copy's also orders the rounds) and where each
+    spec is profiled (``profile_dirs``, as ``run_session``'s)."""
+
+    log_path: Path
+    seed: int = 0
+    profile_dirs: Sequence[Path | None] = ()
+
+
 def run_session(specs: Sequence[RunSpec], log_path: Path, *, rounds: int, seed: int = 0,
                 rewarm_calls: int = 1, timeout_s: float | None = None,
                 profile_dirs: Sequence[Path | None] = (), profile_steps: int = 0,
@@ -149,66 +163,104 @@ def run_session(specs: Sequence[RunSpec], log_path: Path, *, rounds: int, seed: 
 
     Returns one result per spec, in order; never raises for a failed run.
     """
+    return run_sessions(specs, [Copy(log_path, seed, profile_dirs)], rounds=rounds,
+                        rewarm_calls=rewarm_calls, timeout_s=timeout_s,
+                        profile_steps=profile_steps, builds=builds,
+                        rebuild_share=rebuild_share)[0]
+
+
+def run_sessions(specs: Sequence[RunSpec], copies: Sequence[Copy], *, rounds: int,
+                 rewarm_calls: int = 1, timeout_s: float | None = None,
+                 profile_steps: int = 0, builds: int = 1,
+                 rebuild_share: float | None = None) -> list[list[RunResult]]:
+    """Measure ``specs`` as ``len(copies)`` sessions at once, each as ``run_session``
+    measures one: every session's processes start together and build side by side,
+    then all of them take turns window by window, so that no window of one session
+    overlaps another's. Each session keeps its own processes, builds and session id
+    (its own pairs); ``Interleaving.together`` says how many were measured together.
+
+    Why: a process's start-up (import, tracing, graph optimisation) runs mostly on
+    one core. Two ResNet50 sessions started together on 2 cores reached their first
+    windows at 25-27 s, one alone at 25 s; three at 40-46 s. A session whose arms'
+    process fails ends alone (its members killed); the others go on. On GPUs a
+    process waiting for its turn keeps its memory: there a session runs alone.
+
+    Returns one list of results per copy, each in the order of ``specs``; never raises
+    for a failed run.
+    """
+    if not copies:
+        raise SessionError("no session to measure. Received: copies=[]")
     members = members_of(specs)
     arms = [i for i in range(len(specs)) if i not in members]
     if not arms:
         raise SessionError("a session needs an in-process configuration for its arms' "
                            "process. Received: " + ", ".join(s.label() for s in specs))
     check_arms([specs[i] for i in arms])
-    check_session(specs, rounds, profile_dirs)
+    for copy in copies:
+        check_session(specs, rounds, copy.profile_dirs)
     hw = detect()
-    results: dict[int, RunResult] = {}
+    if len(copies) > 1 and hw.gpus:
+        raise SessionError(f"{len(copies)} sessions measured together: on GPUs a process "
+                           f"waiting for its turn keeps its GPU memory, so each session "
+                           f"runs alone")
+    pre: dict[int, RunResult] = {}
     for i, spec in enumerate(specs):
-        pre = unsupported_result(spec, hw)
-        if pre is not None:
-            results[i] = pre
-    arms = [i for i in arms if i not in results]
-    members = [i for i in members if i not in results]
+        unsupported = unsupported_result(spec, hw)
+        if unsupported is not None:
+            pre[i] = unsupported
+    arms = [i for i in arms if i not in pre]
+    members = [i for i in members if i not in pre]
     if not arms:
-        return [results.get(i) or make_result(specs[i], "unsupported", "no in-process "
-                                              "configuration of its session can run here")
-                for i in range(len(specs))]
+        return [[pre.get(i) or make_result(specs[i], "unsupported", "no in-process "
+                                           "configuration of its session can run here")
+                 for i in range(len(specs))] for _ in copies]
     sized = [s.replace(repeats=rounds) for s in specs]
-    timeout = timeout_s if timeout_s is not None else sum(
-        sized[i].timeout_s for i in [*arms, *members])
-    dirs = [Path(d) if (profile_dirs and (d := profile_dirs[i])) else None
-            for i in range(len(specs))]
-    session, started = uuid.uuid4().hex[:12], now_iso()
+    timeout = len(copies) * (timeout_s if timeout_s is not None else sum(
+        sized[i].timeout_s for i in [*arms, *members]))
+    started = now_iso()
     order = [*arms, *members]
     labels = [sized[i].label() for i in order]
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+    for copy in copies:
+        copy.log_path.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     deadline = t0 + timeout
     with tempfile.TemporaryDirectory(prefix="stratbench-session-") as tmp:
         root = Path(tmp)
-        arms_party = _Party("the arms' process", arms, len(arms),
-                            max(sized[i].max_seconds for i in arms), is_arms=True)
-        parties = [arms_party] + [_Party(sized[i].label(), [i], 1, sized[i].max_seconds)
-                                  for i in members]
+        sessions = [_Session(uuid.uuid4().hex[:12], copy, _Party(
+            "the arms' process" + (f" of session {c + 1}" if len(copies) > 1 else ""), arms,
+            len(arms), max(sized[i].max_seconds for i in arms), is_arms=True))
+            for c, copy in enumerate(copies)]
+        for s in sessions:
+            s.arms.members = [_Party(sized[i].label(), [i], 1, sized[i].max_seconds,
+                                     arms_party=s.arms) for i in members]
+        parties = [p for s in sessions for p in s.parties]
         try:
             try:
-                _start_arms(arms_party, [sized[i] for i in arms], root / "arms", log_path,
-                            rounds=rounds, seed=seed, builds=builds,
-                            rebuild_share=rebuild_share, rewarm_calls=rewarm_calls,
-                            dirs=[dirs[i] for i in arms], profile_steps=profile_steps, hw=hw)
-                for m, party in enumerate(parties[1:]):
-                    i = party.indices[0]
-                    _start_member(party, sized[i], root / f"m{m}",
-                                  log_path.with_name(f"{log_path.stem}.m{m}"), rounds=rounds,
-                                  seed=seed, rewarm_calls=rewarm_calls, profile_dir=dirs[i],
-                                  profile_steps=profile_steps, hw=hw)
+                for c, s in enumerate(sessions):
+                    dirs = [Path(d) if (s.copy.profile_dirs and (d := s.copy.profile_dirs[i]))
+                            else None for i in range(len(specs))]
+                    _start_arms(s.arms, [sized[i] for i in arms], root / f"s{c}" / "arms",
+                                s.copy.log_path, rounds=rounds, seed=s.copy.seed,
+                                builds=builds, rebuild_share=rebuild_share,
+                                rewarm_calls=rewarm_calls, dirs=[dirs[i] for i in arms],
+                                profile_steps=profile_steps, hw=hw)
+                    for m, party in enumerate(s.arms.members):
+                        i = party.indices[0]
+                        log = s.copy.log_path
+                        _start_member(party, sized[i], root / f"s{c}" / f"m{m}",
+                                      log.with_name(f"{log.stem}.m{m}"), rounds=rounds,
+                                      seed=s.copy.seed, rewarm_calls=rewarm_calls,
+                                      profile_dir=dirs[i], profile_steps=profile_steps, hw=hw)
                 # Building and warming every arm takes what it takes (eight ResNet50
                 # arms: minutes): a party is hung when its progress stops, and the
                 # session's deadline bounds one that never gets ready.
                 for party in parties:
                     _attempt(party, lambda p: _expect(
                         p.hear(deadline, "build and warm up", starting=True), b"R", p.label))
-                _conduct(parties, rounds, seed, deadline)
+                _conduct(parties, rounds, copies[0].seed, deadline)
                 for party in parties:  # one at a time: each finishes alone
                     _attempt(party, lambda p: p.finish(min(deadline, time.monotonic()
                                                            + FINISH_S)))
-            except Stop:
-                pass  # the arms' process failed: recorded on its party, the session ends
             finally:
                 for party in parties:
                     party.close()
@@ -218,25 +270,44 @@ def run_session(specs: Sequence[RunSpec], log_path: Path, *, rounds: int, seed: 
                 party.run().kill_all()
             raise
         wall = time.monotonic() - t0
-        info = {"timeout_s": timeout, "log": str(log_path), "session": session,
-                "tasks": [{"task": p.proc.task.name, "pid": p.proc.proc.pid,
-                           "returncode": p.proc.proc.returncode, "log": str(p.proc.log)}
-                          for party in parties for p in party.procs]}
-        processes = sum(len(party.procs) for party in parties)
-        for party in parties:
-            for i, result in zip(party.indices, _results(party, arms_party, specs, started,
-                                                         wall, info), strict=True):
-                result.interleaved = Interleaving(
-                    session=session, arms=labels, arm=order.index(i), rounds=rounds,
-                    seed=seed, processes=processes,
-                    builds=max(1, len(builds_of(result))))
-                results[i] = result
-    return [results[i] for i in range(len(specs))]
+        out = []
+        for s in sessions:
+            results = dict(pre)
+            info = {"timeout_s": timeout, "log": str(s.copy.log_path), "session": s.id,
+                    "tasks": [{"task": p.proc.task.name, "pid": p.proc.proc.pid,
+                               "returncode": p.proc.proc.returncode, "log": str(p.proc.log)}
+                              for party in s.parties for p in party.procs]}
+            processes = sum(len(party.procs) for party in s.parties)
+            for party in s.parties:
+                for i, result in zip(party.indices, _results(party, s.arms, specs, started,
+                                                             wall, info), strict=True):
+                    result.interleaved = Interleaving(
+                        session=s.id, arms=labels, arm=order.index(i), rounds=rounds,
+                        seed=s.copy.seed, processes=processes,
+                        builds=max(1, len(builds_of(result))), together=len(copies))
+                    results[i] = result
+            out.append([results[i] for i in range(len(specs))])
+    return out
+
+
+@dataclass
+class _Session:
+    """One of the sessions measured together: its id, where it logs, its arms' party
+    (whose ``members`` are its members' parties)."""
+
+    id: str
+    copy: Copy
+    arms: _Party
+
+    @property
+    def parties(self) -> list[_Party]:
+        return [self.arms, *self.arms.members]
 
 
 def _attempt(party: _Party, step: Callable[[_Party], None]) -> None:
-    """Run ``step(party)`` for a live party: a member's failure is recorded and the
-    member killed; the arms' failure ends the session (raised)."""
+    """Run ``step(party)`` for a live party. A failure is recorded and the party's
+    processes killed; the arms' failure ends its session (its members killed too),
+    and every other session goes on."""
     if not party.live:
         return
     try:
@@ -245,8 +316,8 @@ def _attempt(party: _Party, step: Callable[[_Party], None]) -> None:
         party.failure = stop
         party.run().dump_stacks()
         party.run().kill_all()
-        if party.is_arms:
-            raise
+        for member in party.members:
+            member.run().kill_all()
 
 
 def _expect(words: list[bytes], expected: bytes, label: str) -> None:

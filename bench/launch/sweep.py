@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +20,7 @@ from bench.launch.evidence import OFF, Evidence
 from bench.launch.groups import is_session, sweep_units
 from bench.launch.launcher import run_isolated
 from bench.launch.memory_fit import note_largest_fit
-from bench.launch.session import members_of, run_session
+from bench.launch.session import Copy, members_of, run_session, run_sessions
 from bench.results.schema import RunResult
 from bench.results.store import SweepStore, load, save
 from bench.spec import RunSpec
@@ -87,12 +87,15 @@ class Progress:
                    else unit * find_workload(s.workload).cost_hint for s in remaining)
 
     def start(self, spec: RunSpec, remaining: Sequence[RunSpec], replicate: int = 1,
-              shared: Sequence[str] = ()) -> None:
+              shared: Sequence[str] = (), together: int = 1) -> None:
         """Announce the next run; ``remaining`` are the runs still planned, this one first;
-        ``shared``: the configurations measured in the same process (interleaved)."""
+        ``shared``: the configurations measured in the same process (interleaved);
+        ``together``: sessions measured at once, runs ``replicate`` on."""
         eta = self.eta(remaining)
         left = f", ~{_fmt_duration(eta)} left{self.extra_note}" if eta is not None else ""
-        run = f" (run {replicate})" if replicate > 1 else ""
+        run = (f" (runs {replicate}-{replicate + together - 1}: {together} sessions "
+               f"measured together, windows taking turns)" if together > 1
+               else f" (run {replicate})" if replicate > 1 else "")
         if shared:
             run += f" in one session with {', '.join(shared)}, windows interleaved"
         self.echo(f"[{self.done + 1}/{self.total}] {spec.label()}{run} ... "
@@ -103,7 +106,7 @@ class Progress:
         results of a shared session)."""
         self.done += 1
         if result.status != "unsupported":
-            self._walls.setdefault(result.spec.workload, []).append(result.wall_s)
+            self._walls.setdefault(result.spec.workload, []).append(result.session_wall_s)
         if result.status == "ok" and result.figures:
             f = result.figures
             detail = (f"{f.global_throughput:,.1f} examples/s, step "
@@ -184,7 +187,7 @@ def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
               echo: Callable[[str], None] = print,
               replication: Replication | None = None,
               interleave: bool = False, evidence: Evidence = OFF,
-              shared_from: int = 2) -> SweepOutcome:
+              shared_from: int = 2, together: int = 1) -> SweepOutcome:
     """Run every (spec, replicate) without a stored result; Ctrl-C stops cleanly.
 
     Finished results are kept; re-running the same sweep resumes run by run.
@@ -196,6 +199,9 @@ def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
     own), with 1 (a sweep on a budget) every pass shares.
     ``evidence`` says which runs profile a few steps after their windows (the CLI
     profiles each configuration's first run: ``bench.launch.evidence``).
+    ``together`` above 1: a session's planned runs not stored yet go first, up to that
+    many measured together (``bench.launch.session.run_sessions``: their start-ups
+    overlap, their windows take turns), where none of them is stored.
     """
     rep = replication or Replication()
     sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -221,6 +227,16 @@ def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
         f" (+ up to {extra} more run(s) each for imprecise configurations)" if extra else ""))
     by_key: dict[str, list[RunResult]] = {}
     try:
+        for group, replicates in _together(store, specs, rep, interleave, shared_from,
+                                           together):
+            progress.start(group[0], _still_planned(store, by_key, specs, group[0],
+                                                    replicates[0], rep), replicates[0],
+                           shared=[s.label() for s in group[1:]],
+                           together=len(replicates))
+            for result in _run_group(store, group, replicates, evidence):
+                by_key.setdefault(result.spec.key(), []).append(result)
+                outcome.ran.append(result)
+                progress.finish(result, named=True)
         for replicate in range(rep.first, rep.passes + 1):
             units = sweep_units(specs) if interleave and replicate >= shared_from else \
                 [(s,) for s in specs]
@@ -237,7 +253,7 @@ def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
                 progress.start(due[0], _still_planned(store, by_key, specs, due[0], replicate,
                                                       rep), replicate,
                                shared=[s.label() for s in due[1:]])
-                results = _run_group(store, due, replicate, evidence) if is_session(due) \
+                results = _run_group(store, due, [replicate], evidence) if is_session(due) \
                     else [_run_one(store, s, replicate, outcome, evidence) for s in due]
                 for result in results:
                     by_key.setdefault(result.spec.key(), []).append(result)
@@ -253,6 +269,25 @@ def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
                    "statuses": [r.status for r in outcome.ran],
                    "wall_s": round(outcome.wall_s, 1)})
     return outcome
+
+
+def _together(store: SweepStore, specs: Sequence[RunSpec], rep: Replication,
+              interleave: bool, shared_from: int, together: int
+              ) -> Iterator[tuple[list[RunSpec], list[int]]]:
+    """The sessions to measure together: for each session unit, its planned runs (from
+    ``shared_from`` on) of which no configuration is stored, in groups of up to
+    ``together``; a group of one is left to the sweep's passes."""
+    if together < 2 or not interleave:
+        return
+    for unit in sweep_units(specs):
+        if not is_session(unit):
+            continue
+        todo = [r for r in range(max(rep.first, shared_from), rep.runs + 1)
+                if not any(store.has_result(s, r) for s in unit)]
+        for i in range(0, len(todo), together):
+            group = todo[i:i + together]
+            if len(group) > 1:
+                yield list(unit), group
 
 
 def _still_planned(store: SweepStore, by_key: dict[str, list[RunResult]],
@@ -323,30 +358,42 @@ def _due(store: SweepStore, by_key: dict[str, list[RunResult]], spec: RunSpec,
     return replicate <= rep.runs or needs_another_run(earlier, rep.spread)
 
 
-def _run_group(store: SweepStore, specs: Sequence[RunSpec], replicate: int,
+def _run_group(store: SweepStore, specs: Sequence[RunSpec], replicates: Sequence[int],
                evidence: Evidence = OFF) -> list[RunResult]:
     """Run ``specs`` as one session (windows interleaved: the in-process ones as arms of
     one process, a multi-process one in its own processes taking turns with it,
-    ``bench.launch.session``) as their run ``replicate``, each profiled after all
-    windows where ``evidence`` asks; each result is saved where the store names it."""
+    ``bench.launch.session``) as their run ``replicate``, for each of ``replicates``:
+    two or more run as sessions measured together (``run_sessions``). Each run is
+    profiled after all windows where ``evidence`` asks, and saved where the store names
+    it."""
     rounds = max(2, max(s.repeats for s in specs))
-    shared_log = store.paths(specs[0], replicate).log
-    steps = [evidence.steps_for(s, replicate) for s in specs]
-    run = run_session if members_of(specs) else run_interleaved
-    results = run(
-        specs, shared_log, rounds=rounds, seed=replicate, profile_steps=max(steps),
-        builds=SESSION_BUILDS,
-        profile_dirs=[store.paths(s, replicate).profile if n else None
-                      for s, n in zip(specs, steps, strict=True)])
-    for result in results:
-        result.replicate = replicate
-        paths = store.paths(result.spec, replicate)
-        # One process, one log: every arm's run names it where the store expects its own.
-        if paths.log != shared_log and shared_log.exists() and not paths.log.exists():
-            paths.log.parent.mkdir(parents=True, exist_ok=True)
-            os.link(shared_log, paths.log)
-        save(result, paths.result)
-    return results
+    steps = {r: [evidence.steps_for(s, r) for s in specs] for r in replicates}
+    copies = [Copy(store.paths(specs[0], r).log, r,
+                   [store.paths(s, r).profile if n else None
+                    for s, n in zip(specs, steps[r], strict=True)]) for r in replicates]
+    profile_steps = max(max(n) for n in steps.values())
+    if len(copies) > 1:
+        runs = run_sessions(specs, copies, rounds=rounds, profile_steps=profile_steps,
+                            builds=SESSION_BUILDS)
+    else:
+        run = run_session if members_of(specs) else run_interleaved
+        runs = [run(specs, copies[0].log_path, rounds=rounds, seed=copies[0].seed,
+                    profile_steps=profile_steps, builds=SESSION_BUILDS,
+                    profile_dirs=copies[0].profile_dirs)]
+    out = []
+    for replicate, copy, results in zip(replicates, copies, runs, strict=True):
+        for result in results:
+            result.replicate = replicate
+            paths = store.paths(result.spec, replicate)
+            # One process, one log: every arm's run names it where the store expects its
+            # own.
+            if (paths.log != copy.log_path and copy.log_path.exists()
+                    and not paths.log.exists()):
+                paths.log.parent.mkdir(parents=True, exist_ok=True)
+                os.link(copy.log_path, paths.log)
+            save(result, paths.result)
+            out.append(result)
+    return out
 
 
 def _run_one(store: SweepStore, spec: RunSpec, replicate: int,

@@ -487,6 +487,9 @@ class Interleaving:
     seed: int = 0  # of the build order and the rounds' orders
     processes: int = 1  # 1: the arms shared a process; 2: a duet
     builds: int = 1  # blocks of rounds, each on arms built afresh (``Window.build``)
+    # Sessions measured together (``bench.launch.session.run_sessions``): their processes
+    # built side by side, then took turns window by window; each keeps its own session.
+    together: int = 1
 
 
 @dataclass
@@ -512,6 +515,12 @@ class RunResult:
     replicate: int = 1
     # Set when the run shared its process with other configurations, windows interleaved.
     interleaved: Interleaving | None = None
+
+    @property
+    def session_wall_s(self) -> float:
+        """The wall time its session cost: ``wall_s``, shared out where sessions were
+        measured together (what another session of it is priced at)."""
+        return self.wall_s / (self.interleaved.together if self.interleaved else 1)
 
     def __post_init__(self) -> None:
         check_outcome("RunResult", self.status, self.reason)
