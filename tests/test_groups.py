@@ -144,11 +144,11 @@ def test_sessions_measured_together_go_first_and_a_resumed_sweep_skips_what_it_s
     calls: list[tuple[list[str], list[int]]] = []
     profiled: list[list[Path | None]] = []
 
-    def fake_sessions(specs: Sequence[RunSpec], copies: Sequence[Any], **kw: Any
-                      ) -> list[list[RunResult]]:
-        calls.append(([s.label() for s in specs], [c.seed for c in copies]))
+    def fake_sessions(copies: Sequence[Any], **kw: Any) -> list[list[RunResult]]:
+        assert len({tuple(s.key() for s in c.specs) for c in copies}) == 1  # one answer
+        calls.append(([s.label() for s in copies[0].specs], [c.seed for c in copies]))
         profiled.extend(list(c.profile_dirs) for c in copies)
-        return [[_ok(s) for s in specs] for _ in copies]
+        return [[_ok(s) for s in c.specs] for c in copies]
 
     def fake_one(specs: Sequence[RunSpec], log: Path, **kw: Any) -> list[RunResult]:
         calls.append(([s.label() for s in specs], [kw["seed"]]))
@@ -179,3 +179,37 @@ def test_sessions_measured_together_go_first_and_a_resumed_sweep_skips_what_it_s
     run_sweep([BASE, MIRRORED], tmp_path / "alone", echo=lambda _: None,
               replication=Replication(runs=2), together=2)
     assert calls == []
+
+
+def test_a_pass_measures_different_answers_sessions_together_where_due(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # The budget's next sessions (run 2) of three answers, two at a time: the first two
+    # answers' together, the third's alone; an answer whose first run failed gets no
+    # second, and one of other rounds is never paired.
+    answers = [(BASE, MIRRORED), (OTHER_BATCH, OTHER_BATCH.replace(strategy="mirrored",
+                                                                   devices=2))]
+    third = (BASE.replace(batch=128), MIRRORED.replace(batch=128))
+    failed = (BASE.replace(batch=8), MIRRORED.replace(batch=8))
+    rounds = (BASE.replace(batch=16, repeats=4), MIRRORED.replace(batch=16, repeats=4))
+    store = SweepStore(tmp_path)
+    for unit in (*answers, third, failed, rounds):
+        for s in unit:
+            r = _ok(s) if unit is not failed else fake_result("failed")
+            r.spec, r.key = s, s.key()
+            sweep_mod.save(r, store.paths(s, 1).result)
+    calls: list[list[tuple[int, int]]] = []
+
+    def fake_sessions(copies: Sequence[Any], **kw: Any) -> list[list[RunResult]]:
+        calls.append([(c.specs[0].batch, c.seed) for c in copies])
+        return [[_ok(s) for s in c.specs] for c in copies]
+
+    monkeypatch.setattr(sweep_mod, "run_sessions", fake_sessions)
+    monkeypatch.setattr(sweep_mod, "run_interleaved",
+                        lambda specs, log, **kw: (calls.append([(specs[0].batch, kw["seed"])])
+                                                  or [_ok(s) for s in specs]))
+    specs = [s for u in (*answers, third, failed, rounds) for s in u]
+    run_sweep(specs, tmp_path, echo=lambda _: None, replication=Replication(runs=2, first=2),
+              interleave=True, shared_from=1, together=2)
+    assert calls[0] == [(32, 2), (64, 2)]
+    assert sorted(calls[1:]) == [[(16, 2)], [(128, 2)]]
+    assert not store.has_result(failed[0], 2)

@@ -38,8 +38,8 @@ def test_default_cpu_preset_covers_the_issue_matrix() -> None:
     assert {s.strategy for s in specs} == {"default", "one_device", "mirrored",
                                            "central_storage", "multi_worker_mirrored",
                                            "parameter_server", "independent"}
-    # Several workers sharing one device, and the baseline at mirrored's replica counts.
-    assert any(s.workers_per_device == 2 and s.devices == 1 for s in specs)
+    # No copies sharing a logical CPU device: the same cores as one copy a device.
+    assert all(s.workers_per_device == 1 for s in specs)
     # The independent baseline at every replica count the in-process strategies reach.
     for w in ("mlp", "cnn", "resnet50"):
         multi = {s.devices for s in specs if s.workload == w and s.devices > 1

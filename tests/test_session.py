@@ -121,8 +121,9 @@ def test_sessions_measured_together_keep_their_own_sessions_and_take_turns(
         tmp_path: Path) -> None:
     # Two sessions of one answer at once: each its own arms' process and member, its
     # own session id (its own pair), and no window of one overlaps any of the other's.
-    copies = [Copy(tmp_path / "s1.log", 1), Copy(tmp_path / "s2.log", 2)]
-    first, second = run_sessions([ONE, MWM, TWO], copies, rounds=3)
+    copies = [Copy([ONE, MWM, TWO], tmp_path / "s1.log", 1),
+              Copy([ONE, MWM, TWO], tmp_path / "s2.log", 2)]
+    first, second = run_sessions(copies, rounds=3)
     every = [*first, *second]
     assert [r.status for r in every] == ["ok"] * 6, [r.reason for r in every]
     ids = [{r.interleaved.session for r in s if r.interleaved} for s in (first, second)]
@@ -157,8 +158,8 @@ def test_a_session_whose_arms_fail_ends_alone_and_the_others_go_on(
         return real(task, arms, run_dir, log, hw, **kw)
 
     monkeypatch.setattr(session_mod, "start_paced", faulty)
-    first, second = run_sessions([ONE, MWM], [Copy(tmp_path / "a.log", 1),
-                                              Copy(tmp_path / "b.log", 2)], rounds=3)
+    first, second = run_sessions([Copy([ONE, MWM], tmp_path / "a.log", 1),
+                                  Copy([ONE, MWM], tmp_path / "b.log", 2)], rounds=3)
     assert [r.status for r in first] == ["ok", "ok"], [r.reason for r in first]
     assert first[0].figures is not None and len(first[0].figures.windows) == 3
     assert [r.status for r in second] == ["failed", "failed"]
@@ -169,8 +170,8 @@ def test_a_session_whose_arms_fail_ends_alone_and_the_others_go_on(
 def test_sessions_measured_together_need_copies_and_no_gpus(
         monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(SessionError, match="no session to measure"):
-        run_sessions([ONE, TWO], [], rounds=2)
+        run_sessions([], rounds=2)
     gpus = dataclasses.replace(detect(), gpus=(object(),))
     monkeypatch.setattr(session_mod, "detect", lambda: gpus)
     with pytest.raises(SessionError, match="2 sessions measured together"):
-        run_sessions([ONE, TWO], [Copy(Path("a.log")), Copy(Path("b.log"))], rounds=2)
+        run_sessions([Copy([ONE, TWO], Path("a.log")), Copy([ONE], Path("b.log"))], rounds=2)

@@ -33,7 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.hardware import detect
 from bench.launch.groups import in_session
+from bench.launch.session import together_on
 from bench.launch.sweep import Replication, SweepOutcome, run_sweep
 from bench.results.schema import RunResult
 from bench.results.store import SweepStore, load_sweep
@@ -204,7 +206,8 @@ def spend(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: floa
         for runs, todo in sorted(_next_runs(still, keys, spec_of, last_run).items()):
             outcome = run_sweep(todo, out, echo=echo,
                                 replication=Replication(runs=runs, first=runs),
-                                interleave=interleave, shared_from=1)
+                                interleave=interleave, shared_from=1,
+                                together=together_on(detect()))
             outcomes.append(outcome)
             ran += outcome.ran
             if outcome.interrupted:

@@ -24,6 +24,7 @@ from bench.adaptive.plan import plan_first_pass
 from bench.hardware import detect, topology, topology_links
 from bench.launch.evidence import Evidence
 from bench.launch.groups import sweep_units
+from bench.launch.session import together_on
 from bench.launch.sweep import Replication, SweepOutcome, run_sweep
 from bench.results.store import SweepStore, load_sweep
 from bench.spec import RunSpec
@@ -36,16 +37,6 @@ from reports.sequential import LookPlan, Looks, looks_taken
 # one disturbed session of three kept b47b's ResNet50 open at its look), up to half of
 # the plan's interim looks, so that the budget's sessions keep the rest.
 OPENING_SESSIONS = 3
-# On CPUs the opening's first two sessions are measured together
-# (``bench.launch.session.run_sessions``). ResNet50's start-up is mostly one core's
-# tracing and graph optimisation: two processes started at once reached their first
-# windows at 25-27 s, one alone at 25 s (three: 40-46 s). Two, not three: the first
-# sessions run before any is priced, and a pair costs little more than the one the
-# opening always ran; the third is priced as the others are.
-OPENING_TOGETHER = 2
-# The other answers' first sessions, two at a time on CPUs: a CNN session's arms reached
-# their first window at 6.8 s beside another, 6.1 s alone.
-FIRST_TOGETHER = 2
 
 
 def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: float,
@@ -92,7 +83,7 @@ def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, star
               [s for s in specs if s.key() not in shared]]
     # Each other answer's first sessions, on CPUs two measured together: their
     # start-ups overlap, and the provisional answers rest on two sessions, not one.
-    together = 1 if detect().gpus or passes is not None else FIRST_TOGETHER
+    together = 1 if passes is not None else together_on(hw)
     for i, phase in enumerate(p for p in phases if p):
         runs = together if i == 0 and phase is phases[0] else 1
         outcome = merge(outcome, run_sweep(phase, out, replication=Replication(runs=runs),
@@ -163,11 +154,11 @@ def _open_with(unit: Sequence[RunSpec], out: Path, *, budget_s: float, started: 
                  f"end after the first third of the budget ({budget_s / 3:.0f} s)")
             break
         first = n
-        if n == 1 and not detect().gpus:
-            # The first sessions measured together: their start-ups (mostly one core's
-            # work each) overlap, their windows take turns. On GPUs a process waiting
-            # for its turn would keep its memory: one at a time there.
-            n = OPENING_TOGETHER
+        if n == 1:
+            # The first sessions measured together where the hardware allows: their
+            # start-ups (mostly one core's work each) overlap, their windows take turns.
+            # The rest are priced as they come.
+            n = together_on(detect())
         session = run_sweep(list(unit), out, replication=Replication(runs=n, first=first),
                             interleave=True, evidence=evidence, shared_from=1,
                             together=n - first + 1)

@@ -70,6 +70,20 @@ TURN_ALLOWANCE_S = 60.0
 FINISH_S = 180.0
 
 
+# Sessions a sweep on CPUs measures together (``run_sessions``): the first two of the
+# opening's and of each answer, and the budget's next sessions two at a time. Start-ups
+# run mostly on one core (two ResNet50 sessions reached their first windows at 25-27 s
+# side by side, one alone at 25 s; a CNN session's arms at 6.8 s against 6.1 s); three
+# ResNet50 sessions took 40-46 s, and the first sessions run before any is priced.
+CPU_TOGETHER = 2
+
+
+def together_on(hw: Hardware) -> int:
+    """How many sessions a sweep on ``hw`` measures together: on GPUs one (a process
+    waiting for its turn keeps its GPU memory), else ``CPU_TOGETHER``."""
+    return 1 if hw.gpus else CPU_TOGETHER
+
+
 class SessionError(ValueError):
     """The configurations cannot be measured as one session (the message says why)."""
 
@@ -143,10 +157,12 @@ def members_of(specs: Sequence[RunSpec]) -> list[int]:
 
 @dataclass(frozen=True)
 class Copy:
-    """One of the sessions ``run_sessions`` measures together: where its log goes, its
-    seed (its builds' order; the first copy's also orders the rounds) and where each
-    spec is profiled (``profile_dirs``, as ``run_session``'s)."""
+    """One of the sessions ``run_sessions`` measures together: its configurations,
+    where its log goes, its seed (its builds' order; the first session's also orders
+    the rounds) and where each of ``specs`` is profiled (as ``run_session``'s
+    ``profile_dirs``)."""
 
+    specs: Sequence[RunSpec]
     log_path: Path
     seed: int = 0
     profile_dirs: Sequence[Path | None] = ()
@@ -163,21 +179,21 @@ def run_session(specs: Sequence[RunSpec], log_path: Path, *, rounds: int, seed: 
 
     Returns one result per spec, in order; never raises for a failed run.
     """
-    return run_sessions(specs, [Copy(log_path, seed, profile_dirs)], rounds=rounds,
+    return run_sessions([Copy(specs, log_path, seed, profile_dirs)], rounds=rounds,
                         rewarm_calls=rewarm_calls, timeout_s=timeout_s,
                         profile_steps=profile_steps, builds=builds,
                         rebuild_share=rebuild_share)[0]
 
 
-def run_sessions(specs: Sequence[RunSpec], copies: Sequence[Copy], *, rounds: int,
-                 rewarm_calls: int = 1, timeout_s: float | None = None,
-                 profile_steps: int = 0, builds: int = 1,
+def run_sessions(copies: Sequence[Copy], *, rounds: int, rewarm_calls: int = 1,
+                 timeout_s: float | None = None, profile_steps: int = 0, builds: int = 1,
                  rebuild_share: float | None = None) -> list[list[RunResult]]:
-    """Measure ``specs`` as ``len(copies)`` sessions at once, each as ``run_session``
-    measures one: every session's processes start together and build side by side,
-    then all of them take turns window by window, so that no window of one session
-    overlaps another's. Each session keeps its own processes, builds and session id
-    (its own pairs); ``Interleaving.together`` says how many were measured together.
+    """Measure ``len(copies)`` sessions at once, each as ``run_session`` measures one
+    (the same answer's or others'): every session's processes start together and build
+    side by side, then all of them take turns window by window, so that no window of
+    one session overlaps another's. Each session keeps its own processes, builds and
+    session id (its own pairs); ``Interleaving.together`` says how many were measured
+    together. ``timeout_s`` bounds each session (None: its configurations' sum).
 
     Why: a process's start-up (import, tracing, graph optimisation) runs mostly on
     one core. Two ResNet50 sessions started together on 2 cores reached their first
@@ -185,72 +201,32 @@ def run_sessions(specs: Sequence[RunSpec], copies: Sequence[Copy], *, rounds: in
     process fails ends alone (its members killed); the others go on. On GPUs a
     process waiting for its turn keeps its memory: there a session runs alone.
 
-    Returns one list of results per copy, each in the order of ``specs``; never raises
-    for a failed run.
+    Returns one list of results per copy, each in the order of its ``specs``; never
+    raises for a failed run.
     """
     if not copies:
         raise SessionError("no session to measure. Received: copies=[]")
-    members = members_of(specs)
-    arms = [i for i in range(len(specs)) if i not in members]
-    if not arms:
-        raise SessionError("a session needs an in-process configuration for its arms' "
-                           "process. Received: " + ", ".join(s.label() for s in specs))
-    check_arms([specs[i] for i in arms])
-    for copy in copies:
-        check_session(specs, rounds, copy.profile_dirs)
     hw = detect()
     if len(copies) > 1 and hw.gpus:
         raise SessionError(f"{len(copies)} sessions measured together: on GPUs a process "
                            f"waiting for its turn keeps its GPU memory, so each session "
                            f"runs alone")
-    pre: dict[int, RunResult] = {}
-    for i, spec in enumerate(specs):
-        unsupported = unsupported_result(spec, hw)
-        if unsupported is not None:
-            pre[i] = unsupported
-    arms = [i for i in arms if i not in pre]
-    members = [i for i in members if i not in pre]
-    if not arms:
-        return [[pre.get(i) or make_result(specs[i], "unsupported", "no in-process "
-                                           "configuration of its session can run here")
-                 for i in range(len(specs))] for _ in copies]
-    sized = [s.replace(repeats=rounds) for s in specs]
-    timeout = len(copies) * (timeout_s if timeout_s is not None else sum(
-        sized[i].timeout_s for i in [*arms, *members]))
+    sessions = [_Session.plan(copy, rounds, hw, f" of session {c + 1}" if len(copies) > 1
+                              else "") for c, copy in enumerate(copies)]
+    timeout = sum(timeout_s if timeout_s is not None else s.timeout_s for s in sessions)
     started = now_iso()
-    order = [*arms, *members]
-    labels = [sized[i].label() for i in order]
-    for copy in copies:
-        copy.log_path.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     deadline = t0 + timeout
+    live = [s for s in sessions if s.arms.indices]
+    parties = [p for s in live for p in s.parties]
     with tempfile.TemporaryDirectory(prefix="stratbench-session-") as tmp:
         root = Path(tmp)
-        sessions = [_Session(uuid.uuid4().hex[:12], copy, _Party(
-            "the arms' process" + (f" of session {c + 1}" if len(copies) > 1 else ""), arms,
-            len(arms), max(sized[i].max_seconds for i in arms), is_arms=True))
-            for c, copy in enumerate(copies)]
-        for s in sessions:
-            s.arms.members = [_Party(sized[i].label(), [i], 1, sized[i].max_seconds,
-                                     arms_party=s.arms) for i in members]
-        parties = [p for s in sessions for p in s.parties]
         try:
             try:
-                for c, s in enumerate(sessions):
-                    dirs = [Path(d) if (s.copy.profile_dirs and (d := s.copy.profile_dirs[i]))
-                            else None for i in range(len(specs))]
-                    _start_arms(s.arms, [sized[i] for i in arms], root / f"s{c}" / "arms",
-                                s.copy.log_path, rounds=rounds, seed=s.copy.seed,
-                                builds=builds, rebuild_share=rebuild_share,
-                                rewarm_calls=rewarm_calls, dirs=[dirs[i] for i in arms],
-                                profile_steps=profile_steps, hw=hw)
-                    for m, party in enumerate(s.arms.members):
-                        i = party.indices[0]
-                        log = s.copy.log_path
-                        _start_member(party, sized[i], root / f"s{c}" / f"m{m}",
-                                      log.with_name(f"{log.stem}.m{m}"), rounds=rounds,
-                                      seed=s.copy.seed, rewarm_calls=rewarm_calls,
-                                      profile_dir=dirs[i], profile_steps=profile_steps, hw=hw)
+                for c, s in enumerate(live):
+                    s.start(root / f"s{c}", rounds=rounds, builds=builds,
+                            rebuild_share=rebuild_share, rewarm_calls=rewarm_calls,
+                            profile_steps=profile_steps, hw=hw)
                 # Building and warming every arm takes what it takes (eight ResNet50
                 # arms: minutes): a party is hung when its progress stops, and the
                 # session's deadline bounds one that never gets ready.
@@ -270,38 +246,98 @@ def run_sessions(specs: Sequence[RunSpec], copies: Sequence[Copy], *, rounds: in
                 party.run().kill_all()
             raise
         wall = time.monotonic() - t0
-        out = []
-        for s in sessions:
-            results = dict(pre)
-            info = {"timeout_s": timeout, "log": str(s.copy.log_path), "session": s.id,
-                    "tasks": [{"task": p.proc.task.name, "pid": p.proc.proc.pid,
-                               "returncode": p.proc.proc.returncode, "log": str(p.proc.log)}
-                              for party in s.parties for p in party.procs]}
-            processes = sum(len(party.procs) for party in s.parties)
-            for party in s.parties:
-                for i, result in zip(party.indices, _results(party, s.arms, specs, started,
-                                                             wall, info), strict=True):
-                    result.interleaved = Interleaving(
-                        session=s.id, arms=labels, arm=order.index(i), rounds=rounds,
-                        seed=s.copy.seed, processes=processes,
-                        builds=max(1, len(builds_of(result))), together=len(copies))
-                    results[i] = result
-            out.append([results[i] for i in range(len(specs))])
-    return out
+        return [s.results(started, wall, len(copies), timeout) for s in sessions]
 
 
 @dataclass
 class _Session:
-    """One of the sessions measured together: its id, where it logs, its arms' party
-    (whose ``members`` are its members' parties)."""
+    """One of the sessions measured together: its configurations (``sized``: with the
+    session's rounds), which are arms and which members, those that cannot run here
+    (``pre``), its id, and its parties (``arms``, whose ``members`` are the members')."""
 
     id: str
     copy: Copy
+    sized: list[RunSpec]
+    order: list[int]  # arms, then members: the labels' order in Interleaving.arms
+    pre: dict[int, RunResult]
     arms: _Party
+    rounds: int
+
+    @classmethod
+    def plan(cls, copy: Copy, rounds: int, hw: Hardware, which: str) -> _Session:
+        """Check ``copy``'s configurations (SessionError, ArmsError) and lay out its
+        parties; an unsupported configuration gets its result and no process."""
+        specs = list(copy.specs)
+        members = members_of(specs)
+        arms = [i for i in range(len(specs)) if i not in members]
+        if not arms:
+            raise SessionError("a session needs an in-process configuration for its arms' "
+                               "process. Received: " + ", ".join(s.label() for s in specs))
+        check_arms([specs[i] for i in arms])
+        check_session(specs, rounds, copy.profile_dirs)
+        pre = {i: r for i, spec in enumerate(specs)
+               if (r := unsupported_result(spec, hw)) is not None}
+        arms = [i for i in arms if i not in pre]
+        members = [i for i in members if i not in pre]
+        sized = [s.replace(repeats=rounds) for s in specs]
+        party = _Party(f"the arms' process{which}", arms, len(arms),
+                       max((sized[i].max_seconds for i in arms), default=0.0), is_arms=True)
+        party.members = [_Party(sized[i].label(), [i], 1, sized[i].max_seconds,
+                                arms_party=party) for i in members]
+        return cls(uuid.uuid4().hex[:12], copy, sized, [*arms, *members], pre, party, rounds)
 
     @property
     def parties(self) -> list[_Party]:
         return [self.arms, *self.arms.members]
+
+    @property
+    def timeout_s(self) -> float:
+        """Its configurations' timeouts, summed (each runs in its own windows)."""
+        return sum(self.sized[i].timeout_s for i in self.order)
+
+    def start(self, root: Path, *, rounds: int, builds: int, rebuild_share: float | None,
+              rewarm_calls: int, profile_steps: int, hw: Hardware) -> None:
+        """Start its arms' process and its members' workers, each logging beside its
+        log."""
+        log, given = self.copy.log_path, self.copy.profile_dirs
+        log.parent.mkdir(parents=True, exist_ok=True)
+        dirs = [Path(d) if (given and (d := given[i])) else None
+                for i in range(len(self.sized))]
+        _start_arms(self.arms, [self.sized[i] for i in self.arms.indices], root / "arms", log,
+                    rounds=rounds, seed=self.copy.seed, builds=builds,
+                    rebuild_share=rebuild_share, rewarm_calls=rewarm_calls,
+                    dirs=[dirs[i] for i in self.arms.indices], profile_steps=profile_steps,
+                    hw=hw)
+        for m, party in enumerate(self.arms.members):
+            i = party.indices[0]
+            _start_member(party, self.sized[i], root / f"m{m}", log.with_name(f"{log.stem}.m{m}"),
+                          rounds=rounds, seed=self.copy.seed, rewarm_calls=rewarm_calls,
+                          profile_dir=dirs[i], profile_steps=profile_steps, hw=hw)
+
+    def results(self, started: str, wall: float, together: int, timeout: float
+                ) -> list[RunResult]:
+        """One result per configuration, in its ``specs``' order."""
+        specs = list(self.copy.specs)
+        results = dict(self.pre)
+        if not self.arms.indices:
+            return [results.get(i) or make_result(specs[i], "unsupported", "no in-process "
+                                                  "configuration of its session can run here")
+                    for i in range(len(specs))]
+        info = {"timeout_s": timeout, "log": str(self.copy.log_path), "session": self.id,
+                "tasks": [{"task": p.proc.task.name, "pid": p.proc.proc.pid,
+                           "returncode": p.proc.proc.returncode, "log": str(p.proc.log)}
+                          for party in self.parties for p in party.procs]}
+        processes = sum(len(party.procs) for party in self.parties)
+        labels = [self.sized[i].label() for i in self.order]
+        for party in self.parties:
+            for i, result in zip(party.indices, _results(party, self.arms, specs, started,
+                                                         wall, info), strict=True):
+                result.interleaved = Interleaving(
+                    session=self.id, arms=labels, arm=self.order.index(i),
+                    rounds=self.rounds, seed=self.copy.seed, processes=processes,
+                    builds=max(1, len(builds_of(result))), together=together)
+                results[i] = result
+        return [results[i] for i in range(len(specs))]
 
 
 def _attempt(party: _Party, step: Callable[[_Party], None]) -> None:

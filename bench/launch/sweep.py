@@ -87,17 +87,24 @@ class Progress:
                    else unit * find_workload(s.workload).cost_hint for s in remaining)
 
     def start(self, spec: RunSpec, remaining: Sequence[RunSpec], replicate: int = 1,
-              shared: Sequence[str] = (), together: int = 1) -> None:
+              shared: Sequence[str] = (), together: Sequence[tuple[str, int, int]] = ()
+              ) -> None:
         """Announce the next run; ``remaining`` are the runs still planned, this one first;
         ``shared``: the configurations measured in the same process (interleaved);
-        ``together``: sessions measured at once, runs ``replicate`` on."""
+        ``together``: the sessions measured at once (the first configuration of each,
+        how many more it has, its run)."""
         eta = self.eta(remaining)
         left = f", ~{_fmt_duration(eta)} left{self.extra_note}" if eta is not None else ""
-        run = (f" (runs {replicate}-{replicate + together - 1}: {together} sessions "
-               f"measured together, windows taking turns)" if together > 1
-               else f" (run {replicate})" if replicate > 1 else "")
+        run = f" (run {replicate})" if replicate > 1 else ""
         if shared:
             run += f" in one session with {', '.join(shared)}, windows interleaved"
+        if together:
+            self.echo(f"[{self.done + 1}/{self.total}] {len(together)} sessions measured "
+                      f"together, windows taking turns: "
+                      + "; ".join(f"{label} with {more} more (run {r})"
+                                  for label, more, r in together)
+                      + f" ... (elapsed {_fmt_duration(time.monotonic() - self.t0)}{left})")
+            return
         self.echo(f"[{self.done + 1}/{self.total}] {spec.label()}{run} ... "
                   f"(elapsed {_fmt_duration(time.monotonic() - self.t0)}{left})")
 
@@ -227,13 +234,13 @@ def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
         f" (+ up to {extra} more run(s) each for imprecise configurations)" if extra else ""))
     by_key: dict[str, list[RunResult]] = {}
     try:
-        for group, replicates in _together(store, specs, rep, interleave, shared_from,
-                                           together):
-            progress.start(group[0], _still_planned(store, by_key, specs, group[0],
-                                                    replicates[0], rep), replicates[0],
-                           shared=[s.label() for s in group[1:]],
-                           together=len(replicates))
-            for result in _run_group(store, group, replicates, evidence):
+        for group in _together(store, by_key, specs, rep, interleave, shared_from,
+                               together):
+            first, replicate = group[0][0][0], group[0][1]
+            progress.start(first, _still_planned(store, by_key, specs, first, replicate, rep),
+                           replicate, together=[(s[0].label(), len(s) - 1, r)
+                                                for s, r in group])
+            for result in _run_group(store, group, evidence):
                 by_key.setdefault(result.spec.key(), []).append(result)
                 outcome.ran.append(result)
                 progress.finish(result, named=True)
@@ -253,7 +260,7 @@ def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
                 progress.start(due[0], _still_planned(store, by_key, specs, due[0], replicate,
                                                       rep), replicate,
                                shared=[s.label() for s in due[1:]])
-                results = _run_group(store, due, [replicate], evidence) if is_session(due) \
+                results = _run_group(store, [(due, replicate)], evidence) if is_session(due) \
                     else [_run_one(store, s, replicate, outcome, evidence) for s in due]
                 for result in results:
                     by_key.setdefault(result.spec.key(), []).append(result)
@@ -271,23 +278,32 @@ def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
     return outcome
 
 
-def _together(store: SweepStore, specs: Sequence[RunSpec], rep: Replication,
-              interleave: bool, shared_from: int, together: int
-              ) -> Iterator[tuple[list[RunSpec], list[int]]]:
-    """The sessions to measure together: for each session unit, its planned runs (from
-    ``shared_from`` on) of which no configuration is stored, in groups of up to
-    ``together``; a group of one is left to the sweep's passes."""
+def _together(store: SweepStore, by_key: dict[str, list[RunResult]],
+              specs: Sequence[RunSpec], rep: Replication, interleave: bool,
+              shared_from: int, together: int
+              ) -> Iterator[list[tuple[list[RunSpec], int]]]:
+    """The sessions to measure together: each session unit's planned runs (from
+    ``shared_from`` on) with their configurations not stored yet, in the units' order
+    and each unit's runs in turn, in groups of up to ``together`` sessions of one
+    number of rounds; a group of one is left to the sweep's passes. A run after the
+    first is due where the one before it is planned here or went well (``_due``)."""
     if together < 2 or not interleave:
         return
+    planned = range(max(rep.first, shared_from), rep.runs + 1)
+    items: list[tuple[list[RunSpec], int]] = []
     for unit in sweep_units(specs):
-        if not is_session(unit):
-            continue
-        todo = [r for r in range(max(rep.first, shared_from), rep.runs + 1)
-                if not any(store.has_result(s, r) for s in unit)]
-        for i in range(0, len(todo), together):
-            group = todo[i:i + together]
-            if len(group) > 1:
-                yield list(unit), group
+        for r in planned:
+            due = [s for s in unit if not store.has_result(s, r)
+                   and (r - 1 in planned or _due(store, by_key, s, r, rep))]
+            if is_session(due):
+                items.append((due, r))
+    by_rounds: dict[int, list[tuple[list[RunSpec], int]]] = {}
+    for item in items:
+        by_rounds.setdefault(max(s.repeats for s in item[0]), []).append(item)
+    for same in by_rounds.values():
+        for i in range(0, len(same), together):
+            if len(same[i:i + together]) > 1:
+                yield same[i:i + together]
 
 
 def _still_planned(store: SweepStore, by_key: dict[str, list[RunResult]],
@@ -358,30 +374,33 @@ def _due(store: SweepStore, by_key: dict[str, list[RunResult]], spec: RunSpec,
     return replicate <= rep.runs or needs_another_run(earlier, rep.spread)
 
 
-def _run_group(store: SweepStore, specs: Sequence[RunSpec], replicates: Sequence[int],
+def _run_group(store: SweepStore, items: Sequence[tuple[Sequence[RunSpec], int]],
                evidence: Evidence = OFF) -> list[RunResult]:
-    """Run ``specs`` as one session (windows interleaved: the in-process ones as arms of
-    one process, a multi-process one in its own processes taking turns with it,
-    ``bench.launch.session``) as their run ``replicate``, for each of ``replicates``:
-    two or more run as sessions measured together (``run_sessions``). Each run is
+    """Run each ``(specs, replicate)`` of ``items`` as one session (windows interleaved:
+    the in-process ones as arms of one process, a multi-process one in its own
+    processes taking turns with it, ``bench.launch.session``) as their run
+    ``replicate``; two or more are measured together (``run_sessions``). Each run is
     profiled after all windows where ``evidence`` asks, and saved where the store names
     it."""
-    rounds = max(2, max(s.repeats for s in specs))
-    steps = {r: [evidence.steps_for(s, r) for s in specs] for r in replicates}
-    copies = [Copy(store.paths(specs[0], r).log, r,
-                   [store.paths(s, r).profile if n else None
-                    for s, n in zip(specs, steps[r], strict=True)]) for r in replicates]
-    profile_steps = max(max(n) for n in steps.values())
+    rounds = max(2, max(s.repeats for specs, _ in items for s in specs))
+    copies = []
+    for specs, replicate in items:
+        steps = [evidence.steps_for(s, replicate) for s in specs]
+        copies.append(Copy(list(specs), store.paths(specs[0], replicate).log, replicate,
+                           [store.paths(s, replicate).profile if n else None
+                            for s, n in zip(specs, steps, strict=True)]))
+    profile_steps = max(evidence.steps_for(s, r) for specs, r in items for s in specs)
     if len(copies) > 1:
-        runs = run_sessions(specs, copies, rounds=rounds, profile_steps=profile_steps,
+        runs = run_sessions(copies, rounds=rounds, profile_steps=profile_steps,
                             builds=SESSION_BUILDS)
     else:
-        run = run_session if members_of(specs) else run_interleaved
-        runs = [run(specs, copies[0].log_path, rounds=rounds, seed=copies[0].seed,
+        one = copies[0]
+        run = run_session if members_of(one.specs) else run_interleaved
+        runs = [run(one.specs, one.log_path, rounds=rounds, seed=one.seed,
                     profile_steps=profile_steps, builds=SESSION_BUILDS,
-                    profile_dirs=copies[0].profile_dirs)]
+                    profile_dirs=one.profile_dirs)]
     out = []
-    for replicate, copy, results in zip(replicates, copies, runs, strict=True):
+    for (_, replicate), copy, results in zip(items, copies, runs, strict=True):
         for result in results:
             result.replicate = replicate
             paths = store.paths(result.spec, replicate)
