@@ -55,3 +55,48 @@ def test_a_missing_sweep_is_a_usage_error(tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     assert session_noise.main([str(tmp_path / "nope")]) == 2
     assert "nope" in capsys.readouterr().err
+
+
+def _together(out: Path, shared_sd: float) -> None:
+    """Twelve sessions of A and B measured two at a time (a group: one start and wall
+    time); each group's B moves by an offset of SD ``shared_sd`` that both of its
+    sessions share, and each session's B by 2% of its own."""
+    rng = random.Random(3)
+    for n in range(1, 13):
+        if n % 2:
+            shared = rng.gauss(0.0, shared_sd)
+        own = rng.gauss(0.0, 0.02)
+        for i, spec in enumerate((A, B)):
+            level = 1000.0 * (1.5 * (1 + shared + own) if spec is B else 1.0)
+            r = fake_result("ok", strategy=spec.strategy, devices=spec.devices)
+            r.spec, r.key, r.replicate = spec, spec.key(), n
+            r.started_at, r.wall_s = f"2026-11-29T06:{(n + 1) // 2:02d}:00+00:00", 30.0
+            r.figures = fake_figures(tuple(level * rng.lognormvariate(0, 0.01)
+                                           for _ in range(10)), replicas=spec.replicas)
+            r.interleaved = Interleaving(f"s{n}", [A.label(), B.label()], i, 10, 0,
+                                         together=2)
+            save(r, SweepStore(out).paths(spec, n).result)
+
+
+def _sds(out: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, float]:
+    assert session_noise.main([str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    return {line.split()[0]: float(line.split()[1]) for line in lines
+            if line.strip().startswith(("together", "apart"))}
+
+
+def test_sessions_measured_together_that_share_their_minutes_read_closer_than_apart(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _together(tmp_path, shared_sd=0.10)
+    sds = _sds(tmp_path, capsys)
+    assert sds["together"] < 0.5 * sds["apart"]
+
+
+def test_sessions_measured_together_that_do_not_read_alike(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _together(tmp_path, shared_sd=0.0)
+    sds = _sds(tmp_path, capsys)
+    assert 0.5 < sds["together"] / sds["apart"] < 2.0
+    # Sessions measured one at a time print no such comparison.
+    _sweep(tmp_path / "alone", offset_sd=0.0)
+    assert _sds(tmp_path / "alone", capsys) == {}

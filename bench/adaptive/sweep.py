@@ -2,7 +2,8 @@
 three sessions and a look, then a session and a look more while it is open and the first
 third of the budget allows), each other answer's in-process configurations, the
 provisional answers, everything else once, the planned passes, then the budget's
-sessions where answers are open (``bench.adaptive.budget.spend``)."""
+sessions where answers are open (``bench.adaptive.budget.spend``). On CPUs sessions are
+measured two at a time (``bench.launch.session.together_on``)."""
 
 from __future__ import annotations
 
@@ -54,10 +55,11 @@ def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, star
     On GPUs the first pass is priced (``bench.adaptive.plan``): what the budget cannot
     pay for, and with ``preset`` (the default preset's matrix) what is not worth
     measuring, is left out, printed with why, and never run by this sweep."""
-    echo(f"budget {budget_s:.0f} s: the answer that can settle first, then provisional "
-         f"answers after each answer's first session, then more runs where answers are "
-         f"not settled while the budget allows")
     hw = detect()
+    echo(f"budget {budget_s:.0f} s: the answer that can settle first, then provisional "
+         f"answers after each answer's first session"
+         + (f"s ({together_on(hw)} measured together)" if together_on(hw) > 1 else "")
+         + ", then more runs where answers are not settled while the budget allows")
     first = plan_first_pass(
         specs, hw, budget_s=budget_s - (time.monotonic() - started), preset=preset,
         results=load_sweep(out).results if out.is_dir() else [],
