@@ -206,9 +206,11 @@ def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
     own), with 1 (a sweep on a budget) every pass shares.
     ``evidence`` says which runs profile a few steps after their windows (the CLI
     profiles each configuration's first run: ``bench.launch.evidence``).
-    ``together`` above 1: a session's planned runs not stored yet go first, up to that
-    many measured together (``bench.launch.session.run_sessions``: their start-ups
-    overlap, their windows take turns), where none of them is stored.
+    ``together`` above 1 (with ``interleave``): the sessions of the planned runs go
+    first, up to that many at a time measured together (``_together``,
+    ``bench.launch.session.run_sessions``: their start-ups overlap, their windows take
+    turns), one answer's runs and different answers' alike; the passes then run what
+    is left.
     """
     rep = replication or Replication()
     sweep_dir.mkdir(parents=True, exist_ok=True)
