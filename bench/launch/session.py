@@ -22,6 +22,11 @@ end of file on its turns pipe and does its summaries and profiles alone. A membe
 fails, hangs or dies is killed and recorded failed and the arms go on; the arms'
 process failing ends the session, every configuration recording why. Every wait has a
 deadline. Parent side: no TensorFlow.
+
+Several sessions can be measured together (``run_sessions``): their processes start at
+once, so that their start-ups, mostly one core's work each, overlap, and then every
+party of every session takes its turns in the same rounds. Each session keeps its own
+processes and session id; one whose arms' process fails ends alone.
 """
 
 from __future__ import annotations
