@@ -56,9 +56,10 @@ def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, star
     pay for, and with ``preset`` (the default preset's matrix) what is not worth
     measuring, is left out, printed with why, and never run by this sweep."""
     hw = detect()
+    pairs = together_on(hw)
     echo(f"budget {budget_s:.0f} s: the answer that can settle first, then provisional "
          f"answers after each answer's first session"
-         + (f"s ({together_on(hw)} measured together)" if together_on(hw) > 1 else "")
+         + (f"s ({pairs} measured together)" if pairs > 1 else "")
          + ", then more runs where answers are not settled while the budget allows")
     first = plan_first_pass(
         specs, hw, budget_s=budget_s - (time.monotonic() - started), preset=preset,
@@ -85,7 +86,7 @@ def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, star
               [s for s in specs if s.key() not in shared]]
     # Each other answer's first sessions, on CPUs two measured together: their
     # start-ups overlap, and the provisional answers rest on two sessions, not one.
-    together = 1 if passes is not None else together_on(hw)
+    together = 1 if passes is not None else pairs
     for i, phase in enumerate(p for p in phases if p):
         runs = together if i == 0 and phase is phases[0] else 1
         outcome = merge(outcome, run_sweep(phase, out, replication=Replication(runs=runs),

@@ -229,7 +229,7 @@ def run_sessions(copies: Sequence[Copy], *, rounds: int, rewarm_calls: int = 1,
         try:
             try:
                 for c, s in enumerate(live):
-                    s.start(root / f"s{c}", rounds=rounds, builds=builds,
+                    s.start(root / f"s{c}", builds=builds,
                             rebuild_share=rebuild_share, rewarm_calls=rewarm_calls,
                             profile_steps=profile_steps, hw=hw)
                 # Building and warming every arm takes what it takes (eight ResNet50
@@ -300,7 +300,7 @@ class _Session:
         """Its configurations' timeouts, summed (each runs in its own windows)."""
         return sum(self.sized[i].timeout_s for i in self.order)
 
-    def start(self, root: Path, *, rounds: int, builds: int, rebuild_share: float | None,
+    def start(self, root: Path, *, builds: int, rebuild_share: float | None,
               rewarm_calls: int, profile_steps: int, hw: Hardware) -> None:
         """Start its arms' process and its members' workers, each logging beside its
         log."""
@@ -309,14 +309,14 @@ class _Session:
         dirs = [Path(d) if (given and (d := given[i])) else None
                 for i in range(len(self.sized))]
         _start_arms(self.arms, [self.sized[i] for i in self.arms.indices], root / "arms", log,
-                    rounds=rounds, seed=self.copy.seed, builds=builds,
+                    rounds=self.rounds, seed=self.copy.seed, builds=builds,
                     rebuild_share=rebuild_share, rewarm_calls=rewarm_calls,
                     dirs=[dirs[i] for i in self.arms.indices], profile_steps=profile_steps,
                     hw=hw)
         for m, party in enumerate(self.arms.members):
             i = party.indices[0]
             _start_member(party, self.sized[i], root / f"m{m}", log.with_name(f"{log.stem}.m{m}"),
-                          rounds=rounds, seed=self.copy.seed, rewarm_calls=rewarm_calls,
+                          rounds=self.rounds, seed=self.copy.seed, rewarm_calls=rewarm_calls,
                           profile_dir=dirs[i], profile_steps=profile_steps, hw=hw)
 
     def results(self, started: str, wall: float, together: int, timeout: float

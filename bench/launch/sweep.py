@@ -385,13 +385,13 @@ def _run_group(store: SweepStore, items: Sequence[tuple[Sequence[RunSpec], int]]
     profiled after all windows where ``evidence`` asks, and saved where the store names
     it."""
     rounds = max(2, max(s.repeats for specs, _ in items for s in specs))
-    copies = []
+    copies, profile_steps = [], 0
     for specs, replicate in items:
         steps = [evidence.steps_for(s, replicate) for s in specs]
+        profile_steps = max(profile_steps, *steps)
         copies.append(Copy(list(specs), store.paths(specs[0], replicate).log, replicate,
                            [store.paths(s, replicate).profile if n else None
                             for s, n in zip(specs, steps, strict=True)]))
-    profile_steps = max(evidence.steps_for(s, r) for specs, r in items for s in specs)
     if len(copies) > 1:
         runs = run_sessions(copies, rounds=rounds, profile_steps=profile_steps,
                             builds=SESSION_BUILDS)
