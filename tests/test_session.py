@@ -140,6 +140,10 @@ def test_sessions_measured_together_keep_their_own_sessions_and_take_turns(
     assert len(session_log_ratios([first[0], second[0]], [first[1], second[1]])) == 2
     # What another session of it would cost: the group's wall time shared out.
     assert first[0].session_wall_s == pytest.approx(first[0].wall_s / 2)
+    # On CPUs every process, members' included, was forked from the pre-imported
+    # starter (bench.launch.prestart): its start-up says so, and what it was spared.
+    forked = {r.figures.startup.preimported_s is not None for r in every if r.figures}
+    assert forked == {not detect().gpus}
 
 
 def test_a_session_whose_arms_fail_ends_alone_and_the_others_go_on(

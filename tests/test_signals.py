@@ -15,6 +15,7 @@ import pytest
 from bench.cli.main import _sigterm_as_interrupt
 from bench.launch.interrupts import interrupts_deferred
 from bench.launch.launcher import process_group, run_isolated
+from bench.launch.prestart import PRESTART_VAR, Forked, forkable
 from tests.helpers import child_processes, tiny_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -109,6 +110,7 @@ def _deferral_in_thread() -> Any:
 
 def test_a_ctrl_c_while_a_run_starts_leaves_no_child(tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(PRESTART_VAR, "0")  # started afresh: the next test forks it
     started = _ctrl_c_as_popen_returns(monkeypatch)
     try:
         # The CLI's handlers, whatever the test runner (a pytest-xdist worker) set.
@@ -120,6 +122,33 @@ def test_a_ctrl_c_while_a_run_starts_leaves_no_child(tmp_path: Path,
         for proc in started:
             proc.kill()
             proc.wait(timeout=30)
+
+
+def test_a_ctrl_c_as_a_forked_child_starts_leaves_no_child(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The same with the child forked from the pre-imported starter: the Ctrl-C lands
+    # as the starter answers with the child's pid, before the run has it on its list.
+    if not forkable([sys.executable, "-m", "bench.child"], {}, lane_ok=True):
+        pytest.skip("nothing is forked here (a GPU, or STRATBENCH_PRESTART=0)")
+    real = Forked.__init__
+    forked: list[Forked] = []
+
+    def init(self: Forked, pid: int, args: Any) -> None:
+        real(self, pid, args)
+        forked.append(self)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(Forked, "__init__", init)
+    try:
+        with _sigterm_as_interrupt(), pytest.raises(KeyboardInterrupt):
+            run_isolated(tiny_spec(devices=1), tmp_path / "run.log")
+        assert len(forked) == 1 and forked[0].poll() is not None
+        assert not child_processes(tmp_path)
+    finally:
+        for child in forked:
+            if child.poll() is None:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait(timeout=30)
 
 
 def test_a_ctrl_c_while_a_group_starts_kills_it(monkeypatch: pytest.MonkeyPatch) -> None:

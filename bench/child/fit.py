@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.child import preimport
 from bench.child.devices import DeviceSetup
 from bench.child.flops import task_stats
 from bench.child.keras_lane import variable_handle
@@ -158,7 +159,8 @@ class FitClock:
                 import_tf_s=self.phases["import_tf_s"],
                 device_setup_s=self.phases["device_setup_s"],
                 build_s=self.phases["build_s"],
-                launch_to_first_step_s=time.time() - self.launch_ts)
+                launch_to_first_step_s=time.time() - self.launch_ts,
+                preimported_s=preimport.PREIMPORTED_S)
             self.progress(f"first call {first_call_s:.2f}s, loss {loss:.4f}")
             self._first_s, self._warm_steps = first_call_s, steps
             self._first_steps = steps

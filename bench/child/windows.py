@@ -40,6 +40,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from bench.child import preimport
 from bench.child.memory import host_peak_rss_bytes, reset_host_peak
 from bench.energy import EnergyMeter, energy_meter, window_energy
 from bench.env import INJECT_SLOWDOWN_VAR, injected_slowdown, stall_until
@@ -179,7 +180,8 @@ def warm_up(loop: Loop, rules: Rules, *, launch_ts: float, phases: dict[str, flo
     first_call_s = time.perf_counter() - t
     startup = Startup(import_tf_s=phases["import_tf_s"],
                       device_setup_s=phases["device_setup_s"], build_s=phases["build_s"],
-                      launch_to_first_step_s=time.time() - launch_ts)
+                      launch_to_first_step_s=time.time() - launch_ts,
+                      preimported_s=preimport.PREIMPORTED_S)
     progress(f"first call {first_call_s:.2f}s, loss {loss_start:.4f}")
     first_steps = warm_steps
     target = max(rules.warmup_steps, warm_target or 0)

@@ -28,6 +28,7 @@ from bench.launch.launcher import (
     make_result,
     unsupported_result,
 )
+from bench.launch.prestart import starter_lane
 from bench.results.pairs import builds_of
 from bench.results.payload import TaskReport, arm_name, read_report
 from bench.results.schema import Interleaving, RunResult
@@ -178,7 +179,8 @@ def run_interleaved(specs: Sequence[RunSpec], log_path: Path, *, rounds: int = D
         procs: list[_Proc] = []
         run = _Run(run_dir, procs)
         try:
-            run.start(task, cmd, log_path, {**child_env(task, None, hw), **(env or {})})
+            run.start(task, cmd, log_path, {**child_env(task, None, hw), **(env or {})},
+                      lane_ok=starter_lane(arm_specs))
             status, reason, culprit = _supervise(run, t0, timeout)
             if status is not None:
                 run.dump_stacks()

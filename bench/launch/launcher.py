@@ -30,6 +30,7 @@ from bench.files import replace_whole
 from bench.hardware import Hardware, detect
 from bench.launch.interrupts import interrupts_deferred
 from bench.launch.liveness import Deadlines, ProgressWatch
+from bench.launch.prestart import ChildProcess, start_child, starter_lane
 from bench.results.combination import combine
 from bench.results.mfu import TaskPeak, run_mfu
 from bench.results.payload import TaskReport, read_report, task_figures
@@ -173,7 +174,7 @@ def cluster_configs(tasks: list[Task]) -> list[dict[str, Any] | None]:
             if t.cluster_job else None for t in tasks]
 
 
-def kill_group(proc: subprocess.Popen[Any]) -> None:
+def kill_group(proc: ChildProcess) -> None:
     """SIGKILL the child's whole process group and reap it (bounded wait)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
@@ -230,7 +231,7 @@ def unsupported_result(spec: RunSpec, hw: Hardware | None = None) -> RunResult |
 @dataclass
 class _Proc:
     task: Task
-    proc: subprocess.Popen[Any]
+    proc: ChildProcess
     log: Path
     rss: int | None = None
 
@@ -243,14 +244,13 @@ class _Run:
         self._reports: dict[str, TaskReport] = {}
 
     def start(self, task: Task, cmd: Sequence[str], log: Path,
-              env: Mapping[str, str]) -> None:
+              env: Mapping[str, str], *, lane_ok: bool = False) -> None:
         """Start ``task``'s process in a session of its own, its output appended to
         ``log``, and put it on this run's list before a Ctrl-C can land (``kill_all``
-        then finds it whenever the interrupt comes)."""
+        then finds it whenever the interrupt comes). ``lane_ok``: its specs train in the
+        lane a pre-imported starter holds (``bench.launch.prestart.start_child``)."""
         with interrupts_deferred(), open(log, "ab") as fh:
-            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, env=env,
-                                    start_new_session=True)
+            proc = start_child(cmd, log=fh, env=env, lane_ok=lane_ok)
             self.procs.append(_Proc(task, proc, log))
 
     def ready(self, p: _Proc) -> bool:
@@ -340,7 +340,8 @@ def run_isolated(spec: RunSpec, log_path: Path, timeout_s: float | None = None,
                 cmd = child_command("bench.child", *task_args(
                     spec_file, run_dir, task, launch_ts, profile_dir, profile_steps),
                     python=python)
-                run.start(task, cmd, log, {**child_env(task, tf_config, hw), **(env or {})})
+                run.start(task, cmd, log, {**child_env(task, tf_config, hw), **(env or {})},
+                          lane_ok=starter_lane([spec]))
             status, reason, culprit = _supervise(run, t0, timeout)
             if status is not None:  # a hang or a dead task: where was everyone else?
                 run.dump_stacks()

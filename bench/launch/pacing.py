@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import select
-import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from typing import Any
 from bench.hardware import Hardware
 from bench.launch.launcher import _Proc, child_command, child_env, startup_deadlines
 from bench.launch.liveness import ProgressWatch
+from bench.launch.prestart import start_child
 from bench.tasks import Task
 
 
@@ -59,7 +59,8 @@ class Paced:
 
 def start_paced(task: Task, arms: Path, run_dir: Path, log: Path, hw: Hardware, *,
                 tf_config: dict[str, Any] | None = None,
-                env: Mapping[str, str] | None = None, python: str | None = None) -> Paced:
+                env: Mapping[str, str] | None = None, python: str | None = None,
+                lane_ok: bool = False) -> Paced:
     """Start ``bench.child.arms`` for ``task`` on ``arms``, paced through two pipes (the
     child holds one end of each; with ours of its ends closed, its death is our EOF)."""
     turn_r, turn_w = os.pipe()
@@ -69,10 +70,8 @@ def start_paced(task: Task, arms: Path, run_dir: Path, log: Path, hw: Hardware, 
                         repr(time.time()), "--pace", f"{turn_r},{done_w}", python=python)
     try:
         with open(log, "ab") as fh:
-            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, pass_fds=(turn_r, done_w),
-                                    env={**child_env(task, tf_config, hw), **(env or {})},
-                                    start_new_session=True)
+            proc = start_child(cmd, log=fh, pass_fds=(turn_r, done_w), lane_ok=lane_ok,
+                               env={**child_env(task, tf_config, hw), **(env or {})})
     except BaseException:
         os.close(turn_w)
         os.close(done_r)

@@ -60,6 +60,7 @@ from bench.launch.launcher import (
     unsupported_result,
 )
 from bench.launch.pacing import Paced, Stop, give_turn, hear, start_paced
+from bench.launch.prestart import starter_lane
 from bench.matrix import round_orders
 from bench.results.pairs import builds_of
 from bench.results.payload import TaskReport, arm_name, read_report
@@ -393,7 +394,8 @@ def _start_arms(party: _Party, specs: Sequence[RunSpec], run_dir: Path, log: Pat
                       builds=builds, rebuild_share=rebuild_share, dirs=dirs,
                       profile_steps=profile_steps)
     with interrupts_deferred():  # on the party's list before a Ctrl-C can land
-        party.procs.append(start_paced(arms_task(specs, hw), arms, run_dir, log, hw))
+        party.procs.append(start_paced(arms_task(specs, hw), arms, run_dir, log, hw,
+                                       lane_ok=starter_lane(specs)))
 
 
 def _start_member(party: _Party, spec: RunSpec, run_dir: Path, log_stem: Path, *,
@@ -414,6 +416,7 @@ def _start_member(party: _Party, spec: RunSpec, run_dir: Path, log_stem: Path, *
         log = log_stem.with_name(f"{log_stem.name}.{task.name}.log")
         with interrupts_deferred():
             party.procs.append(start_paced(task, arms, run_dir / task.name, log, hw,
+                                           lane_ok=starter_lane([spec]),
                                            tf_config=tf_config))
 
 

@@ -206,7 +206,13 @@ class Startup:
     build_s: float = unit("s")  # strategy, model, optimizer, data on devices
     launch_to_first_step_s: float = unit(
         "s", label="launch to first step", detail=True, better="lower",
-        define="process start until the first step returned (import, build, tracing)")
+        define="process start until the first step returned (import, build, tracing); "
+               "a process forked from the pre-imported starter counts from its fork, "
+               "without the import (preimported_s)")
+    # Set in a process forked from the pre-imported starter (bench.child.starter): the
+    # starter's import of TensorFlow and Keras, paid once for every such process and
+    # not in import_tf_s or launch_to_first_step_s. None: the process imported them.
+    preimported_s: float | None = unit("s", None)
 
 
 @dataclass
