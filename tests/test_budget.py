@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -204,6 +205,11 @@ def test_a_configuration_that_sat_sessions_out_rejoins_at_its_answers_next_numbe
     assert budget_mod._next_runs(still, {three.key()}, spec_of, last_run) == {5: [three]}
 
 
+def _costs(windows: dict[str, float]) -> dict[str, budget_mod.Cost]:
+    """Costs of configurations that are all windows (no start-up): priced at their sum."""
+    return {k: budget_mod.Cost(v) for k, v in windows.items()}
+
+
 def test_open_answers_are_taken_cheapest_first_as_far_as_the_budget_goes() -> None:
     def answer(*keys: str) -> budget_mod.OpenAnswer:
         return budget_mod.OpenAnswer("x", keys)
@@ -212,13 +218,45 @@ def test_open_answers_are_taken_cheapest_first_as_far_as_the_budget_goes() -> No
     specs = {k: ONE for k in cost}
     still = [answer("c"), answer("a", "b"), answer("d")]
     margin = budget_mod.COST_MARGIN
-    keys, cheapest = budget_mod._affordable(still, specs, [], dict(cost), 40.0, {})
+    keys, cheapest = budget_mod._affordable(still, specs, [], _costs(cost), 40.0, {})
     assert keys == {"a", "b", "d"} and cheapest == pytest.approx(5.0 * margin)
-    keys, cheapest = budget_mod._affordable(still, specs, [], dict(cost), 4.0, {})
+    keys, cheapest = budget_mod._affordable(still, specs, [], _costs(cost), 4.0, {})
     assert keys == set() and cheapest == pytest.approx(5.0 * margin)
     # Priced with the margin, 35 s of last runs do not fit in 35 s: d alone goes.
-    keys, _ = budget_mod._affordable(still, specs, [], dict(cost), 35.0, {})
+    keys, _ = budget_mod._affordable(still, specs, [], _costs(cost), 35.0, {})
     assert keys == {"d"}
+
+
+def test_a_session_pays_its_windows_and_its_start_up_once() -> None:
+    """A session of fewer arms than the last pays the start-up all the same: priced
+    per arm, an answer down to two of its five configurations was priced at two
+    fifths of its session (start-up and builds included), and a sweep overran."""
+    last = fake_result()
+    last = dataclasses.replace(
+        last, wall_s=40.0, interleaved=Interleaving("s1", ["a"] * 5, 0, 10))
+    assert last.figures is not None
+    windows = sum(w.wall_s for w in last.figures.windows)
+    cost = budget_mod.Cost.of(last)
+    assert cost.windows_s == pytest.approx(windows)
+    assert cost.fixed_s == pytest.approx(40.0 - 5 * windows)
+    two = budget_mod.session_cost([cost, cost])
+    assert two == pytest.approx(budget_mod.COST_MARGIN * (2 * windows + 40.0 - 5 * windows))
+    assert two > budget_mod.COST_MARGIN * 40.0 * 2 / 5  # what the even split priced
+    # Measured beside another session: its share of the pair's wall time.
+    pair = dataclasses.replace(last, interleaved=dataclasses.replace(
+        last.interleaved, together=2))
+    assert budget_mod.Cost.of(pair).fixed_s == pytest.approx(max(0.0, 20.0 - 5 * windows))
+    # Of two answers, each session pays its own start-up; none pays another's.
+    a, b = budget_mod.Cost(5.0, 20.0), budget_mod.Cost(3.0, 10.0)
+    assert budget_mod.session_cost([a, b]) == pytest.approx(budget_mod.COST_MARGIN * 28.0)
+    still = [budget_mod.OpenAnswer("x", ("a",)), budget_mod.OpenAnswer("y", ("b",))]
+    keys, cheapest = budget_mod._affordable(still, {"a": ONE, "b": ONE}, [],
+                                            {"a": a, "b": b}, 38.0 * budget_mod.COST_MARGIN,
+                                            {})
+    assert keys == {"a", "b"} and cheapest == pytest.approx(budget_mod.COST_MARGIN * 13.0)
+    keys, _ = budget_mod._affordable(still, {"a": ONE, "b": ONE}, [], {"a": a, "b": b},
+                                     37.0 * budget_mod.COST_MARGIN, {})
+    assert keys == {"b"}
 
 
 def test_the_answers_with_fewest_sessions_then_the_cheapest_get_the_budget() -> None:
@@ -228,7 +266,7 @@ def test_the_answers_with_fewest_sessions_then_the_cheapest_get_the_budget() -> 
 
     def pick(sessions: dict[str, int]) -> set[str]:
         still = [budget_mod.OpenAnswer(k, (k,)) for k in ("resnet", "cnn", "mlp")]
-        keys, cheapest = budget_mod._affordable(still, specs, [], dict(cost),
+        keys, cheapest = budget_mod._affordable(still, specs, [], _costs(cost),
                                                 80.0 * margin, sessions)
         assert cheapest == pytest.approx(20.0 * margin)  # whatever the order
         return keys
@@ -252,7 +290,7 @@ def test_at_equal_sessions_the_place_with_fewest_configurations_goes_first() -> 
 
     def pick(members: dict[str, int], sessions: dict[str, int]) -> set[str]:
         still = [budget_mod.OpenAnswer(k, (k,), members[k]) for k in ("resnet", "cnn", "mlp")]
-        keys, _ = budget_mod._affordable(still, specs, [], dict(cost), 135.0 * margin,
+        keys, _ = budget_mod._affordable(still, specs, [], _costs(cost), 135.0 * margin,
                                          sessions)
         return keys
 

@@ -53,6 +53,36 @@ COST_MARGIN = 1.1
 
 
 @dataclass(frozen=True)
+class Cost:
+    """What a configuration adds to a session of its answer: its windows (``windows_s``)
+    and its share of what the session spends besides windows (``fixed_s``: start-ups,
+    builds, profiles). A session pays its configurations' windows and the largest of
+    their fixed parts once: split evenly over the arms instead, a session of fewer arms
+    than the last (an answer whose contenders were set aside) was priced below its
+    start-up, and the last one of a sweep overran its budget by 3 s."""
+
+    windows_s: float
+    fixed_s: float = 0.0
+
+    @classmethod
+    def of(cls, result: RunResult) -> Cost:
+        """From ``result``'s session: its wall time (``session_wall_s``, measured
+        beside others: its share) less its arms' windows, each arm taken as measuring as
+        long as this one did."""
+        arms = len(result.interleaved.arms) if result.interleaved else 1
+        windows = sum(w.wall_s for w in result.figures.windows) if result.figures else 0.0
+        return cls(windows, max(0.0, result.session_wall_s - arms * windows))
+
+
+def session_cost(costs: Iterable[Cost]) -> float:
+    """One session of configurations of these ``costs``, with ``COST_MARGIN``."""
+    costs = list(costs)
+    if not costs:
+        return 0.0
+    return COST_MARGIN * (sum(c.windows_s for c in costs) + max(c.fixed_s for c in costs))
+
+
+@dataclass(frozen=True)
 class OpenAnswer:
     """An answer that is not settled yet, the configurations that would settle it, how
     many configurations its place measured (``members``: what it must settle against,
@@ -187,7 +217,7 @@ def spend(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: floa
     store = SweepStore(out)
     plan = plan or look_plan(store, budget_s)
     outcomes: list[SweepOutcome] = []
-    last_cost: dict[str, float] = {}
+    last_cost: dict[str, Cost] = {}
     while True:
         results = stored(out, spec_of)
         elapsed = clock() - started
@@ -215,8 +245,7 @@ def spend(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: floa
         if not ran:
             return outcomes
         for r in ran:
-            last_cost[r.key] = r.session_wall_s / max(1, len(r.interleaved.arms)
-                                                      if r.interleaved else 1)
+            last_cost[r.key] = Cost.of(r)
 
 
 def _last_run(answer: OpenAnswer, spec_of: Mapping[str, RunSpec], store: SweepStore) -> int:
@@ -305,14 +334,15 @@ def open_line(events: Iterable[Mapping[str, Any]]) -> str | None:
 
 
 def _affordable(still: Sequence[OpenAnswer], by_key: Mapping[str, RunSpec],
-                results: Sequence[RunResult], last_cost: dict[str, float],
+                results: Sequence[RunResult], last_cost: dict[str, Cost],
                 left_s: float, last_run: Mapping[str, int]) -> tuple[set[str], float]:
     """The configurations of as many open answers as ``left_s`` leaves time for, and
     what the cheapest answer's session would cost.
 
-    A session costs about what its configurations' last runs took, with
-    ``COST_MARGIN``. The answers with the fewest sessions so far (``last_run``, by
-    ``OpenAnswer.where``) go first, so that
+    A session costs about what its configurations' last runs took (their windows, and
+    the largest of their sessions' other time once: ``session_cost``), with
+    ``COST_MARGIN``; each answer's configurations are one session. The answers with the
+    fewest sessions so far (``last_run``, by ``OpenAnswer.where``) go first, so that
     every open answer gets its next session before any gets one more (an answer's
     noise is its own until its sessions give the pool's guard enough degrees of
     freedom: three sessions of three arms); among those, the places that measured the
@@ -326,22 +356,23 @@ def _affordable(still: Sequence[OpenAnswer], by_key: Mapping[str, RunSpec],
     it left the CNN at 64, then the CNN at 256, at two sessions.
     """
     def cost(keys: set[str]) -> float:
-        return COST_MARGIN * sum(last_cost.get(k) or _last_wall(results, k) for k in keys)
+        return session_cost(last_cost.get(k) or _last_cost(results, k) for k in keys)
 
     def order(a: tuple[OpenAnswer, set[str]]) -> tuple[int, int, float]:
         return last_run.get(a[0].where, 0), a[0].members, cost(a[1])
 
     wanted = sorted(((a, {k for k in a.keys if k in by_key}) for a in still), key=order)
     keys: set[str] = set()
+    spent = 0.0
     for _, more in wanted:
-        if cost(keys | more) <= left_s:
+        if spent + cost(more) <= left_s:
             keys |= more
+            spent += cost(more)
     return keys, min((cost(more) for _, more in wanted), default=0.0)
 
 
-def _last_wall(results: Sequence[RunResult], key: str) -> float:
+def _last_cost(results: Sequence[RunResult], key: str) -> Cost:
     mine = [r for r in results if r.key == key]
     if not mine:
-        return 0.0
-    last = max(mine, key=lambda r: r.replicate)
-    return last.session_wall_s / (len(last.interleaved.arms) if last.interleaved else 1)
+        return Cost(0.0)
+    return Cost.of(max(mine, key=lambda r: r.replicate))

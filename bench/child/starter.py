@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import io
 import json
 import os
 import runpy
@@ -109,7 +110,13 @@ def _become(req: dict[str, Any], fds: list[int], sock: socket.socket, ready_w: i
     try:
         os.setsid()
         sock.close()
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
+        # A fresh interpreter's dispositions: Ctrl-C raises KeyboardInterrupt, a
+        # write to a closed pipe raises BrokenPipeError (Python ignores SIGPIPE and
+        # SIGXFSZ), the rest as the kernel has them.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+            signal.signal(sig, signal.SIG_IGN)
+        for sig in (signal.SIGTERM, signal.SIGCHLD, signal.SIGUSR1, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
         log = os.open(req["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         null = os.open(os.devnull, os.O_RDONLY)
@@ -137,8 +144,10 @@ def _become(req: dict[str, Any], fds: list[int], sock: socket.socket, ready_w: i
         argv = list(req["argv"])
         module = argv[argv.index("-m") + 1]
         sys.argv = [module, *argv[argv.index("-m") + 2:]]
-        sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
-        sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+        # Unbuffered, as PYTHONUNBUFFERED makes a fresh child's.
+        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
+        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True,
+                                      errors="backslashreplace")
         preimport.PREIMPORTED_S = preimported_s
         os.write(ready_w, b"k")
         os.close(ready_w)
