@@ -73,7 +73,8 @@ def test_a_forked_child_is_killed_with_its_group_and_its_wait_is_bounded(starter
     os.close(done_r)
 
 
-def test_a_dead_starter_is_broken_and_children_start_afresh(starter, tmp_path, monkeypatch):
+def test_a_dead_starter_is_broken_and_children_start_afresh(starter, tmp_path, monkeypatch,
+                                                            capsys):
     child, turn_w, done_r, _ = _fork_probe(starter, tmp_path)
     os.write(turn_w, b"g")
     child.wait(timeout=30)
@@ -92,8 +93,38 @@ def test_a_dead_starter_is_broken_and_children_start_afresh(starter, tmp_path, m
         proc = prestart.start_child([sys.executable, "-c", "raise SystemExit(3)"], log=fh,
                                     env=dict(os.environ), lane_ok=True)
     assert isinstance(proc, subprocess.Popen) and proc.wait(timeout=30) == 3
+    said = capsys.readouterr().err
+    assert "start afresh" in said and "cannot fork" in said
+    with open(tmp_path / "fresh.log", "ab") as fh:  # said once
+        prestart.start_child([sys.executable, "-c", "pass"], log=fh, env=dict(os.environ),
+                             lane_ok=True).wait(timeout=30)
+    assert "afresh" not in capsys.readouterr().err
     os.close(turn_w)
     os.close(done_r)
+
+
+def _zombies_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] == "Z" and int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def test_a_child_that_fails_before_it_is_ready_is_said_and_reaped(starter, tmp_path):
+    assert prestart._become_subreaper()
+    before = _zombies_of(os.getpid())
+    log = tmp_path / "bad.log"
+    with pytest.raises(StarterError, match="ended before it was ready"):
+        starter.fork([*PROBE, "1", "2"], str(log), dict(os.environ), (1,))
+    assert "fds must be distinct, above 2" in log.read_text()  # in its own log
+    time.sleep(0.2)
+    assert _zombies_of(os.getpid()) == before  # reaped by the intermediate
 
 
 def test_a_starter_that_never_gets_ready_is_broken_within_its_deadline(tmp_path, monkeypatch):

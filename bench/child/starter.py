@@ -182,6 +182,8 @@ def _fork(req: dict[str, Any], fds: list[int], sock: socket.socket,
                 _become(req, fds, sock, ready_w, preimported_s)
             os.close(ready_w)
             ok = os.read(ready_r, 1) == b"k"
+            if not ok:  # it ended: reaped here, not left to the launcher as a zombie
+                os.waitpid(child, 0)
             os.write(pid_w, json.dumps({"pid": child} if ok else
                                        {"error": f"the forked child {child} ended before "
                                                  f"it was ready"}).encode())

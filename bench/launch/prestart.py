@@ -112,6 +112,7 @@ class _Starter:
     preimported_s: float | None = None
     broken: str | None = None
     preload: bool = True  # False: the protocol without TensorFlow (tests)
+    said: bool = False  # its failure was said (once)
     log: Any = None  # its output: a temporary file, removed with it
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -248,8 +249,13 @@ def start_child(cmd: Sequence[str], *, log: IO[bytes], env: Mapping[str, str],
             while len(_starters) >= MAX_STARTERS:  # the oldest goes: its memory back
                 _starters.pop(next(iter(_starters))).close()
             starter = _starters[key] = _Starter(dict(key))
-        with contextlib.suppress(StarterError):
+        try:
             return starter.fork(cmd, os.path.abspath(log.name), env, pass_fds)
+        except StarterError as exc:
+            if not starter.said:  # said once; the children start afresh from here on
+                starter.said = True
+                print(f"stratbench: child processes start afresh from now on: {exc}",
+                      file=sys.stderr, flush=True)
     return subprocess.Popen(list(cmd), stdout=log, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, env=dict(env), pass_fds=tuple(pass_fds),
                             start_new_session=True)
