@@ -62,7 +62,10 @@ def start_paced(task: Task, arms: Path, run_dir: Path, log: Path, hw: Hardware, 
                 env: Mapping[str, str] | None = None, python: str | None = None,
                 lane_ok: bool = False) -> Paced:
     """Start ``bench.child.arms`` for ``task`` on ``arms``, paced through two pipes (the
-    child holds one end of each; with ours of its ends closed, its death is our EOF)."""
+    child holds one end of each; with ours of its ends closed, its death is our EOF).
+    ``lane_ok``: its specs train in the lane a pre-imported starter holds, so it may
+    be forked from one (``bench.launch.prestart.start_child``, which closes the
+    starter's copies of the pipe ends: the child's death is still our EOF)."""
     turn_r, turn_w = os.pipe()
     done_r, done_w = os.pipe()
     cmd = child_command("bench.child.arms", "--arms", str(arms), "--run-dir", str(run_dir),
