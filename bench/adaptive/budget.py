@@ -358,17 +358,18 @@ def _affordable(still: Sequence[OpenAnswer], by_key: Mapping[str, RunSpec],
     def cost(keys: set[str]) -> float:
         return session_cost(last_cost.get(k) or _last_cost(results, k) for k in keys)
 
-    def order(a: tuple[OpenAnswer, set[str]]) -> tuple[int, int, float]:
-        return last_run.get(a[0].where, 0), a[0].members, cost(a[1])
+    def order(a: tuple[OpenAnswer, set[str], float]) -> tuple[int, int, float]:
+        return last_run.get(a[0].where, 0), a[0].members, a[2]
 
-    wanted = sorted(((a, {k for k in a.keys if k in by_key}) for a in still), key=order)
+    mine = [(a, {k for k in a.keys if k in by_key}) for a in still]
+    wanted = sorted(((a, more, cost(more)) for a, more in mine), key=order)
     keys: set[str] = set()
     spent = 0.0
-    for _, more in wanted:
-        if spent + cost(more) <= left_s:
+    for _, more, price in wanted:
+        if spent + price <= left_s:
             keys |= more
-            spent += cost(more)
-    return keys, min((cost(more) for _, more in wanted), default=0.0)
+            spent += price
+    return keys, min((price for _, _, price in wanted), default=0.0)
 
 
 def _last_cost(results: Sequence[RunResult], key: str) -> Cost:
