@@ -15,7 +15,7 @@ from bench.adaptive import budget as budget_mod
 from bench.adaptive import sweep as sweep_mod
 from bench.launch.evidence import OFF
 from bench.launch.sweep import Replication, SweepOutcome
-from bench.results.schema import Interleaving, RunResult
+from bench.results.schema import Breakdown, Interleaving, RunResult
 from bench.results.store import SweepStore, save
 from bench.spec import RunSpec
 from reports.places import Place, places
@@ -218,45 +218,121 @@ def test_open_answers_are_taken_cheapest_first_as_far_as_the_budget_goes() -> No
     specs = {k: ONE for k in cost}
     still = [answer("c"), answer("a", "b"), answer("d")]
     margin = budget_mod.COST_MARGIN
-    keys, cheapest = budget_mod._affordable(still, specs, [], _costs(cost), 40.0, {})
+    keys, cheapest = budget_mod._affordable(still, specs, _costs(cost), 40.0, {})
     assert keys == {"a", "b", "d"} and cheapest == pytest.approx(5.0 * margin)
-    keys, cheapest = budget_mod._affordable(still, specs, [], _costs(cost), 4.0, {})
+    keys, cheapest = budget_mod._affordable(still, specs, _costs(cost), 4.0, {})
     assert keys == set() and cheapest == pytest.approx(5.0 * margin)
     # Priced with the margin, 35 s of last runs do not fit in 35 s: d alone goes.
-    keys, _ = budget_mod._affordable(still, specs, [], _costs(cost), 35.0, {})
+    keys, _ = budget_mod._affordable(still, specs, _costs(cost), 35.0, {})
     assert keys == {"d"}
+
+
+def _measured(spec: RunSpec, replicate: int, session: str, wall_s: float, window_s: float,
+              together: int = 1, profile: tuple[int, float, float] | None = None,
+              started: str = "2026-11-29T11:09:38") -> RunResult:
+    """A run of ``spec`` measured as an arm of ``session`` (``together`` sessions
+    measured in one go of ``wall_s``): ten windows of ``window_s`` in all, and where
+    ``profile`` (steps, step_s, capture_s) an evidence profile after them."""
+    result = fake_result()
+    result.spec, result.key, result.replicate = spec, spec.key(), replicate
+    result.wall_s, result.started_at = wall_s, started
+    assert result.figures is not None
+    result.figures.windows = [dataclasses.replace(result.figures.windows[0], index=i,
+                                                  wall_s=window_s / 10) for i in range(10)]
+    if profile is not None:
+        result.figures.breakdown = Breakdown(step_s=profile[1], input_s=0.0, compute_s=0.0,
+                                             communication_s=0.0, host_s=0.0, idle_s=0.0,
+                                             input_share=0.0, compute_share=0.0,
+                                             communication_share=0.0, host_share=0.0,
+                                             idle_share=0.0, profiled_steps=profile[0],
+                                             capture_s=profile[2])
+    result.interleaved = Interleaving(session, ["a", "b", "c"], 0, 10, together=together)
+    return result
 
 
 def test_a_session_pays_its_windows_and_its_start_up_once() -> None:
     """A session of fewer arms than the last pays the start-up all the same: priced
     per arm, an answer down to two of its five configurations was priced at two
     fifths of its session (start-up and builds included), and a sweep overran."""
-    last = fake_result()
-    last = dataclasses.replace(
-        last, wall_s=40.0, interleaved=Interleaving("s1", ["a"] * 5, 0, 10))
-    assert last.figures is not None
-    windows = sum(w.wall_s for w in last.figures.windows)
-    cost = budget_mod.Cost.of(last)
-    assert cost.windows_s == pytest.approx(windows)
-    assert cost.fixed_s == pytest.approx(40.0 - 5 * windows)
-    two = budget_mod.session_cost([cost, cost])
-    assert two == pytest.approx(budget_mod.COST_MARGIN * (2 * windows + 40.0 - 5 * windows))
-    assert two > budget_mod.COST_MARGIN * 40.0 * 2 / 5  # what the even split priced
-    # Measured beside another session: its share of the pair's wall time.
-    pair = dataclasses.replace(last, interleaved=dataclasses.replace(
-        last.interleaved, together=2))
-    assert budget_mod.Cost.of(pair).fixed_s == pytest.approx(max(0.0, 20.0 - 5 * windows))
-    # Of two answers, each session pays its own start-up; none pays another's.
+    arms = [_measured(ONE.replace(batch=b), 3, "s1", 40.0, 5.0) for b in (8, 16, 32, 64, 128)]
+    costs = budget_mod.last_costs(arms)
+    assert costs[arms[0].key] == budget_mod.Cost(5.0, 40.0 - 5 * 5.0)
+    two = budget_mod.NextRuns.of(4, [arms[0].key, arms[1].key],
+                                 {a.key: a.spec for a in arms}, costs)
+    assert budget_mod.priced([two], 1) == pytest.approx(
+        budget_mod.COST_MARGIN * (2 * 5.0 + 15.0))
+    assert budget_mod.priced([two], 1) > budget_mod.COST_MARGIN * 40.0 * 2 / 5  # even split
+    # Of two answers at different run numbers, each session pays its own start-up.
     a, b = budget_mod.Cost(5.0, 20.0), budget_mod.Cost(3.0, 10.0)
-    assert budget_mod.session_cost([a, b]) == pytest.approx(budget_mod.COST_MARGIN * 28.0)
     still = [budget_mod.OpenAnswer("x", ("a",)), budget_mod.OpenAnswer("y", ("b",))]
-    keys, cheapest = budget_mod._affordable(still, {"a": ONE, "b": ONE}, [],
-                                            {"a": a, "b": b}, 38.0 * budget_mod.COST_MARGIN,
-                                            {})
+    keys, cheapest = budget_mod._affordable(still, {"a": TWO, "b": TWO}, {"a": a, "b": b},
+                                            38.0 * budget_mod.COST_MARGIN, {"x": 1, "y": 2})
     assert keys == {"a", "b"} and cheapest == pytest.approx(budget_mod.COST_MARGIN * 13.0)
-    keys, _ = budget_mod._affordable(still, {"a": ONE, "b": ONE}, [], {"a": a, "b": b},
-                                     37.0 * budget_mod.COST_MARGIN, {})
-    assert keys == {"b"}
+    keys, _ = budget_mod._affordable(still, {"a": TWO, "b": TWO}, {"a": a, "b": b},
+                                     37.0 * budget_mod.COST_MARGIN, {"x": 1, "y": 2})
+    assert keys == {"a"}
+
+
+def test_a_session_alone_after_a_pair_is_priced_at_the_pair_s_fixed_time() -> None:
+    """MobileNetV2 at batch 256 (s53, m53a): two sessions measured together in 203 s,
+    each with a default and a mirrored arm (33 s and 31 s of windows) and a central
+    storage arm that measured nothing (unsupported once built), the first run's arms
+    profiled after their windows. The next session ran alone in 117 s. Read as half the
+    pair's wall time less three arms' windows, it was priced at 75 s, and the sweep's
+    last session overran the budget by 10 s; read as the pair's whole time besides its
+    windows and profiles, it is priced above what it took."""
+    default, mirrored = ONE.replace(batch=256), TWO.replace(batch=256)
+    cs = TWO.replace(batch=256, strategy="central_storage")
+    pair = []
+    for run in (1, 2):
+        profile = (5, 1.09, 3.0) if run == 1 else None
+        pair += [_measured(default, run, f"s{run}", 203.3, 33.0, 2, profile),
+                 _measured(mirrored, run, f"s{run}", 203.3, 31.0, 2, profile)]
+        unsupported = fake_result("unsupported")
+        unsupported.spec, unsupported.key, unsupported.replicate = cs, cs.key(), run
+        unsupported.wall_s, unsupported.started_at = 203.3, "2026-11-29T11:09:38"
+        unsupported.interleaved = Interleaving(f"s{run}", ["a", "b", "c"], 2, 10, together=2)
+        pair.append(unsupported)
+    by_key = {r.key: r.spec for r in pair}
+    costs = budget_mod.last_costs(pair)
+    fixed = 203.3 - 2 * (33.0 + 31.0) - 2 * (5 * 1.09 + 3.0)
+    assert costs[default.key()] == budget_mod.Cost(pytest.approx(33.0),
+                                                   pytest.approx(fixed))
+    alone = budget_mod.priced([budget_mod.NextRuns.of(3, list(by_key), by_key, costs)], 1)
+    assert alone == pytest.approx(budget_mod.COST_MARGIN * (64.0 + fixed))
+    assert alone >= 116.6  # what it took
+    # The share of the pair (the price before): below it.
+    share = 203.3 / 2 - 3 * 33.0 + 64.0
+    assert budget_mod.COST_MARGIN * share < 116.6
+
+
+def test_sessions_measured_together_pay_the_largest_fixed_part_once_per_group() -> None:
+    """The next sessions of one run number are measured two at a time on 2 cores: two
+    answers' sessions together pay their windows and the larger fixed part, three pay
+    the two largest (whichever two the sweep pairs, no grouping pays more); sessions of
+    different run numbers, and runs in processes of their own, pay each their own."""
+    cost = {"a": budget_mod.Cost(10.0, 40.0), "b": budget_mod.Cost(20.0, 30.0),
+            "c": budget_mod.Cost(5.0, 50.0)}
+    specs = {k: TWO for k in cost}
+
+    def price(numbers: dict[str, int], together: int, specs: dict[str, RunSpec] = specs
+              ) -> float:
+        runs = [budget_mod.NextRuns.of(n, [k], specs, cost) for k, n in numbers.items()]
+        return budget_mod.priced(runs, together) / budget_mod.COST_MARGIN
+
+    assert price({"a": 3, "b": 3}, 2) == pytest.approx(30.0 + 40.0)
+    assert price({"a": 3, "b": 3}, 1) == pytest.approx(30.0 + 40.0 + 30.0)
+    assert price({"a": 3, "b": 4}, 2) == pytest.approx(30.0 + 40.0 + 30.0)
+    assert price({"a": 3, "b": 3, "c": 3}, 2) == pytest.approx(35.0 + 50.0 + 40.0)
+    alone = {**specs, "c": TWO.replace(strategy="independent")}
+    assert price({"a": 3, "c": 3}, 2, alone) == pytest.approx(15.0 + 40.0 + 50.0)
+    # The budget buys both answers where the pair fits, one where only it does.
+    still = [budget_mod.OpenAnswer("x", ("a",)), budget_mod.OpenAnswer("y", ("b",))]
+    for left, bought in ((70.0, {"a", "b"}), (69.0, {"a"})):
+        keys, cheapest = budget_mod._affordable(still, specs, cost,
+                                                left * budget_mod.COST_MARGIN,
+                                                {"x": 2, "y": 2}, together=2)
+        assert keys == bought and cheapest == pytest.approx(50.0 * budget_mod.COST_MARGIN)
 
 
 def test_the_answers_with_fewest_sessions_then_the_cheapest_get_the_budget() -> None:
@@ -266,7 +342,7 @@ def test_the_answers_with_fewest_sessions_then_the_cheapest_get_the_budget() -> 
 
     def pick(sessions: dict[str, int]) -> set[str]:
         still = [budget_mod.OpenAnswer(k, (k,)) for k in ("resnet", "cnn", "mlp")]
-        keys, cheapest = budget_mod._affordable(still, specs, [], _costs(cost),
+        keys, cheapest = budget_mod._affordable(still, specs, _costs(cost),
                                                 80.0 * margin, sessions)
         assert cheapest == pytest.approx(20.0 * margin)  # whatever the order
         return keys
@@ -290,7 +366,7 @@ def test_at_equal_sessions_the_place_with_fewest_configurations_goes_first() -> 
 
     def pick(members: dict[str, int], sessions: dict[str, int]) -> set[str]:
         still = [budget_mod.OpenAnswer(k, (k,), members[k]) for k in ("resnet", "cnn", "mlp")]
-        keys, _ = budget_mod._affordable(still, specs, [], _costs(cost), 135.0 * margin,
+        keys, _ = budget_mod._affordable(still, specs, _costs(cost), 135.0 * margin,
                                          sessions)
         return keys
 
@@ -459,7 +535,7 @@ def test_the_sweep_opens_with_the_answer_of_fewest_configurations(
 @pytest.mark.parametrize("ratio, noise, wall_s, sessions, looks", [
     (1.5, 0.01, 10.0, 3, 1),   # clear: settled at the look after the third session
     (1.01, 0.2, 10.0, 4, 2),   # open: a fourth session and a look, then half the plan's
-    (1.01, 0.2, 60.0, 3, 1),   # open, but a fourth would end after the first third
+    (1.01, 0.2, 80.0, 3, 1),   # open, but a fourth would end after the first third
 ])
 def test_an_open_opening_takes_another_session_within_the_first_third(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, ratio: float, noise: float,
@@ -474,12 +550,14 @@ def test_an_open_opening_takes_another_session_within_the_first_third(
              **_: Any) -> SweepOutcome:
         calls.append(replication.runs)
         mine = range(replication.first, replication.runs + 1)
-        clock[0] += wall_s * len(mine)  # sessions measured together: priced each
+        # Sessions measured together build side by side: the pair takes about what one
+        # alone does, besides its windows.
+        clock[0] += wall_s
         for n in mine:
             _session(out, (ONE, TWO), n, ratio, noise)
         ran = [r for r in load_sweep(out).results if r.replicate in mine]
         for r in ran:
-            r.wall_s = wall_s * len(mine)
+            r.wall_s = wall_s
             assert r.interleaved is not None
             r.interleaved.together = len(mine)
         return SweepOutcome(out, ran)

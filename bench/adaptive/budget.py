@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,31 +55,68 @@ COST_MARGIN = 1.1
 @dataclass(frozen=True)
 class Cost:
     """What a configuration adds to a session of its answer: its windows (``windows_s``)
-    and its share of what the session spends besides windows (``fixed_s``: start-ups,
-    builds, profiles). A session pays its configurations' windows and the largest of
-    their fixed parts once: split evenly over the arms instead, a session of fewer arms
-    than the last (an answer whose contenders were set aside) was priced below its
-    start-up, and the last one of a sweep overran its budget by 3 s."""
+    and what its session spent besides windows and profiles (``fixed_s``: start-ups,
+    builds, warm-ups, the ends). A session pays its configurations' windows and the
+    largest of their fixed parts once: split evenly over the arms instead, a session of
+    fewer arms than the last (an answer whose contenders were set aside) was priced
+    below its start-up, and the last one of a sweep overran its budget by 3 s.
+
+    ``fixed_s`` is the whole of what the sessions measured together with it (``group``
+    in ``of``) spent besides their windows, not a share of it: their builds run side by
+    side, mostly one core each, so two ResNet50 sessions built together reached their
+    windows about as soon as one alone, and a MobileNetV2 session measured alone (s53,
+    117 s) took 49 s besides its windows where its pair's half share was 37 s; priced at
+    that share, the sweep's last session overran the budget by 10 s."""
 
     windows_s: float
     fixed_s: float = 0.0
 
     @classmethod
-    def of(cls, result: RunResult) -> Cost:
-        """From ``result``'s session: its wall time (``session_wall_s``, measured
-        beside others: its share) less its arms' windows, each arm taken as measuring as
-        long as this one did."""
-        arms = len(result.interleaved.arms) if result.interleaved else 1
-        windows = sum(w.wall_s for w in result.figures.windows) if result.figures else 0.0
-        return cls(windows, max(0.0, result.session_wall_s - arms * windows))
+    def of(cls, result: RunResult, group: Sequence[RunResult] = ()) -> Cost:
+        """From ``result`` and ``group``, the results of its session and of those
+        measured together with it (``result``'s included; empty: ``result`` alone): the
+        group's wall time less every window and every evidence profile in it (a later
+        session profiles nothing). An arm that measured nothing (unsupported once
+        built) adds nothing."""
+        group = list(group) or [result]
+        spent = sum(windows_s(r) + profile_s(r) for r in group)
+        return cls(windows_s(result), max(0.0, result.wall_s - spent))
 
 
-def session_cost(costs: Iterable[Cost]) -> float:
-    """One session of configurations of these ``costs``, with ``COST_MARGIN``."""
-    costs = list(costs)
-    if not costs:
-        return 0.0
-    return COST_MARGIN * (sum(c.windows_s for c in costs) + max(c.fixed_s for c in costs))
+def windows_s(result: RunResult) -> float:
+    """Seconds of ``result``'s measured windows (0 without figures)."""
+    return sum(w.wall_s for w in result.figures.windows) if result.figures else 0.0
+
+
+def profile_s(result: RunResult) -> float:
+    """Seconds of ``result``'s evidence profile after its windows: its profiled steps
+    and the capture (0 where it was not profiled)."""
+    b = result.figures.breakdown if result.figures else None
+    return b.profiled_steps * b.step_s + b.capture_s if b is not None else 0.0
+
+
+def measured_with(result: RunResult) -> Hashable:
+    """What identifies the results measured in one go with ``result``: the sessions
+    measured together (one start and wall time), else its session, else its own run."""
+    i = result.interleaved
+    if i is not None and i.together > 1:
+        return ("together", result.started_at, result.wall_s)
+    if i is not None:
+        return ("session", i.session)
+    return ("run", result.key, result.replicate)
+
+
+def last_costs(results: Iterable[RunResult]) -> dict[str, Cost]:
+    """Each configuration's ``Cost`` in its last run (highest run number) of
+    ``results``, read with the runs measured in one go with it."""
+    results = list(results)
+    groups: dict[Hashable, list[RunResult]] = {}
+    last: dict[str, RunResult] = {}
+    for r in results:
+        groups.setdefault(measured_with(r), []).append(r)
+        if r.key not in last or r.replicate > last[r.key].replicate:
+            last[r.key] = r
+    return {k: Cost.of(r, groups[measured_with(r)]) for k, r in last.items()}
 
 
 @dataclass(frozen=True)
@@ -217,7 +254,7 @@ def spend(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: floa
     store = SweepStore(out)
     plan = plan or look_plan(store, budget_s)
     outcomes: list[SweepOutcome] = []
-    last_cost: dict[str, Cost] = {}
+    together = together_on(detect())
     while True:
         results = stored(out, spec_of)
         elapsed = clock() - started
@@ -225,8 +262,8 @@ def spend(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: floa
         if not still:
             return outcomes
         last_run = {a.where: _last_run(a, spec_of, store) for a in still}
-        keys, cheapest = _affordable(still, spec_of, results, last_cost, budget_s - elapsed,
-                                     last_run)
+        keys, cheapest = _affordable(still, spec_of, last_costs(results), budget_s - elapsed,
+                                     last_run, together)
         if not keys:
             _last_look(still, store, plan, results, out, echo,
                        f"the next session (~{cheapest:.0f} s) would overrun the budget",
@@ -236,16 +273,13 @@ def spend(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: floa
         for runs, todo in sorted(_next_runs(still, keys, spec_of, last_run).items()):
             outcome = run_sweep(todo, out, echo=echo,
                                 replication=Replication(runs=runs, first=runs),
-                                interleave=interleave, shared_from=1,
-                                together=together_on(detect()))
+                                interleave=interleave, shared_from=1, together=together)
             outcomes.append(outcome)
             ran += outcome.ran
             if outcome.interrupted:
                 return outcomes
         if not ran:
             return outcomes
-        for r in ran:
-            last_cost[r.key] = Cost.of(r)
 
 
 def _last_run(answer: OpenAnswer, spec_of: Mapping[str, RunSpec], store: SweepStore) -> int:
@@ -334,46 +368,80 @@ def open_line(events: Iterable[Mapping[str, Any]]) -> str | None:
 
 
 def _affordable(still: Sequence[OpenAnswer], by_key: Mapping[str, RunSpec],
-                results: Sequence[RunResult], last_cost: dict[str, Cost],
-                left_s: float, last_run: Mapping[str, int]) -> tuple[set[str], float]:
+                costs: Mapping[str, Cost], left_s: float, last_run: Mapping[str, int],
+                together: int = 1) -> tuple[set[str], float]:
     """The configurations of as many open answers as ``left_s`` leaves time for, and
     what the cheapest answer's session would cost.
 
-    A session costs about what its configurations' last runs took (their windows, and
-    the largest of their sessions' other time once: ``session_cost``), with
-    ``COST_MARGIN``; each answer's configurations are one session. The answers with the
-    fewest sessions so far (``last_run``, by ``OpenAnswer.where``) go first, so that
-    every open answer gets its next session before any gets one more (an answer's
-    noise is its own until its sessions give the pool's guard enough degrees of
-    freedom: three sessions of three arms); among those, the places that measured the
-    fewest configurations (``OpenAnswer.members``: fewest comparisons to settle), then
-    the cheapest. Cheapest first alone starved the dearest place: in s41a ResNet50 (one
-    comparison, +72% after one session, a 90 s session) kept one session while four
-    cheaper places (three to eight configurations each) took the budget. The order
-    reads no answer's figures: ordered by the plan to settle (its price times the
-    sessions its estimated gap still needs), an answer's number of sessions at the last
-    look depended on its own data, which the looks' alpha does not cover, and in s30-s34
-    it left the CNN at 64, then the CNN at 256, at two sessions.
+    An answer's next runs cost what its configurations' last runs took (``costs``,
+    ``NextRuns``, ``priced``): a session pays their windows and the largest of their
+    fixed parts once, with ``COST_MARGIN``; a configuration that runs in processes of
+    its own (not ``in_session``) is a run of its own. The sessions of one run number are
+    measured up to ``together`` at a time (``run_sweep``), and are priced as such
+    groups. The answers with the fewest sessions so far
+    (``last_run``, by ``OpenAnswer.where``) go first, so that every open answer gets its
+    next session before any gets one more (an answer's noise is its own until its
+    sessions give the pool's guard enough degrees of freedom: three sessions of three
+    arms); among those, the places that measured the fewest configurations
+    (``OpenAnswer.members``: fewest comparisons to settle), then the cheapest. Cheapest
+    first alone starved the dearest place: in s41a ResNet50 (one comparison, +72% after
+    one session, a 90 s session) kept one session while four cheaper places (three to
+    eight configurations each) took the budget. The order reads no answer's figures:
+    ordered by the plan to settle (its price times the sessions its estimated gap still
+    needs), an answer's number of sessions at the last look depended on its own data,
+    which the looks' alpha does not cover, and in s30-s34 it left the CNN at 64, then
+    the CNN at 256, at two sessions.
     """
-    def cost(keys: set[str]) -> float:
-        return session_cost(last_cost.get(k) or _last_cost(results, k) for k in keys)
-
-    def order(a: tuple[OpenAnswer, set[str], float]) -> tuple[int, int, float]:
-        return last_run.get(a[0].where, 0), a[0].members, a[2]
-
-    mine = [(a, {k for k in a.keys if k in by_key}) for a in still]
-    wanted = sorted(((a, more, cost(more)) for a, more in mine), key=order)
+    wanted = []
+    for a in still:
+        more = {k for k in a.keys if k in by_key}
+        runs = NextRuns.of(last_run.get(a.where, 0) + 1, more, by_key, costs)
+        wanted.append((a, more, runs, priced([runs], together)))
+    wanted.sort(key=lambda w: (last_run.get(w[0].where, 0), w[0].members, w[3]))
     keys: set[str] = set()
-    spent = 0.0
-    for _, more, price in wanted:
-        if spent + price <= left_s:
+    chosen: list[NextRuns] = []
+    for _, more, runs, _ in wanted:
+        if priced([*chosen, runs], together) <= left_s:
             keys |= more
-            spent += price
-    return keys, min((price for _, _, price in wanted), default=0.0)
+            chosen.append(runs)
+    return keys, min((w[3] for w in wanted), default=0.0)
 
 
-def _last_cost(results: Sequence[RunResult], key: str) -> Cost:
-    mine = [r for r in results if r.key == key]
-    if not mine:
-        return Cost(0.0)
-    return Cost.of(max(mine, key=lambda r: r.replicate))
+@dataclass(frozen=True)
+class NextRuns:
+    """What one answer's next runs cost: its session (the costs of its in-session
+    configurations, empty where it has none) at run number ``number``, and its runs in
+    processes of their own (``alone``)."""
+
+    number: int
+    session: tuple[Cost, ...]
+    alone: tuple[Cost, ...]
+
+    @classmethod
+    def of(cls, number: int, keys: Iterable[str], by_key: Mapping[str, RunSpec],
+           costs: Mapping[str, Cost]) -> NextRuns:
+        """Run ``number`` of the configurations ``keys`` (of ``by_key``), at their
+        ``costs`` (a configuration never run costs nothing)."""
+        session: list[Cost] = []
+        alone: list[Cost] = []
+        for k in sorted(keys):
+            (session if in_session(by_key[k]) else alone).append(costs.get(k, Cost(0.0)))
+        return cls(number, tuple(session), tuple(alone))
+
+
+def priced(answers: Sequence[NextRuns], together: int) -> float:
+    """Seconds the next runs of ``answers`` cost, with ``COST_MARGIN``: every window
+    and each run of its own's fixed part, and for the sessions of each run number, up
+    to ``together`` measured at a time, as many of their largest fixed parts as they
+    make groups (whichever sessions the sweep puts together, no grouping pays more)."""
+    total = 0.0
+    fixed_by_number: dict[int, list[float]] = {}
+    for a in answers:
+        total += sum(c.windows_s + c.fixed_s for c in a.alone)
+        if a.session:
+            total += sum(c.windows_s for c in a.session)
+            fixed_by_number.setdefault(a.number, []).append(max(c.fixed_s for c in a.session))
+    for fixed in fixed_by_number.values():
+        groups = -(-len(fixed) // max(1, together))
+        total += sum(sorted(fixed, reverse=True)[:groups])
+    return COST_MARGIN * total

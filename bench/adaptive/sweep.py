@@ -12,10 +12,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bench.adaptive.budget import (
+    NextRuns,
     OpenAnswer,
+    last_costs,
     look,
     look_plan,
     open_line,
+    priced,
     print_answers,
     settlement_line,
     spend,
@@ -141,7 +144,7 @@ def _open_with(unit: Sequence[RunSpec], out: Path, *, budget_s: float, started: 
                echo: Callable[[str], None],
                clock: Callable[[], float] = time.monotonic) -> SweepOutcome:
     """Sessions of ``unit`` (each only where it would end within the first third of the
-    budget, priced at the last session's wall time), a look at the sweep's ``keys``
+    budget, priced as the budget prices a session alone: ``priced``), a look at the sweep's ``keys``
     after the ``OPENING_SESSIONS``-th and after each further one until the unit's answer
     settles or has had half of ``plan``'s interim looks: a clear answer settles early,
     and the others' first sessions come soon after. ``clock``: ``started``'s."""
@@ -151,7 +154,10 @@ def _open_with(unit: Sequence[RunSpec], out: Path, *, budget_s: float, started: 
     n, looked = 0, False
     while looks_left:
         n += 1
-        last = max((r.session_wall_s for r in outcome.ran), default=0.0)
+        # Another session alone: priced as the budget prices one (its whole fixed part,
+        # not a share of the pair's, and no profile).
+        last = priced([NextRuns.of(n, mine, {s.key(): s for s in unit},
+                                   last_costs(outcome.ran))], 1)
         if n > 1 and clock() - started + last > budget_s / 3:
             echo(f"the opening stops at {n - 1} session(s): another (~{last:.0f} s) would "
                  f"end after the first third of the budget ({budget_s / 3:.0f} s)")
