@@ -505,10 +505,12 @@ def test_the_sweep_opens_with_the_answer_of_fewest_configurations(
              ONE.replace(batch=64, strategy="central_storage", devices=2)]
     two = [ONE, TWO]
     calls: list[tuple[list[int], int]] = []
+    untils: set[float | None] = set()
 
     def fake(specs: Sequence[RunSpec], out: Path, *, replication: Replication,
-             **_: Any) -> SweepOutcome:
+             **kwargs: Any) -> SweepOutcome:
         calls.append(([s.batch for s in specs], replication.runs))
+        untils.add(kwargs.get("windows_until"))
         ran = [_store(out, s, r, [1000.0 * (1.5 if s.devices == 2 else 1)] * 3)
                for r in range(replication.first, replication.runs + 1) for s in specs]
         for r in ran:
@@ -520,9 +522,13 @@ def test_the_sweep_opens_with_the_answer_of_fewest_configurations(
     monkeypatch.setattr(sweep_mod, "spend", lambda *a, **k: [])
     assert sweep_mod.opening_unit([tuple(three), tuple(two), tuple(two[::-1])]) == tuple(two)
     lines: list[str] = []
+    started = time.monotonic()
     sweep_mod.budgeted_sweep([*three, *two], tmp_path, budget_s=600.0,
-                             started=time.monotonic(), interleave=True, evidence=OFF,
+                             started=started, interleave=True, evidence=OFF,
                              echo=lines.append)
+    # The opening's sessions' rounds stop at the end of the budget's first third, the
+    # first pass's at its end.
+    assert untils == {started + 200.0, started + 600.0}
     # The first two sessions measured together (one call), the third priced alone; the
     # other answer's first two sessions together.
     assert calls == [*[([32, 32], n) for n in range(2, sessions + 1)], ([64, 64, 64], 2)]
@@ -612,3 +618,63 @@ def test_a_budget_of_0_turns_it_off_and_a_bad_one_names_the_value() -> None:
     assert budget_duration("0") == 0.0 and budget_duration("10m") == 600.0
     with pytest.raises(argparse.ArgumentTypeError, match="Received: '-5s'"):
         budget_duration("-5s")
+
+
+def _heavy(spec: RunSpec, step_s: float, launch_s: float = 20.0) -> RunResult:
+    """A measured run of ``spec`` whose steps take ``step_s``."""
+    result = _measured(spec, 1, "h1", 100.0, 30.0)
+    assert result.figures is not None
+    result.figures.step_time = dataclasses.replace(result.figures.step_time, median_s=step_s)
+    result.figures.startup = dataclasses.replace(result.figures.startup,
+                                                 launch_to_first_step_s=launch_s)
+    return result
+
+
+def test_a_first_run_is_priced_from_its_workload_s_measured_steps() -> None:
+    """A window lasts its max_seconds, or min_steps steps where those take longer: at a
+    second a step (MobileNetV2 at batch 256 on 2 cores) ten rounds of two arms are not
+    10 s but 60 s. A session pays the workload's largest fixed part, a run of its own
+    the longest launch to first step; a workload never measured has no price."""
+    knobs = {"max_seconds": 0.5, "min_steps": 3, "max_steps": 400, "repeats": 10}
+    default = ONE.replace(batch=256, **knobs)
+    mirrored = TWO.replace(batch=256, **knobs)
+    measured = [_heavy(default, 1.0), _heavy(mirrored, 0.9)]
+    fixed = 100.0 - 2 * 30.0
+    m = budget_mod.COST_MARGIN
+    # Both at 1 s a step (the slowest per example): 3 s windows.
+    assert budget_mod.first_price([default, mirrored], measured) == pytest.approx(
+        m * (fixed + 2 * 10 * 3.0))
+    assert budget_mod.first_price([default, mirrored], measured, sessions=2,
+                                  rounds=2) == pytest.approx(m * (fixed + 2 * 2 * 2 * 3.0))
+    # At batch 16 a step takes 1/16 s: the window is its max_seconds.
+    small = [default.replace(batch=16), mirrored.replace(batch=16)]
+    assert budget_mod.first_price(small, measured) == pytest.approx(m * (fixed + 2 * 10 * 0.5))
+    alone = TWO.replace(strategy="independent", batch=64, **{**knobs, "repeats": 20})
+    assert budget_mod.first_price([alone], measured) == pytest.approx(
+        m * (20.0 + 20 * 0.75))
+    assert budget_mod.first_price([alone.replace(workload="cnn")], measured) is None
+
+
+def test_the_first_pass_leaves_out_what_the_budget_no_longer_pays_for(
+        tmp_path: Path) -> None:
+    """After the opening, a user's model slower than the preset's points were sized for:
+    a unit of its workload whose least price does not fit the time left is left out and
+    said, with the way to measure it; one that fits runs, and so does a workload with
+    nothing measured to price it from."""
+    knobs = {"max_seconds": 0.5, "min_steps": 3, "max_steps": 400, "repeats": 20}
+    ps = TWO.replace(strategy="parameter_server", batch=64, **knobs)
+    independent = TWO.replace(strategy="independent", batch=64, **knobs)
+    other = ps.replace(workload="cnn")
+    result = _heavy(ONE.replace(batch=64, **knobs), 0.64)  # 2 s windows: 40 s a run
+    save(result, SweepStore(tmp_path).paths(result.spec, 1).result)
+    lines: list[str] = []
+    price = budget_mod.COST_MARGIN * (20.0 + 20 * 3 * 0.64)
+    kept = sweep_mod._within([ps, independent, other], tmp_path, 1.5 * price, 1, True,
+                             lines.append)
+    assert kept == [ps, other]
+    assert len(lines) == 1 and independent.label() in lines[0]
+    assert f"(~{price:.0f} s)" in lines[0] and "BENCH_BUDGET_S" in lines[0]
+    lines.clear()
+    assert sweep_mod._within([ps, independent, other], tmp_path, 2 * price, 1, True,
+                             lines.append) == [ps, independent, other]
+    assert lines == []

@@ -179,3 +179,38 @@ def test_sessions_measured_together_need_copies_and_no_gpus(
     monkeypatch.setattr(session_mod, "detect", lambda: gpus)
     with pytest.raises(SessionError, match="2 sessions measured together"):
         run_sessions([Copy([ONE, TWO], Path("a.log")), Copy([ONE], Path("b.log"))], rounds=2)
+
+
+@pytest.mark.parametrize("until, rounds", [(None, 10), (20.0, 3), (-1.0, 2)])
+def test_rounds_stop_before_one_would_end_after_the_time_given(
+        monkeypatch: pytest.MonkeyPatch, until: float | None, rounds: int) -> None:
+    """Rounds of two windows of 3 s each: with 20 s given, the third round ends at 18 s
+    and a fourth would end at 24 s; with a time already past, two rounds still run
+    (their builds were paid for, and two give the rounds' variance); with none, all."""
+    clock = [0.0]
+    turns: list[str] = []
+
+    def window(party: Any, deadline: float) -> None:
+        turns.append(party.label)
+        clock[0] += 3.0
+
+    monkeypatch.setattr(session_mod, "_window", window)
+    arms = session_mod._Party("arms", [0], 1, 0.5, is_arms=True)
+    member = session_mod._Party("member", [1], 1, 0.5, arms_party=arms)
+    done = session_mod._conduct([arms, member], 10, 0, 1e9, until, clock=lambda: clock[0])
+    assert done == rounds
+    assert sorted(turns) == ["arms"] * rounds + ["member"] * rounds  # whole rounds only
+
+
+def test_a_session_given_a_time_that_has_passed_measures_two_rounds(tmp_path: Path) -> None:
+    """The launcher ends the rounds early (its processes see the end of their turns, as
+    after the last round): every party, the member's workers too, measures the same
+    two windows, and the result says how many rounds ran."""
+    import time
+
+    (one, mwm), = run_sessions([Copy([ONE, MWM], tmp_path / "s.log", 1)], rounds=6,
+                               windows_until=time.monotonic())
+    assert [one.status, mwm.status] == ["ok", "ok"], [one.reason, mwm.reason]
+    assert one.figures is not None and mwm.figures is not None
+    assert len(one.figures.windows) == len(mwm.figures.windows) == 2
+    assert one.interleaved is not None and one.interleaved.rounds == 2

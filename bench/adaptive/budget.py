@@ -119,6 +119,45 @@ def last_costs(results: Iterable[RunResult]) -> dict[str, Cost]:
     return {k: Cost.of(r, groups[measured_with(r)]) for k, r in last.items()}
 
 
+def first_price(unit: Sequence[RunSpec], results: Sequence[RunResult], sessions: int = 1,
+                rounds: int | None = None) -> float | None:
+    """The least that ``sessions`` first sessions of ``unit`` (measured together), or
+    its first run where it is one configuration (a run of its own), will cost,
+    from its workload's measured runs in ``results``, with ``COST_MARGIN``; None where
+    that workload has no measured run (nothing to price it from).
+
+    A window lasts its ``max_seconds``, or ``min_steps`` steps where those take longer
+    (``max_steps`` at most), a step taking the slowest time per example measured at the
+    unit's batch. A session pays the largest fixed part the workload's sessions had
+    (``last_costs``) and ``rounds`` rounds (None: the configurations' ``repeats``; a
+    sweep's budget stops a session's rounds at its end, so it prices
+    ``bench.launch.session.MIN_ROUNDS``); a run of its own its windows and the longest
+    launch to first step measured. The CPU preset's points are sized for its own
+    workloads; a user's model gets the CNN's, and one whose steps take a second
+    measured MobileNetV2's first pass in 480 s of a 569 s budget."""
+    workload = unit[0].workload
+    mine = [r for r in results if r.spec.workload == workload and r.status == "ok"
+            and r.figures is not None]
+    if not mine:
+        return None
+    per_example = max(r.figures.step_time.median_s / r.spec.global_batch for r in mine
+                      if r.figures is not None)
+
+    def window(spec: RunSpec) -> float:
+        step = per_example * spec.global_batch
+        return min(spec.max_steps * step, max(spec.max_seconds, spec.min_steps * step))
+
+    if len(unit) == 1:  # a run of its own (a session has two configurations or more)
+        launch = max(r.figures.startup.launch_to_first_step_s for r in mine
+                     if r.figures is not None)
+        return COST_MARGIN * (launch + unit[0].repeats * window(unit[0]))
+    costs = last_costs(r for r in results
+                       if r.spec.workload == workload and r.interleaved is not None)
+    fixed = max((c.fixed_s for c in costs.values()), default=0.0)
+    each = sum((rounds if rounds is not None else s.repeats) * window(s) for s in unit)
+    return COST_MARGIN * (fixed + sessions * each)
+
+
 @dataclass(frozen=True)
 class OpenAnswer:
     """An answer that is not settled yet, the configurations that would settle it, how
@@ -245,7 +284,9 @@ def spend(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: floa
     """Measure open answers' configurations again until every answer is settled or the
     next session would end after ``started + budget_s``; returns each session's outcome.
 
-    Before each round of sessions the places a look could settle are read at
+    A session slower than priced stops its rounds at the budget's end (``run_sweep``'s
+    ``windows_until``). Before each round of sessions the places a look could settle
+    are read at
     ``plan.interim`` (``look``; at most ``plan.max_interim`` looks a place), and what is
     open when the budget is spent is read at ``plan.final``: every look is journaled.
     ``plan``: the sweep's (``look_plan``) unless given.
@@ -273,7 +314,8 @@ def spend(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: floa
         for runs, todo in sorted(_next_runs(still, keys, spec_of, last_run).items()):
             outcome = run_sweep(todo, out, echo=echo,
                                 replication=Replication(runs=runs, first=runs),
-                                interleave=interleave, shared_from=1, together=together)
+                                interleave=interleave, shared_from=1, together=together,
+                                windows_until=started + budget_s)
             outcomes.append(outcome)
             ran += outcome.ran
             if outcome.interrupted:

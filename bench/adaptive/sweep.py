@@ -14,6 +14,7 @@ from pathlib import Path
 from bench.adaptive.budget import (
     NextRuns,
     OpenAnswer,
+    first_price,
     last_costs,
     look,
     look_plan,
@@ -28,7 +29,7 @@ from bench.adaptive.plan import plan_first_pass
 from bench.hardware import detect, topology, topology_links
 from bench.launch.evidence import Evidence
 from bench.launch.groups import sweep_units
-from bench.launch.session import together_on
+from bench.launch.session import MIN_ROUNDS, together_on
 from bench.launch.sweep import Replication, SweepOutcome, run_sweep
 from bench.results.store import SweepStore, load_sweep
 from bench.spec import RunSpec
@@ -57,7 +58,11 @@ def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, star
 
     On GPUs the first pass is priced (``bench.adaptive.plan``): what the budget cannot
     pay for, and with ``preset`` (the default preset's matrix) what is not worth
-    measuring, is left out, printed with why, and never run by this sweep."""
+    measuring, is left out, printed with why, and never run by this sweep. Everywhere,
+    every session's rounds stop at the budget's end, and a first-pass unit whose
+    workload was measured already is left out where its least price no longer fits
+    (``_within``): a user's model slower than the preset's points were sized for ends
+    on time with what it measured."""
     hw = detect()
     pairs = together_on(hw)
     echo(f"budget {budget_s:.0f} s: the answer that can settle first, then provisional "
@@ -90,11 +95,16 @@ def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, star
     # Each other answer's first sessions, on CPUs two measured together: their
     # start-ups overlap, and the provisional answers rest on two sessions, not one.
     together = 1 if passes is not None else pairs
+    until = started + budget_s
     for i, phase in enumerate(p for p in phases if p):
         runs = together if i == 0 and phase is phases[0] else 1
-        outcome = merge(outcome, run_sweep(phase, out, replication=Replication(runs=runs),
-                                           interleave=interleave, evidence=evidence,
-                                           shared_from=1, together=runs))
+        if passes is None:
+            phase = _within(phase, out, until - time.monotonic(), runs, interleave, echo)
+        if phase:
+            outcome = merge(outcome, run_sweep(
+                phase, out, replication=Replication(runs=runs), interleave=interleave,
+                evidence=evidence, shared_from=1, together=runs,
+                windows_until=until if passes is None else None))
         if outcome.interrupted:
             return outcome
         if i == 0:
@@ -129,6 +139,33 @@ def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, star
     return outcome
 
 
+def _within(phase: Sequence[RunSpec], out: Path, left_s: float, sessions: int,
+            interleave: bool, echo: Callable[[str], None]) -> list[RunSpec]:
+    """The configurations of a first-pass ``phase`` that ``left_s`` seconds pay for, in
+    its order; the others are left out, said with the price and how to measure them.
+    Each unit (``sweep_units``: ``sessions`` sessions of it measured together, or one run
+    of its own) is priced from its workload's measured runs (``first_price``); one
+    whose workload has none runs (nothing to price it from). Its sessions' rounds stop
+    at the budget's end (``run_sweep``'s ``windows_until``), so a session is priced at
+    its fixed part and ``MIN_ROUNDS`` rounds: what it costs however short."""
+    results = load_sweep(out).results if out.is_dir() else []
+    kept: list[RunSpec] = []
+    left_out: list[str] = []
+    spent = 0.0
+    for unit in sweep_units(phase) if interleave else [(s,) for s in phase]:
+        price = first_price(unit, results, sessions, MIN_ROUNDS if len(unit) > 1 else None)
+        if price is None or spent + price <= left_s:
+            kept += unit
+            spent += price or 0.0
+        else:
+            left_out.append(f"{', '.join(s.label() for s in unit)} (~{price:.0f} s)")
+    if left_out:
+        echo(f"left out of the first pass, {max(0.0, left_s - spent):.0f} s of the budget "
+             f"left: {'; '.join(left_out)}; a longer budget measures them "
+             f"(make bench BENCH_BUDGET_S=<seconds>, bench run --budget <time>)")
+    return kept
+
+
 def opening_unit(units: Sequence[tuple[RunSpec, ...]]) -> tuple[RunSpec, ...]:
     """The answer a budget measures first: of the units whose configurations share
     sessions, the one with the fewest (one comparison, of two arms, settles in the
@@ -144,7 +181,8 @@ def _open_with(unit: Sequence[RunSpec], out: Path, *, budget_s: float, started: 
                echo: Callable[[str], None],
                clock: Callable[[], float] = time.monotonic) -> SweepOutcome:
     """Sessions of ``unit`` (each only where it would end within the first third of the
-    budget, priced as the budget prices a session alone: ``priced``), a look at the sweep's ``keys``
+    budget, priced as the budget prices a session alone: ``priced``; their rounds stop
+    at the end of that third, a heavier model's first pair's too), a look at the sweep's ``keys``
     after the ``OPENING_SESSIONS``-th and after each further one until the unit's answer
     settles or has had half of ``plan``'s interim looks: a clear answer settles early,
     and the others' first sessions come soon after. ``clock``: ``started``'s."""
@@ -170,7 +208,7 @@ def _open_with(unit: Sequence[RunSpec], out: Path, *, budget_s: float, started: 
             n = together_on(detect())
         session = run_sweep(list(unit), out, replication=Replication(runs=n, first=first),
                             interleave=True, evidence=evidence, shared_from=1,
-                            together=n - first + 1)
+                            together=n - first + 1, windows_until=started + budget_s / 3)
         outcome = merge(outcome, session)
         if outcome.interrupted or not (session.ran or session.skipped):
             return outcome  # nothing ran, and nothing was stored before (a resume skips those)

@@ -74,6 +74,10 @@ TURN_FACTOR = 10.0
 TURN_ALLOWANCE_S = 60.0
 # After its last turn a party summarises, measures its peak for the MFU and profiles.
 FINISH_S = 180.0
+# A session given a time for its windows to end by (``run_sessions``' ``windows_until``)
+# still measures this many rounds: two give its rounds' variance, and its builds were
+# paid for.
+MIN_ROUNDS = 2
 
 
 # Sessions a sweep on CPUs measures together (``run_sessions``): the first two of the
@@ -193,13 +197,18 @@ def run_session(specs: Sequence[RunSpec], log_path: Path, *, rounds: int, seed: 
 
 def run_sessions(copies: Sequence[Copy], *, rounds: int, rewarm_calls: int = 1,
                  timeout_s: float | None = None, profile_steps: int = 0, builds: int = 1,
-                 rebuild_share: float | None = None) -> list[list[RunResult]]:
+                 rebuild_share: float | None = None, windows_until: float | None = None
+                 ) -> list[list[RunResult]]:
     """Measure ``len(copies)`` sessions at once, each as ``run_session`` measures one
     (the same answer's or others'): every session's processes start together and build
     side by side, then all of them take turns window by window, so that no window of
     one session overlaps another's. Each session keeps its own processes, builds and
     session id (its own pairs); ``Interleaving.together`` says how many were measured
     together. ``timeout_s`` bounds each session (None: its configurations' sum).
+    ``windows_until`` (``time.monotonic``; None: no such time): no round starts that
+    would end after it, as the longest round so far took, once ``MIN_ROUNDS`` are
+    measured (a sweep's budget: a model whose windows are longer than its preset
+    planned does not overrun it); ``Interleaving.rounds`` says how many ran.
 
     Why: a process's start-up (import, tracing, graph optimisation) runs mostly on
     one core. Two ResNet50 sessions started together on 2 cores reached their first
@@ -239,7 +248,9 @@ def run_sessions(copies: Sequence[Copy], *, rounds: int, rewarm_calls: int = 1,
                 for party in parties:
                     _attempt(party, lambda p: _expect(
                         p.hear(deadline, "build and warm up", starting=True), b"R", p.label))
-                _conduct(parties, rounds, copies[0].seed, deadline)
+                done = _conduct(parties, rounds, copies[0].seed, deadline, windows_until)
+                for s in live:
+                    s.rounds = done
                 for party in parties:  # one at a time: each finishes alone
                     _attempt(party, lambda p: p.finish(min(deadline, time.monotonic()
                                                            + FINISH_S)))
@@ -368,13 +379,25 @@ def _expect(words: list[bytes], expected: bytes, label: str) -> None:
                              f"expected")
 
 
-def _conduct(parties: list[_Party], rounds: int, seed: int, deadline: float) -> None:
+def _conduct(parties: list[_Party], rounds: int, seed: int, deadline: float,
+             until: float | None = None, clock: Callable[[], float] = time.monotonic
+             ) -> int:
     """The rounds: a slot per arm (the arms' process's turns) and per member, in an
-    order random and reversed every other round."""
+    order random and reversed every other round. After ``MIN_ROUNDS``, none starts
+    that would end after ``until`` (``clock`` time; None: every one runs), as the
+    longest so far took; the processes then see their rounds end as after the last.
+    Returns the rounds measured."""
     slots = [party for party in parties for _ in range(party.windows)]
+    done, longest = 0, 0.0
     for order in round_orders(len(slots), rounds, random.Random(seed + 1)):
+        start = clock()
+        if until is not None and done >= MIN_ROUNDS and start + longest > until:
+            break
         for s in order:
             _attempt(slots[s], lambda p: _window(p, deadline))
+        longest = max(longest, clock() - start)
+        done += 1
+    return done
 
 
 def _window(party: _Party, deadline: float) -> None:

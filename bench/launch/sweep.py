@@ -194,7 +194,8 @@ def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
               echo: Callable[[str], None] = print,
               replication: Replication | None = None,
               interleave: bool = False, evidence: Evidence = OFF,
-              shared_from: int = 2, together: int = 1) -> SweepOutcome:
+              shared_from: int = 2, together: int = 1,
+              windows_until: float | None = None) -> SweepOutcome:
     """Run every (spec, replicate) without a stored result; Ctrl-C stops cleanly.
 
     Finished results are kept; re-running the same sweep resumes run by run.
@@ -210,7 +211,8 @@ def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
     first, up to that many at a time measured together (``_together``,
     ``bench.launch.session.run_sessions``: their start-ups overlap, their windows take
     turns), one answer's runs and different answers' alike; the passes then run what
-    is left.
+    is left. ``windows_until`` (``time.monotonic``): every session's rounds stop at it
+    (``bench.launch.session.run_sessions``; a sweep's budget).
     """
     rep = replication or Replication()
     sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -242,7 +244,7 @@ def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
             progress.start(first, _still_planned(store, by_key, specs, first, replicate, rep),
                            replicate, together=[(s[0].label(), len(s) - 1, r)
                                                 for s, r in group])
-            for result in _run_group(store, group, evidence):
+            for result in _run_group(store, group, evidence, windows_until):
                 by_key.setdefault(result.spec.key(), []).append(result)
                 outcome.ran.append(result)
                 progress.finish(result, named=True)
@@ -262,7 +264,8 @@ def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
                 progress.start(due[0], _still_planned(store, by_key, specs, due[0], replicate,
                                                       rep), replicate,
                                shared=[s.label() for s in due[1:]])
-                results = _run_group(store, [(due, replicate)], evidence) if is_session(due) \
+                results = _run_group(store, [(due, replicate)], evidence, windows_until) \
+                    if is_session(due) \
                     else [_run_one(store, s, replicate, outcome, evidence) for s in due]
                 for result in results:
                     by_key.setdefault(result.spec.key(), []).append(result)
@@ -377,13 +380,15 @@ def _due(store: SweepStore, by_key: dict[str, list[RunResult]], spec: RunSpec,
 
 
 def _run_group(store: SweepStore, items: Sequence[tuple[Sequence[RunSpec], int]],
-               evidence: Evidence = OFF) -> list[RunResult]:
+               evidence: Evidence = OFF, windows_until: float | None = None
+               ) -> list[RunResult]:
     """Run each ``(specs, replicate)`` of ``items`` as one session (windows interleaved:
     the in-process ones as arms of one process, a multi-process one in its own
     processes taking turns with it, ``bench.launch.session``) as their run
     ``replicate``; two or more are measured together (``run_sessions``). Each run is
     profiled after all windows where ``evidence`` asks, and saved where the store names
-    it."""
+    it. With ``windows_until`` every session is paced by the launcher, which stops its
+    rounds then (``run_sessions``), one alone too."""
     rounds = max(2, max(s.repeats for specs, _ in items for s in specs))
     copies, profile_steps = [], 0
     for specs, replicate in items:
@@ -392,9 +397,9 @@ def _run_group(store: SweepStore, items: Sequence[tuple[Sequence[RunSpec], int]]
         copies.append(Copy(list(specs), store.paths(specs[0], replicate).log, replicate,
                            [store.paths(s, replicate).profile if n else None
                             for s, n in zip(specs, steps, strict=True)]))
-    if len(copies) > 1:
+    if len(copies) > 1 or windows_until is not None:
         runs = run_sessions(copies, rounds=rounds, profile_steps=profile_steps,
-                            builds=SESSION_BUILDS)
+                            builds=SESSION_BUILDS, windows_until=windows_until)
     else:
         one = copies[0]
         run = run_session if members_of(one.specs) else run_interleaved
