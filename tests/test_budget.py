@@ -256,7 +256,7 @@ def test_a_session_pays_its_windows_and_its_start_up_once() -> None:
     fifths of its session (start-up and builds included), and a sweep overran."""
     arms = [_measured(ONE.replace(batch=b), 3, "s1", 40.0, 5.0) for b in (8, 16, 32, 64, 128)]
     costs = budget_mod.last_costs(arms)
-    assert costs[arms[0].key] == budget_mod.Cost(5.0, 40.0 - 5 * 5.0)
+    assert costs[arms[0].key] == budget_mod.Cost(5.0, 40.0 - 5 * 5.0, 10)
     two = budget_mod.NextRuns.of(4, [arms[0].key, arms[1].key],
                                  {a.key: a.spec for a in arms}, costs)
     assert budget_mod.priced([two], 1) == pytest.approx(
@@ -297,7 +297,7 @@ def test_a_session_alone_after_a_pair_is_priced_at_the_pair_s_fixed_time() -> No
     costs = budget_mod.last_costs(pair)
     fixed = 203.3 - 2 * (33.0 + 31.0) - 2 * (5 * 1.09 + 3.0)
     assert costs[default.key()] == budget_mod.Cost(pytest.approx(33.0),
-                                                   pytest.approx(fixed))
+                                                   pytest.approx(fixed), 10)
     alone = budget_mod.priced([budget_mod.NextRuns.of(3, list(by_key), by_key, costs)], 1)
     assert alone == pytest.approx(budget_mod.COST_MARGIN * (64.0 + fixed))
     assert alone >= 116.6  # what it took
@@ -527,8 +527,8 @@ def test_the_sweep_opens_with_the_answer_of_fewest_configurations(
                              started=started, interleave=True, evidence=OFF,
                              echo=lines.append)
     # The opening's sessions' rounds stop at the end of the budget's first third, the
-    # first pass's at its end.
-    assert untils == {started + 200.0, started + 600.0}
+    # first pass's at its end, less what a session spends after its windows.
+    assert untils == {started + 200.0, started + 600.0 - budget_mod.ENDS_S}
     # The first two sessions measured together (one call), the third priced alone; the
     # other answer's first two sessions together.
     assert calls == [*[([32, 32], n) for n in range(2, sessions + 1)], ([64, 64, 64], 2)]
@@ -678,3 +678,49 @@ def test_the_first_pass_leaves_out_what_the_budget_no_longer_pays_for(
     assert sweep_mod._within([ps, independent, other], tmp_path, 2 * price, 1, True,
                              lines.append) == [ps, independent, other]
     assert lines == []
+
+
+def test_where_no_whole_session_fits_a_shorter_one_takes_the_time_left() -> None:
+    """MobileNetV2 (m53b) stopped 114 s before its budget's end, its next session priced
+    at 116 s. A session whose rounds stop at the budget's end costs its fixed part and
+    two rounds at least: where that fits, the first open answer in the budget's order
+    gets it; where not even that fits, none does."""
+    m = budget_mod.COST_MARGIN
+    cost = {"a": budget_mod.Cost(60.0, 50.0, 10), "b": budget_mod.Cost(40.0, 30.0, 10)}
+    specs = {k: TWO for k in cost}
+    still = [budget_mod.OpenAnswer("x", ("a",), 2), budget_mod.OpenAnswer("y", ("b",), 3)]
+    assert cost["a"].least() == budget_mod.Cost(12.0, 50.0, 2)
+    # Whole, x costs 121 s and y 77 s: neither fits 70 s.
+    assert budget_mod._affordable(still, specs, cost, 70.0, {"x": 2, "y": 2})[0] == set()
+    # Fewest sessions first, then fewest configurations: x, at least 62 s.
+    assert budget_mod._shorter(still, specs, cost, 70.0, {"x": 2, "y": 2}) == {"a"}
+    assert budget_mod._shorter(still, specs, cost, 62.0 * m, {"x": 2, "y": 2}) == {"a"}
+    # x does not fit even short, y does (at least 38 s).
+    assert budget_mod._shorter(still, specs, cost, 50.0, {"x": 2, "y": 2}) == {"b"}
+    assert budget_mod._shorter(still, specs, cost, 38.0 * m - 0.1, {"x": 2, "y": 2}) == set()
+    # y a session behind goes first.
+    assert budget_mod._shorter(still, specs, cost, 70.0, {"x": 3, "y": 2}) == {"b"}
+
+
+def test_the_budget_s_sessions_stop_their_rounds_before_its_end(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Every session the budget starts is told when its rounds must stop (the budget's
+    end less what a session spends after its windows); with no whole session left to
+    afford, a shorter one is started and said."""
+    fake, lines, spend = _spending(monkeypatch, tmp_path, at=500.0)
+    # Whole, the next session costs 165 s; with two rounds, 77 s: 100 s left take it,
+    # and the 75 s left after it (the fake's sessions take 25 s) take none.
+    monkeypatch.setattr(budget_mod, "last_costs", lambda results: {
+        ONE.key(): budget_mod.Cost(60.0, 50.0, 10), TWO.key(): budget_mod.Cost(40.0, 30.0, 10)})
+    untils: list[float | None] = []
+    inner = budget_mod.run_sweep
+
+    def recording(*args: Any, **kwargs: Any) -> SweepOutcome:
+        untils.append(kwargs.get("windows_until"))
+        return inner(*args, **kwargs)
+
+    monkeypatch.setattr(budget_mod, "run_sweep", recording)
+    spend()
+    assert untils == [600.0 - budget_mod.ENDS_S] and fake.calls == 1
+    assert any("next session (~165 s) would overrun the budget; a shorter one, its rounds "
+               "stopping at the budget's end" in line for line in lines), lines

@@ -35,7 +35,7 @@ from typing import Any
 
 from bench.hardware import detect
 from bench.launch.groups import in_session
-from bench.launch.session import together_on
+from bench.launch.session import MIN_ROUNDS, together_on
 from bench.launch.sweep import Replication, SweepOutcome, run_sweep
 from bench.results.schema import RunResult
 from bench.results.store import SweepStore, load_sweep
@@ -50,6 +50,10 @@ SETTLED_EVENT = "settled"  # a place's first settlement, in the sweep's journal
 # multi-process member more), and sessions priced at exactly their last wall time
 # overran a 570 s budget by 12 s.
 COST_MARGIN = 1.1
+# What a session spends after its windows (summaries, payloads; no profile after the
+# first pass): its rounds stop this long before the budget's end. 3-6 s seen
+# (MobileNetV2 alone: 6 s).
+ENDS_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,14 @@ class Cost:
 
     windows_s: float
     fixed_s: float = 0.0
+    rounds: int = 0  # the windows ``windows_s`` came from (0: not known)
+
+    def least(self) -> Cost:
+        """This cost with ``MIN_ROUNDS`` rounds of its windows: what a session whose
+        rounds stop early costs at least."""
+        if self.rounds <= MIN_ROUNDS:
+            return self
+        return Cost(self.windows_s * MIN_ROUNDS / self.rounds, self.fixed_s, MIN_ROUNDS)
 
     @classmethod
     def of(cls, result: RunResult, group: Sequence[RunResult] = ()) -> Cost:
@@ -80,7 +92,8 @@ class Cost:
         built) adds nothing."""
         group = list(group) or [result]
         spent = sum(windows_s(r) + profile_s(r) for r in group)
-        return cls(windows_s(result), max(0.0, result.wall_s - spent))
+        rounds = len(result.figures.windows) if result.figures else 0
+        return cls(windows_s(result), max(0.0, result.wall_s - spent), rounds)
 
 
 def windows_s(result: RunResult) -> float:
@@ -303,8 +316,14 @@ def spend(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: floa
         if not still:
             return outcomes
         last_run = {a.where: _last_run(a, spec_of, store) for a in still}
-        keys, cheapest = _affordable(still, spec_of, last_costs(results), budget_s - elapsed,
-                                     last_run, together)
+        costs = last_costs(results)
+        keys, cheapest = _affordable(still, spec_of, costs, budget_s - elapsed, last_run,
+                                     together)
+        if not keys:
+            keys = _shorter(still, spec_of, costs, budget_s - elapsed, last_run)
+            if keys:
+                echo(f"budget: the next session (~{cheapest:.0f} s) would overrun the "
+                     f"budget; a shorter one, its rounds stopping at the budget's end")
         if not keys:
             _last_look(still, store, plan, results, out, echo,
                        f"the next session (~{cheapest:.0f} s) would overrun the budget",
@@ -315,7 +334,7 @@ def spend(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: floa
             outcome = run_sweep(todo, out, echo=echo,
                                 replication=Replication(runs=runs, first=runs),
                                 interleave=interleave, shared_from=1, together=together,
-                                windows_until=started + budget_s)
+                                windows_until=started + budget_s - ENDS_S)
             outcomes.append(outcome)
             ran += outcome.ran
             if outcome.interrupted:
@@ -447,6 +466,23 @@ def _affordable(still: Sequence[OpenAnswer], by_key: Mapping[str, RunSpec],
             keys |= more
             chosen.append(runs)
     return keys, min((w[3] for w in wanted), default=0.0)
+
+
+def _shorter(still: Sequence[OpenAnswer], by_key: Mapping[str, RunSpec],
+             costs: Mapping[str, Cost], left_s: float, last_run: Mapping[str, int]
+             ) -> set[str]:
+    """Where no open answer's next session fits ``left_s`` whole: the configurations of
+    the first answer, in ``_affordable``'s order, whose session fits with
+    ``MIN_ROUNDS`` rounds (``Cost.least``; its rounds then stop at the budget's end,
+    ``spend``). A MobileNetV2 sweep stopped 114 s before its end, its next session
+    priced at 116 s (s53, m53b). Empty where none fits."""
+    order = sorted(still, key=lambda a: (last_run.get(a.where, 0), a.members))
+    for a in order:
+        more = {k for k in a.keys if k in by_key}
+        least = {k: c.least() for k, c in costs.items() if k in more}
+        if more and priced([NextRuns.of(0, more, by_key, least)], 1) <= left_s:
+            return more
+    return set()
 
 
 @dataclass(frozen=True)

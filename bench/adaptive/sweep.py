@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bench.adaptive.budget import (
+    ENDS_S,
     NextRuns,
     OpenAnswer,
     first_price,
@@ -104,7 +105,7 @@ def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, star
             outcome = merge(outcome, run_sweep(
                 phase, out, replication=Replication(runs=runs), interleave=interleave,
                 evidence=evidence, shared_from=1, together=runs,
-                windows_until=until if passes is None else None))
+                windows_until=until - ENDS_S if passes is None else None))
         if outcome.interrupted:
             return outcome
         if i == 0:
