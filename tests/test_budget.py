@@ -254,7 +254,8 @@ def test_a_session_pays_its_windows_and_its_start_up_once() -> None:
     """A session of fewer arms than the last pays the start-up all the same: priced
     per arm, an answer down to two of its five configurations was priced at two
     fifths of its session (start-up and builds included), and a sweep overran."""
-    arms = [_measured(ONE.replace(batch=b), 3, "s1", 40.0, 5.0) for b in (8, 16, 32, 64, 128)]
+    arms = [_measured(ONE.replace(batch=b, repeats=10), 3, "s1", 40.0, 5.0)
+            for b in (8, 16, 32, 64, 128)]
     costs = budget_mod.last_costs(arms)
     assert costs[arms[0].key] == budget_mod.Cost(5.0, 40.0 - 5 * 5.0, 10)
     two = budget_mod.NextRuns.of(4, [arms[0].key, arms[1].key],
@@ -281,8 +282,8 @@ def test_a_session_alone_after_a_pair_is_priced_at_the_pair_s_fixed_time() -> No
     pair's wall time less three arms' windows, it was priced at 75 s, and the sweep's
     last session overran the budget by 10 s; read as the pair's whole time besides its
     windows and profiles, it is priced above what it took."""
-    default, mirrored = ONE.replace(batch=256), TWO.replace(batch=256)
-    cs = TWO.replace(batch=256, strategy="central_storage")
+    default, mirrored = ONE.replace(batch=256, repeats=10), TWO.replace(batch=256, repeats=10)
+    cs = TWO.replace(batch=256, strategy="central_storage", repeats=10)
     pair = []
     for run in (1, 2):
         profile = (5, 1.09, 3.0) if run == 1 else None
@@ -687,9 +688,11 @@ def test_where_no_whole_session_fits_a_shorter_one_takes_the_time_left() -> None
     gets it; where not even that fits, none does."""
     m = budget_mod.COST_MARGIN
     cost = {"a": budget_mod.Cost(60.0, 50.0, 10), "b": budget_mod.Cost(40.0, 30.0, 10)}
-    specs = {k: TWO for k in cost}
+    specs = {k: TWO.replace(repeats=10) for k in cost}
     still = [budget_mod.OpenAnswer("x", ("a",), 2), budget_mod.OpenAnswer("y", ("b",), 3)]
-    assert cost["a"].least() == budget_mod.Cost(12.0, 50.0, 2)
+    assert cost["a"].at(2) == budget_mod.Cost(12.0, 50.0, 2)
+    assert cost["a"].at(20) == budget_mod.Cost(120.0, 50.0, 20)
+    assert budget_mod.Cost(60.0, 50.0).at(2) == budget_mod.Cost(60.0, 50.0)  # not known
     # Whole, x costs 121 s and y 77 s: neither fits 70 s.
     assert budget_mod._affordable(still, specs, cost, 70.0, {"x": 2, "y": 2})[0] == set()
     # Fewest sessions first, then fewest configurations: x, at least 62 s.
@@ -707,11 +710,11 @@ def test_the_budget_s_sessions_stop_their_rounds_before_its_end(
     """Every session the budget starts is told when its rounds must stop (the budget's
     end less what a session spends after its windows); with no whole session left to
     afford, a shorter one is started and said."""
-    fake, lines, spend = _spending(monkeypatch, tmp_path, at=500.0)
-    # Whole, the next session costs 165 s; with two rounds, 77 s: 100 s left take it,
-    # and the 75 s left after it (the fake's sessions take 25 s) take none.
+    fake, lines, spend = _spending(monkeypatch, tmp_path, at=470.0)
+    # Whole (three rounds), the next session costs 165 s; with two, 128 s: 130 s left
+    # take it, and the 105 s left after it (the fake's sessions take 25 s) take none.
     monkeypatch.setattr(budget_mod, "last_costs", lambda results: {
-        ONE.key(): budget_mod.Cost(60.0, 50.0, 10), TWO.key(): budget_mod.Cost(40.0, 30.0, 10)})
+        ONE.key(): budget_mod.Cost(60.0, 50.0, 3), TWO.key(): budget_mod.Cost(40.0, 30.0, 3)})
     untils: list[float | None] = []
     inner = budget_mod.run_sweep
 

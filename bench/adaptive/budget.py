@@ -76,12 +76,13 @@ class Cost:
     fixed_s: float = 0.0
     rounds: int = 0  # the windows ``windows_s`` came from (0: not known)
 
-    def least(self) -> Cost:
-        """This cost with ``MIN_ROUNDS`` rounds of its windows: what a session whose
-        rounds stop early costs at least."""
-        if self.rounds <= MIN_ROUNDS:
+    def at(self, rounds: int) -> Cost:
+        """This cost with ``rounds`` rounds of its windows (unchanged where the rounds
+        it came from are not known): a session whose rounds stopped early is no
+        guide to a whole one, nor a whole one to one that stops early."""
+        if self.rounds <= 0 or rounds == self.rounds:
             return self
-        return Cost(self.windows_s * MIN_ROUNDS / self.rounds, self.fixed_s, MIN_ROUNDS)
+        return Cost(self.windows_s * rounds / self.rounds, self.fixed_s, rounds)
 
     @classmethod
     def of(cls, result: RunResult, group: Sequence[RunResult] = ()) -> Cost:
@@ -473,14 +474,13 @@ def _shorter(still: Sequence[OpenAnswer], by_key: Mapping[str, RunSpec],
              ) -> set[str]:
     """Where no open answer's next session fits ``left_s`` whole: the configurations of
     the first answer, in ``_affordable``'s order, whose session fits with
-    ``MIN_ROUNDS`` rounds (``Cost.least``; its rounds then stop at the budget's end,
+    ``MIN_ROUNDS`` rounds (``Cost.at``; its rounds then stop at the budget's end,
     ``spend``). A MobileNetV2 sweep stopped 114 s before its end, its next session
     priced at 116 s (s53, m53b). Empty where none fits."""
     order = sorted(still, key=lambda a: (last_run.get(a.where, 0), a.members))
     for a in order:
         more = {k for k in a.keys if k in by_key}
-        least = {k: c.least() for k, c in costs.items() if k in more}
-        if more and priced([NextRuns.of(0, more, by_key, least)], 1) <= left_s:
+        if more and priced([NextRuns.of(0, more, by_key, costs, MIN_ROUNDS)], 1) <= left_s:
             return more
     return set()
 
@@ -497,13 +497,16 @@ class NextRuns:
 
     @classmethod
     def of(cls, number: int, keys: Iterable[str], by_key: Mapping[str, RunSpec],
-           costs: Mapping[str, Cost]) -> NextRuns:
+           costs: Mapping[str, Cost], rounds: int | None = None) -> NextRuns:
         """Run ``number`` of the configurations ``keys`` (of ``by_key``), at their
-        ``costs`` (a configuration never run costs nothing)."""
+        ``costs`` (a configuration never run costs nothing), each at ``rounds`` rounds
+        of its windows (None: its ``repeats``, two at least, as a session runs them)."""
         session: list[Cost] = []
         alone: list[Cost] = []
         for k in sorted(keys):
-            (session if in_session(by_key[k]) else alone).append(costs.get(k, Cost(0.0)))
+            spec = by_key[k]
+            cost = costs.get(k, Cost(0.0)).at(rounds or max(MIN_ROUNDS, spec.repeats))
+            (session if in_session(spec) else alone).append(cost)
         return cls(number, tuple(session), tuple(alone))
 
 
