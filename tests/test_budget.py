@@ -16,7 +16,7 @@ from bench.adaptive import sweep as sweep_mod
 from bench.launch.evidence import OFF
 from bench.launch.sweep import Replication, SweepOutcome
 from bench.results.schema import Breakdown, Interleaving, RunResult
-from bench.results.store import SweepStore, save
+from bench.results.store import SweepStore, load_sweep, save
 from bench.spec import RunSpec
 from reports.places import Place, places
 from reports.report import build_from_results
@@ -672,12 +672,13 @@ def test_the_first_pass_leaves_out_what_the_budget_no_longer_pays_for(
     price = budget_mod.COST_MARGIN * (20.0 + 20 * 3 * 0.64)
     kept = sweep_mod._within([ps, independent, other], tmp_path, 1.5 * price, 1, True,
                              lines.append)
-    assert kept == [ps, other]
+    assert kept == [([ps], pytest.approx(price)), ([other], 0.0)]
     assert len(lines) == 1 and independent.label() in lines[0]
     assert f"(~{price:.0f} s)" in lines[0] and "BENCH_BUDGET_S" in lines[0]
     lines.clear()
-    assert sweep_mod._within([ps, independent, other], tmp_path, 2 * price, 1, True,
-                             lines.append) == [ps, independent, other]
+    kept = sweep_mod._within([ps, independent, other], tmp_path, 2 * price, 1, True,
+                             lines.append)
+    assert [unit for unit, _ in kept] == [[ps], [independent], [other]]
     assert lines == []
 
 
@@ -727,3 +728,39 @@ def test_the_budget_s_sessions_stop_their_rounds_before_its_end(
     assert untils == [600.0 - budget_mod.ENDS_S] and fake.calls == 1
     assert any("next session (~165 s) would overrun the budget; a shorter one, its rounds "
                "stopping at the budget's end" in line for line in lines), lines
+
+
+def test_each_first_pass_unit_leaves_the_units_after_it_their_least_price(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The first pass measures its units one by one, each unit's rounds stopping early
+    enough that the units after it still get their least price: a first unit measured
+    whole must not leave the next to start after the budget's end. Units of a workload
+    with nothing measured have no price and reserve nothing."""
+    opening = [ONE, TWO]
+    b64 = [ONE.replace(batch=64), TWO.replace(batch=64)]
+    b128 = [ONE.replace(batch=128), TWO.replace(batch=128)]
+    cnn = [s.replace(workload="cnn") for s in b64]
+    calls: list[tuple[tuple[str, int], float | None]] = []
+
+    def fake(specs: Sequence[RunSpec], out: Path, *, replication: Replication,
+             **kwargs: Any) -> SweepOutcome:
+        calls.append(((specs[0].workload, specs[0].batch), kwargs.get("windows_until")))
+        ran = [_store(out, s, r, [1000.0 * (1.5 if s.devices == 2 else 1)] * 3)
+               for r in range(replication.first, replication.runs + 1) for s in specs]
+        return SweepOutcome(out, ran)
+
+    monkeypatch.setattr(sweep_mod, "run_sweep", fake)
+    monkeypatch.setattr(sweep_mod, "spend", lambda *a, **k: [])
+    started = time.monotonic()
+    sweep_mod.budgeted_sweep([*opening, *b64, *b128, *cnn], tmp_path, budget_s=600.0,
+                             started=started, interleave=True, evidence=OFF,
+                             echo=lambda _: None)
+    first = {unit: until for unit, until in calls if unit != ("mlp", 32)}
+    # What the first pass was planned from: the opening's runs.
+    opened = [r for r in load_sweep(tmp_path).results if r.spec.batch == 32]
+    end = started + 600.0 - budget_mod.ENDS_S
+    least = budget_mod.first_price(b128, opened, 2, 2)
+    assert budget_mod.first_price(cnn, opened, 2, 2) is None
+    assert least is not None and least > 0
+    assert first[("mlp", 64)] == pytest.approx(end - least, abs=1.0)
+    assert first[("mlp", 128)] == pytest.approx(end) and first[("cnn", 64)] == pytest.approx(end)

@@ -100,12 +100,22 @@ def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, star
     for i, phase in enumerate(p for p in phases if p):
         runs = together if i == 0 and phase is phases[0] else 1
         if passes is None:
-            phase = _within(phase, out, until - time.monotonic(), runs, interleave, echo)
-        if phase:
+            # Unit by unit, each unit's rounds stopping early enough to leave the units
+            # after it their least price: a first unit measured whole must not leave the
+            # next to start after the budget's end.
+            kept = _within(phase, out, until - time.monotonic(), runs, interleave, echo)
+            for j, (unit, _) in enumerate(kept):
+                reserve = sum(price for _, price in kept[j + 1:])
+                outcome = merge(outcome, run_sweep(
+                    unit, out, replication=Replication(runs=runs), interleave=interleave,
+                    evidence=evidence, shared_from=1, together=runs,
+                    windows_until=until - ENDS_S - reserve))
+                if outcome.interrupted:
+                    return outcome
+        else:
             outcome = merge(outcome, run_sweep(
                 phase, out, replication=Replication(runs=runs), interleave=interleave,
-                evidence=evidence, shared_from=1, together=runs,
-                windows_until=until - ENDS_S if passes is None else None))
+                evidence=evidence, shared_from=1, together=runs))
         if outcome.interrupted:
             return outcome
         if i == 0:
@@ -141,22 +151,24 @@ def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, star
 
 
 def _within(phase: Sequence[RunSpec], out: Path, left_s: float, sessions: int,
-            interleave: bool, echo: Callable[[str], None]) -> list[RunSpec]:
-    """The configurations of a first-pass ``phase`` that ``left_s`` seconds pay for, in
-    its order; the others are left out, said with the price and how to measure them.
-    Each unit (``sweep_units``: ``sessions`` sessions of it measured together, or one run
-    of its own) is priced from its workload's measured runs (``first_price``); one
-    whose workload has none runs (nothing to price it from). Its sessions' rounds stop
-    at the budget's end (``run_sweep``'s ``windows_until``), so a session is priced at
-    its fixed part and ``MIN_ROUNDS`` rounds: what it costs however short."""
+            interleave: bool, echo: Callable[[str], None]
+            ) -> list[tuple[list[RunSpec], float]]:
+    """The units of a first-pass ``phase`` that ``left_s`` seconds pay for, in its
+    order, each with its least price (0 where it has none); the others are left out,
+    said with the price and how to measure them. Each unit (``sweep_units``:
+    ``sessions`` sessions of it measured together, or one run of its own) is priced
+    from its workload's measured runs (``first_price``); one whose workload has none
+    runs (nothing to price it from). Its sessions' rounds stop early enough
+    (``run_sweep``'s ``windows_until``), so a session is priced at its fixed part and
+    ``MIN_ROUNDS`` rounds: what it costs however short."""
     results = load_sweep(out).results if out.is_dir() else []
-    kept: list[RunSpec] = []
+    kept: list[tuple[list[RunSpec], float]] = []
     left_out: list[str] = []
     spent = 0.0
     for unit in sweep_units(phase) if interleave else [(s,) for s in phase]:
         price = first_price(unit, results, sessions, MIN_ROUNDS if len(unit) > 1 else None)
         if price is None or spent + price <= left_s:
-            kept += unit
+            kept.append((list(unit), price or 0.0))
             spent += price or 0.0
         else:
             left_out.append(f"{', '.join(s.label() for s in unit)} (~{price:.0f} s)")
