@@ -764,3 +764,28 @@ def test_each_first_pass_unit_leaves_the_units_after_it_their_least_price(
     assert least is not None and least > 0
     assert first[("mlp", 64)] == pytest.approx(end - least, abs=1.0)
     assert first[("mlp", 128)] == pytest.approx(end) and first[("cnn", 64)] == pytest.approx(end)
+
+
+def test_a_first_pass_phase_with_nothing_priced_runs_in_one_call(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The preset's own workloads have nothing measured to price them from after the
+    opening: their phase runs as one call (one progress count), its rounds stopping
+    before the budget's end."""
+    cnn = [s.replace(workload="cnn", batch=b) for b in (64, 128) for s in (ONE, TWO)]
+    calls: list[tuple[list[tuple[str, int]], float | None]] = []
+
+    def fake(specs: Sequence[RunSpec], out: Path, *, replication: Replication,
+             **kwargs: Any) -> SweepOutcome:
+        calls.append(([(s.workload, s.batch) for s in specs], kwargs.get("windows_until")))
+        return SweepOutcome(out, [_store(out, s, r, [1000.0] * 3)
+                                  for r in range(replication.first, replication.runs + 1)
+                                  for s in specs])
+
+    monkeypatch.setattr(sweep_mod, "run_sweep", fake)
+    monkeypatch.setattr(sweep_mod, "spend", lambda *a, **k: [])
+    started = time.monotonic()
+    sweep_mod.budgeted_sweep([ONE, TWO, *cnn], tmp_path, budget_s=600.0, started=started,
+                             interleave=True, evidence=OFF, echo=lambda _: None)
+    phase = [c for c in calls if c[0][0][0] == "cnn"]
+    assert len(phase) == 1 and len(phase[0][0]) == 4
+    assert phase[0][1] == pytest.approx(started + 600.0 - budget_mod.ENDS_S)

@@ -103,7 +103,11 @@ def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, star
             # Unit by unit, each unit's rounds stopping early enough to leave the units
             # after it their least price: a first unit measured whole must not leave the
             # next to start after the budget's end.
+            # Where nothing was priced (the preset's own workloads), one call: one
+            # progress count for the phase.
             kept = _within(phase, out, until - time.monotonic(), runs, interleave, echo)
+            if not any(price for _, price in kept):
+                kept = [([s for unit, _ in kept for s in unit], 0.0)] if kept else []
             for j, (unit, _) in enumerate(kept):
                 reserve = sum(price for _, price in kept[j + 1:])
                 outcome = merge(outcome, run_sweep(
