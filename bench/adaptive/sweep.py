@@ -102,9 +102,8 @@ def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, star
         if passes is None:
             # Unit by unit, each unit's rounds stopping early enough to leave the units
             # after it their least price: a first unit measured whole must not leave the
-            # next to start after the budget's end.
-            # Where nothing was priced (the preset's own workloads), one call: one
-            # progress count for the phase.
+            # next to start after the budget's end. Where nothing was priced (the
+            # preset's own workloads), one call, as one progress count for the phase.
             kept = _within(phase, out, until - time.monotonic(), runs, interleave, echo)
             if not any(price for _, price in kept):
                 kept = [([s for unit, _ in kept for s in unit], 0.0)] if kept else []
