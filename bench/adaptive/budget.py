@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.adaptive.pricing import window_s, windows_s
 from bench.hardware import detect
 from bench.launch.groups import in_session
 from bench.launch.session import MIN_ROUNDS, together_on
@@ -97,11 +98,6 @@ class Cost:
         return cls(windows_s(result), max(0.0, result.wall_s - spent), rounds)
 
 
-def windows_s(result: RunResult) -> float:
-    """Seconds of ``result``'s measured windows (0 without figures)."""
-    return sum(w.wall_s for w in result.figures.windows) if result.figures else 0.0
-
-
 def profile_s(result: RunResult) -> float:
     """Seconds of ``result``'s evidence profile after its windows: its profiled steps
     and the capture (0 where it was not profiled)."""
@@ -158,8 +154,7 @@ def first_price(unit: Sequence[RunSpec], results: Sequence[RunResult], sessions:
                       if r.figures is not None)
 
     def window(spec: RunSpec) -> float:
-        step = per_example * spec.global_batch
-        return min(spec.max_steps * step, max(spec.max_seconds, spec.min_steps * step))
+        return window_s(spec, per_example * spec.global_batch)
 
     if len(unit) == 1:  # a run of its own (a session has two configurations or more)
         launch = max(r.figures.startup.launch_to_first_step_s for r in mine
@@ -459,7 +454,7 @@ def _affordable(still: Sequence[OpenAnswer], by_key: Mapping[str, RunSpec],
         more = {k for k in a.keys if k in by_key}
         runs = NextRuns.of(last_run.get(a.where, 0) + 1, more, by_key, costs)
         wanted.append((a, more, runs, priced([runs], together)))
-    wanted.sort(key=lambda w: (last_run.get(w[0].where, 0), w[0].members, w[3]))
+    wanted.sort(key=lambda w: (*_turn(w[0], last_run), w[3]))
     keys: set[str] = set()
     chosen: list[NextRuns] = []
     for _, more, runs, _ in wanted:
@@ -467,6 +462,12 @@ def _affordable(still: Sequence[OpenAnswer], by_key: Mapping[str, RunSpec],
             keys |= more
             chosen.append(runs)
     return keys, min((w[3] for w in wanted), default=0.0)
+
+
+def _turn(answer: OpenAnswer, last_run: Mapping[str, int]) -> tuple[int, int]:
+    """An open answer's place in the budget's queue, before its price: fewest sessions
+    so far, then fewest configurations (``_affordable`` says why)."""
+    return last_run.get(answer.where, 0), answer.members
 
 
 def _shorter(still: Sequence[OpenAnswer], by_key: Mapping[str, RunSpec],
@@ -477,8 +478,7 @@ def _shorter(still: Sequence[OpenAnswer], by_key: Mapping[str, RunSpec],
     ``MIN_ROUNDS`` rounds (``Cost.at``; its rounds then stop at the budget's end,
     ``spend``). A MobileNetV2 sweep stopped 114 s before its end, its next session
     priced at 116 s (s53, m53b). Empty where none fits."""
-    order = sorted(still, key=lambda a: (last_run.get(a.where, 0), a.members))
-    for a in order:
+    for a in sorted(still, key=lambda a: _turn(a, last_run)):
         more = {k for k in a.keys if k in by_key}
         if more and priced([NextRuns.of(0, more, by_key, costs, MIN_ROUNDS)], 1) <= left_s:
             return more

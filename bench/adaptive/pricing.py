@@ -107,6 +107,17 @@ class Price:
 _COMPONENTS = ("startup_s", "build_s", "warmup_s", "windows_s", "profile_s")
 
 
+def window_s(spec: RunSpec, step_s: float) -> float:
+    """How long one window of ``spec`` lasts at ``step_s`` a step: its ``max_seconds``,
+    or ``min_steps`` steps where those take longer, ``max_steps`` at most."""
+    return min(spec.max_steps * step_s, max(spec.max_seconds, spec.min_steps * step_s))
+
+
+def windows_s(result: RunResult) -> float:
+    """Seconds of ``result``'s measured windows (0 without figures)."""
+    return sum(w.wall_s for w in result.figures.windows) if result.figures else 0.0
+
+
 def measured_price(result: RunResult) -> Price | None:
     """What a stored run cost, from its figures (None: it has no figures)."""
     f = result.figures
@@ -114,8 +125,7 @@ def measured_price(result: RunResult) -> Price | None:
         return None
     profile = f.breakdown.capture_s if f.breakdown is not None else 0.0
     return Price(f.startup.import_tf_s + f.startup.device_setup_s, f.startup.build_s,
-                 f.warmup.total_s, sum(w.wall_s for w in f.windows), profile,
-                 source="measured")
+                 f.warmup.total_s, windows_s(result), profile, source="measured")
 
 
 class Pricer:
@@ -169,7 +179,7 @@ class Pricer:
         local = max((t.local_devices for t in tasks), default=1)
         hint = find_workload(spec.workload).cost_hint
         step = self.step_s(spec) * spec.steps_per_call
-        window = min(spec.max_steps * step, max(spec.max_seconds, spec.min_steps * step))
+        window = window_s(spec, step)
         profiled = (self.evidence_steps and spec.mode == "train"
                     and factory.no_profile_reason is None)
         return Price(
