@@ -1008,17 +1008,24 @@ class GpuRun:
     def _sample(self) -> None:
         # nvidia-smi takes a core for tens of ms a call: once a second is a small,
         # steady share beside a GPU run, and clocks and power move more slowly.
+        while not self._stop.wait(self.every_s) and len(self.samples) < MAX_SAMPLES:
+            if not self.sample_once():
+                return  # a driver that stopped answering: the samples so far stand
+
+    def sample_once(self) -> bool:
+        """Take one sample now, stamped with the middle of its read; False once the
+        reader did not answer within its bound."""
         reader = self.reader
         assert reader is not None
-        while not self._stop.wait(self.every_s) and len(self.samples) < MAX_SAMPLES:
-            t0 = time.time()
-            done, state = _bounded(lambda: reader.read(self.timeout_s),
-                                   self.timeout_s * reader.calls + 1.0)
-            if not done:
-                return  # a driver that stopped answering: the samples so far stand
-            if state:
-                self.samples.append(state)
-                self.sample_ts.append((t0 + time.time()) / 2)
+        t0 = time.time()
+        done, state = _bounded(lambda: reader.read(self.timeout_s),
+                               self.timeout_s * reader.calls + 1.0)
+        if not done:
+            return False
+        if state:
+            self.samples.append(state)
+            self.sample_ts.append((t0 + time.time()) / 2)
+        return True
 
     def at_end(self) -> None:
         """Sample the state as the measured windows end (the sampler stops first)."""

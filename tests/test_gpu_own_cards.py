@@ -191,12 +191,16 @@ def test_an_arm_counts_only_its_own_cards_energy(smi: Any, nvml: FakeNvml) -> No
     assert energy.window_energy(two.read(), two.read()) == pytest.approx(3.0)
 
 
-def _sampled(task: Any, every_s: float = 0.02, hold_s: float = 0.15) -> Any:
+def _sampled(task: Any, every_s: float = 0.02, samples: int = 2) -> Any:
+    """``task``'s sampler run until its thread took ``samples`` (10 s at most: a
+    fixed hold would take none on a loaded machine)."""
     run = gpu_run(task)
     run.every_s = every_s
     run.begin()
     run.at_start()
-    time.sleep(hold_s)
+    deadline = time.monotonic() + 10
+    while len(run.samples) < samples and time.monotonic() < deadline:
+        time.sleep(every_s)
     run.at_end()
     return run
 
@@ -271,18 +275,20 @@ def test_each_arm_gets_the_gpu_state_of_its_own_windows_and_cards(smi: Any,
     task = arms_task([tiny_spec(strategy="one_device", devices=1),
                       tiny_spec(strategy="mirrored", devices=2)], hardware.detect())
     run = gpu_run(task)
-    run.every_s = 0.01
+    # The samples are taken here, between the windows' edges, not by the sampler's
+    # thread: a read in flight as the clock changes would be stamped on either side.
+    run.every_s = 3600.0
     run.begin()
     run.at_start()
     t0 = time.time()
-    time.sleep(0.12)  # arm 0's window: full clock
+    assert run.sample_once() and run.sample_once()  # arm 0's window: full clock
     t1 = time.time()
     nvml.sm = [1005] * 8  # arm 1's window: the clock fell
-    time.sleep(0.02)
     t2 = time.time()
-    time.sleep(0.12)
+    assert run.sample_once() and run.sample_once()
     t3 = time.time()
     run.at_end()
+    assert len(run.samples) == 4
     one = run.environment_over([(t0, t1)], hardware.first_cards(1))
     two = run.environment_over([(t2, t3), (None, None)], hardware.first_cards(2))
     assert [d["index"] for d in one["gpu_state"]["during"]] == [0]
