@@ -190,3 +190,56 @@ def test_the_measured_share_is_printed_without_rounding_up_to_a_target() -> None
         "builds, warm-ups and profiles")
     assert measured_line([result], 0.0) is None
     assert measured_line([fake_result("failed")], 54.8) is None
+
+
+# -- what a run found unsupported at one batch is not built at the others ------------------
+CS_BN = ("CentralStorageStrategy with 2+ replicas cannot update variables created without "
+         "an aggregation method in replica context")
+
+
+def test_a_configuration_found_unsupported_at_one_batch_is_not_run_at_another(
+        tmp_path: Path, fake: FakeLauncher) -> None:
+    store = SweepStore(tmp_path)
+    seen = fake_result("unsupported", strategy="central_storage", batch=256)
+    seen.reason, seen.replicate = CS_BN, 1
+    sweep.save(seen, store.paths(seen.spec, 1).result)
+    lines: list[str] = []
+    cs64 = tiny_spec(strategy="central_storage", batch=64)
+    others = [tiny_spec(strategy="mirrored", batch=64),            # another strategy
+              tiny_spec(strategy="central_storage", devices=4, batch=64),  # other devices
+              tiny_spec(strategy="central_storage", batch=64, precision="mixed_bfloat16")]
+    run_sweep([cs64, *others], tmp_path, echo=lines.append)
+    # The three others ran; the one that differs only in its batch did not, and says why.
+    assert len(fake.calls) == 3
+    assert all(load(store.paths(s, 1).result).status == "ok" for s in others)
+    stored = load(store.paths(cs64, 1).result)
+    assert stored.status == "unsupported" and stored.reason is not None
+    assert stored.reason.startswith(CS_BN) and "found by its run at batch 256" in stored.reason
+    assert any("not run: found unsupported at batch 256" in ln for ln in lines)
+
+
+@pytest.mark.parametrize("status", ["failed", "oom"])
+def test_a_failure_at_one_batch_teaches_nothing_about_another(
+        tmp_path: Path, fake: FakeLauncher, status: str) -> None:
+    # A failure or an OOM may be the batch's own: the other batch runs.
+    store = SweepStore(tmp_path)
+    seen = fake_result(status, strategy="central_storage", batch=256)
+    seen.replicate = 1
+    sweep.save(seen, store.paths(seen.spec, 1).result)
+    target = tiny_spec(strategy="central_storage", batch=64)
+    assert sweep.found_unsupported([target], store, echo=lambda _: None) == []
+    run_sweep([target], tmp_path, echo=lambda _: None)
+    assert len(fake.calls) == 1 and load(store.paths(target, 1).result).status == "ok"
+
+
+def test_a_refusal_before_any_process_is_left_to_the_strategy_s_own_check(
+        tmp_path: Path) -> None:
+    # Its reason may rest on the batch; the spec at hand gets its own (the launcher's).
+    store = SweepStore(tmp_path)
+    seen = sweep.unsupported_result(tiny_spec(strategy="tpu", devices=1, batch=256))
+    assert seen is not None
+    seen.replicate = 1
+    sweep.save(seen, store.paths(seen.spec, 1).result)
+    target = tiny_spec(strategy="tpu", devices=1, batch=64)
+    assert sweep.found_unsupported([target], store, echo=lambda _: None) == []
+    assert not store.has_result(target, 1)

@@ -31,7 +31,7 @@ from bench.hardware import detect, topology, topology_links
 from bench.launch.evidence import Evidence
 from bench.launch.groups import sweep_units
 from bench.launch.session import MIN_ROUNDS, together_on
-from bench.launch.sweep import Replication, SweepOutcome, run_sweep
+from bench.launch.sweep import Replication, SweepOutcome, found_unsupported, run_sweep
 from bench.results.store import SweepStore, load_sweep
 from bench.spec import RunSpec
 from reports.sequential import LookPlan, Looks, looks_taken
@@ -104,7 +104,11 @@ def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, star
             # after it their least price: a first unit measured whole must not leave the
             # next to start after the budget's end. Where nothing was priced (the
             # preset's own workloads), one call, as one progress count for the phase.
-            kept = _within(phase, out, until - time.monotonic(), runs, interleave, echo)
+            # What a run found unsupported at another batch is not built again, nor
+            # priced.
+            known = {r.spec.key() for r in found_unsupported(phase, SweepStore(out), echo)}
+            kept = _within([s for s in phase if s.key() not in known], out,
+                           until - time.monotonic(), runs, interleave, echo)
             if not any(price for _, price in kept):
                 kept = [([s for unit, _ in kept for s in unit], 0.0)] if kept else []
             for j, (unit, _) in enumerate(kept):

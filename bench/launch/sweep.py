@@ -18,7 +18,7 @@ from bench.errors import SchemaError
 from bench.launch.arms import run_interleaved
 from bench.launch.evidence import OFF, Evidence
 from bench.launch.groups import is_session, sweep_units
-from bench.launch.launcher import run_isolated
+from bench.launch.launcher import make_result, run_isolated, unsupported_result
 from bench.launch.memory_fit import note_largest_fit
 from bench.launch.session import Copy, members_of, run_session, run_sessions
 from bench.results.schema import RunResult
@@ -190,6 +190,39 @@ def needs_another_run(results: Sequence[RunResult], spread: float) -> bool:
     return mid > 0 and (values[-1] - values[0]) / mid > spread
 
 
+def found_unsupported(specs: Sequence[RunSpec], store: SweepStore,
+                      echo: Callable[[str], None] = print) -> list[RunResult]:
+    """Store, without a process, the first run of each of ``specs`` that has no run yet
+    and whose configuration a run of this sweep found unsupported at another batch size
+    (the same spec but for ``batch``); returns those results.
+
+    What a run finds unsupported (``bench.child.main.KNOWN_INCOMPATIBLE``, and the
+    child's ``Unsupported``: a model's variables under a strategy, a Keras lane, a data
+    path, devices not visible) is a property of the model, strategy, devices and lane,
+    not of the batch: CentralStorage failed a user's MobileNetV2 at batch 256 and was
+    built again, and failed again, in both sessions at batch 64. A configuration the
+    strategy refuses before any process (``unsupported_result``: its reason may rest
+    on the batch) teaches nothing here."""
+    new = [s for s in specs if not store.has_result(s, 1) and unsupported_result(s) is None]
+    found = [r for r in store.load().results if new and r.status == "unsupported"
+             and unsupported_result(r.spec) is None]
+    out: list[RunResult] = []
+    for spec in new:
+        seen = next((r for r in found if r.spec.global_batch != spec.global_batch
+                     and r.spec.replace(batch=spec.batch).key() == spec.key()), None)
+        if seen is None:
+            continue
+        result = make_result(spec, "unsupported",
+                             f"{seen.reason} (found by its run at batch "
+                             f"{seen.spec.global_batch}; not run at this batch)")
+        result.replicate = 1
+        save(result, store.paths(spec, 1).result)
+        echo(f"    -> {spec.label()}: unsupported, not run: found unsupported at batch "
+             f"{seen.spec.global_batch} in this sweep")
+        out.append(result)
+    return out
+
+
 def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
               echo: Callable[[str], None] = print,
               replication: Replication | None = None,
@@ -218,6 +251,7 @@ def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
     sweep_dir.mkdir(parents=True, exist_ok=True)
     store = SweepStore(sweep_dir)
     outcome = SweepOutcome(sweep_dir)
+    found_unsupported(specs, store, echo)
     done = {s.key(): store.replicates_done(s, rep.passes) for s in specs}
     missing = {k: [r for r in range(rep.first, rep.runs + 1) if r not in d]
                for k, d in done.items()}
