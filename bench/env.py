@@ -64,8 +64,12 @@ def now_iso() -> str:
 def git_info(timeout_s: float = 5.0) -> dict[str, Any]:
     """Commit and dirtiness of the stratbench checkout (None outside git)."""
     def git(*args: str) -> str | None:
+        # No optional locks: ``git status`` would otherwise refresh the index under
+        # .git/index.lock, and a run killed meanwhile (Ctrl-C, a timeout) leaves the
+        # lock behind to block the user's next commit.
         try:
-            out = subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True,
+            out = subprocess.run(["git", "--no-optional-locks", "-C", str(REPO_ROOT), *args],
+                                 capture_output=True,
                                  text=True, timeout=timeout_s, check=True)
             return out.stdout.strip()
         except (OSError, subprocess.SubprocessError):

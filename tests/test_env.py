@@ -226,3 +226,28 @@ def test_the_recorded_variables_are_those_the_stack_reads(monkeypatch: pytest.Mo
     recorded = relevant_env()
     assert "TF_CLI_CONFIG_FILE" not in recorded
     assert recorded["TF_ENABLE_ONEDNN_OPTS"] == "1" and recorded["NCCL_ALGO"] == "Ring"
+
+
+def test_the_checkout_s_git_state_is_read_without_writing_its_index(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A plain `git status` refreshes a stale index under .git/index.lock; a run killed
+    # meanwhile would leave the lock to block the user's next commit.
+    import subprocess
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True,
+                       timeout=30)
+
+    git("init", "-q")
+    (tmp_path / "f").write_text("x")
+    git("add", "f")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "f")
+    index = tmp_path / ".git" / "index"
+    os.utime(tmp_path / "f", (1e9, 1e9))  # same content, new stat: the index is stale
+    os.utime(index, (1e9, 1e9))
+    monkeypatch.setattr(env_module, "REPO_ROOT", tmp_path)
+    info = env_module.git_info()
+    assert info["commit"] and info["dirty"] is False
+    assert index.stat().st_mtime == 1e9  # not rewritten
+    git("status", "--porcelain")  # what the option avoids: the same call rewrites it
+    assert index.stat().st_mtime != 1e9
