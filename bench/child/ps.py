@@ -143,7 +143,7 @@ def worker_dataset_fn(spec: RunSpec) -> Callable[[], Any]:
 # The coordinator's objects outlive its function: dropped as it returns, their teardown
 # (the ClusterCoordinator's, its per-worker iterator's) held the process for 8.4 s before
 # it wrote its payload in about one run of four (6 of 25 runs of an MLP, 13-14 s
-# otherwise; 0 of 22 so kept). The process ends with os._exit after its payload, so
+# otherwise; 0 of 30 so kept). The process ends with os._exit after its payload, so
 # they are never torn down at all.
 _NEVER_TORN_DOWN: list[Any] = []
 

@@ -204,8 +204,8 @@ def found_unsupported(specs: Sequence[RunSpec], store: SweepStore,
     strategy refuses before any process (``unsupported_result``: its reason may rest
     on the batch) teaches nothing here."""
     new = [s for s in specs if not store.has_result(s, 1) and unsupported_result(s) is None]
-    found = [r for r in store.load().results if new and r.status == "unsupported"
-             and unsupported_result(r.spec) is None]
+    found = [r for r in store.load().results if r.status == "unsupported"
+             and unsupported_result(r.spec) is None] if new else []
     out: list[RunResult] = []
     for spec in new:
         seen = next((r for r in found if r.spec.global_batch != spec.global_batch
