@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -20,7 +20,7 @@ from reports.columns import SCALING_FIGURES
 from reports.configs import ConfigView, Ratio, group_configs, pool_noise
 from reports.loops import LoopCost, loop_costs
 from reports.machines import Machine, by_machine
-from reports.recommend import WorkloadAnswer, answer_workload
+from reports.recommend import Recommendation, WorkloadAnswer, answer_workload, place_of
 from reports.results_table import to_frame
 from reports.runs import RunView, Variant, views
 from reports.scaling import Index, Scaling, scaling_of
@@ -92,8 +92,44 @@ def build_from_results(results: Sequence[RunResult], source: Path,
     """A report of ``results``; runs are grouped per machine, never mixed. ``looks``:
     the alpha each answer is read at (a budgeted sweep's journal; full alpha without)."""
     machines = [build_machine(m, looks) for m in by_machine(views(results))]
+    if looks is not None and looks.settled_at:
+        machines = _as_settled(machines, results, looks)
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     return SweepReport(source, machines, list(warnings), now)
+
+
+def _when(iso: str) -> _dt.datetime | None:
+    try:
+        when = _dt.datetime.fromisoformat(iso)
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=_dt.timezone.utc)
+
+
+def _as_settled(machines: list[MachineReport], results: Sequence[RunResult],
+                looks: Looks) -> list[MachineReport]:
+    """``machines`` with each settled place's answer as its settling look read it: from
+    the results finished by its settlement (``Looks.settled_at``), every configuration
+    and the noise pool as they were then; the configurations' own figures stay
+    those of every run."""
+    then: dict[str, Recommendation] = {}
+    for at in sorted(set(looks.settled_at.values())):
+        until = _when(at)
+        if until is None:
+            continue
+        stored = [r for r in results
+                  if (finished := _when(r.finished_at)) is not None and finished <= until]
+        for mr in (build_machine(m, looks.unsettled()) for m in by_machine(views(stored))):
+            for w in mr.workloads:
+                for rec in w.recommendations:
+                    where = place_of(mr.machine.machine_id, w.variant, rec.ranking)
+                    if looks.settled_at.get(where) == at:
+                        then[where] = rec
+    for mr in machines:
+        mr.workloads = [replace(w, recommendations=[
+            then.get(place_of(mr.machine.machine_id, w.variant, rec.ranking), rec)
+            for rec in w.recommendations]) for w in mr.workloads]
+    return machines
 
 
 def build(sweep_dir: Path) -> SweepReport:

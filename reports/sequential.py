@@ -35,6 +35,7 @@ from typing import Any
 from bench.results.stats import DEFAULT_ALPHA, Settlement
 
 LOOK_EVENT = "look"
+SETTLED_EVENT = "settled"  # a place's first settlement, in the sweep's journal
 PLAN_EVENT = "look_plan"  # the sweep's LookPlan, journaled before its first look
 # The interim looks' share of alpha, whatever their number: the last look reads at
 # alpha less this (0.04), as it did with ten looks at 0.001.
@@ -92,16 +93,35 @@ class Looks:
 
     default: float = DEFAULT_ALPHA
     by_place: Mapping[str, float] = field(default_factory=dict)
+    # A settled place's answer is the one its settling look read: from the results
+    # stored by then (ISO time of the settlement, by place). Read again with what the
+    # budget measured after it for other places, the machine's noise pool (which every
+    # place borrows from) can widen its interval: b54b's MLP at 1024 settled at 503 s
+    # and read "not settled" at the end, after shortened MLP-256 sessions joined the
+    # pool. A stopped comparison is not tested again (the looks' alpha covers one
+    # decision per place).
+    settled_at: Mapping[str, str] = field(default_factory=dict)
 
     def alpha(self, place: str) -> float:
         return self.by_place.get(place, self.default)
 
+    def unsettled(self) -> Looks:
+        """These looks without the settlements: every place read from all results."""
+        return Looks(self.default, self.by_place)
+
     @classmethod
     def of_journal(cls, events: Iterable[Mapping[str, Any]]) -> Looks:
-        """Each place's last recorded look (a sweep's ``sweep.jsonl``)."""
+        """Each place's last recorded look and its first settlement (a sweep's
+        ``sweep.jsonl``; a settlement journaled without its time is read from all
+        results, as before it was journaled)."""
+        events = list(events)
         last = {str(e["where"]): float(e["alpha"]) for e in events
                 if e.get("event") == LOOK_EVENT and "where" in e and "alpha" in e}
-        return cls(by_place=last)
+        settled: dict[str, str] = {}
+        for e in events:
+            if e.get("event") == SETTLED_EVENT and "where" in e and "at" in e:
+                settled.setdefault(str(e["where"]), str(e["at"]))
+        return cls(by_place=last, settled_at=settled)
 
 
 def look_event(place: str, alpha: float, final: bool, sessions: int | None = None

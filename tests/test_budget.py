@@ -20,7 +20,7 @@ from bench.results.store import SweepStore, load_sweep, save
 from bench.spec import RunSpec
 from reports.places import Place, places
 from reports.report import build_from_results
-from reports.sequential import LookPlan
+from reports.sequential import LookPlan, Looks
 from tests.helpers import fake_figures, fake_result, replicated
 
 ONE = RunSpec(workload="mlp", strategy="one_device", devices=1, batch=32, size="tiny")
@@ -28,8 +28,10 @@ TWO = ONE.replace(strategy="mirrored", devices=2)
 
 
 def _store(out: Path, spec: RunSpec, replicate: int, windows: Sequence[float],
-           session: str | None = None, arms: Sequence[RunSpec] = (ONE, TWO)) -> RunResult:
+           session: str | None = None, arms: Sequence[RunSpec] = (ONE, TWO),
+           finished_at: str | None = None) -> RunResult:
     result = fake_result("ok")
+    result.finished_at = finished_at or result.finished_at
     result.spec, result.key, result.replicate = spec, spec.key(), replicate
     result.replicas, result.wall_s = spec.replicas, 10.0
     result.figures = fake_figures(tuple(windows), replicas=spec.replicas)
@@ -444,7 +446,7 @@ def test_a_budgeted_sweep_runs_shared_arms_first_then_says_its_provisional_answe
 
 
 def _session(out: Path, pair: tuple[RunSpec, RunSpec], n: int, ratio: float,
-             noise: float) -> None:
+             noise: float, finished_at: str | None = None) -> None:
     """Session ``n`` of ``pair`` (both arms of one process): the second arm ``ratio``
     times the first, each window ``noise`` apart (seeded by the session)."""
     rng = random.Random(n * 100 + pair[0].batch)
@@ -452,7 +454,34 @@ def _session(out: Path, pair: tuple[RunSpec, RunSpec], n: int, ratio: float,
     for arm, spec in enumerate(pair):
         windows = [level * (ratio if arm else 1.0) * rng.lognormvariate(0, noise)
                    for _ in range(4)]
-        _store(out, spec, n, windows, f"b{pair[0].batch}-s{n}", pair)
+        _store(out, spec, n, windows, f"b{pair[0].batch}-s{n}", pair, finished_at)
+
+
+def test_a_settled_answer_is_read_as_its_settling_look_read_it(tmp_path: Path) -> None:
+    """Results finished after a place settled (here a contradicting session; in b54b
+    other places' shortened sessions, which widened the noise pool it borrows) do not
+    unsettle it: the report, and the budget's last look, read it from the results
+    stored by its settlement. Without the settlement's time, all results are read."""
+    from bench.results.store import load_sweep
+
+    clear = (ONE.replace(batch=64), TWO.replace(batch=64))  # 1.5x at 1%
+    plan = LookPlan.for_budget(600.0)
+    for n in (1, 2, 3):
+        _session(tmp_path, clear, n, 1.5, 0.01)
+    before = load_sweep(tmp_path).results
+    (at_look,) = places(before, tmp_path, Looks(default=plan.interim))
+    assert not at_look.is_open
+    assert budget_mod.look(before, tmp_path, plan, 10.0, 600.0, lambda _: None) == []
+    _session(tmp_path, clear, 4, 0.7, 0.01, finished_at="2999-01-01T00:00:00+00:00")
+    results = load_sweep(tmp_path).results
+    looks = Looks.of_journal(SweepStore(tmp_path).journal_events())
+    assert looks.settled_at.keys() == {at_look.where}
+    (read,) = places(results, tmp_path, looks)
+    assert read.row == at_look.row and not read.is_open
+    assert budget_mod.open_answers(results, tmp_path, looks)[0] == []
+    (again,) = places(results, tmp_path, looks.unsettled())  # what the fix stops
+    assert again.is_open and again.row != at_look.row
+    assert len(budget_mod.open_answers(results, tmp_path, looks.unsettled())[0]) == 1
 
 
 def test_a_look_reads_only_the_places_it_could_settle(tmp_path: Path) -> None:

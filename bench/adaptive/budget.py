@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.adaptive.pricing import window_s, windows_s
+from bench.env import now_iso
 from bench.hardware import detect
 from bench.launch.groups import in_session
 from bench.launch.session import MIN_ROUNDS, together_on
@@ -42,10 +43,16 @@ from bench.results.schema import RunResult
 from bench.results.store import SweepStore, load_sweep
 from bench.spec import RunSpec
 from reports.places import Place, places, places_text
-from reports.sequential import LookPlan, Looks, Taken, look_event, looks_taken
+from reports.sequential import (
+    SETTLED_EVENT,
+    LookPlan,
+    Looks,
+    Taken,
+    look_event,
+    looks_taken,
+)
 
 DEFAULT_BUDGET_S = 600.0  # the default sweep on a 2-core machine
-SETTLED_EVENT = "settled"  # a place's first settlement, in the sweep's journal
 # A session is priced at its configurations' last one, with this margin: the same
 # session's wall time varied by up to 10% (a ResNet50 session 48-52 s, one with a
 # multi-process member more), and sessions priced at exactly their last wall time
@@ -387,7 +394,7 @@ def _note_settled(store: SweepStore, settled: Sequence[str], elapsed: float, alp
 def settled_event(place: str, after_s: float, alpha: float) -> dict[str, Any]:
     """The journal line of a place's first settlement, ``after_s`` from the sweep's start."""
     return {"event": SETTLED_EVENT, "where": place, "after_s": round(after_s, 1),
-            "alpha": alpha}
+            "alpha": alpha, "at": now_iso()}
 
 
 def settled_events(events: Iterable[Mapping[str, Any]]) -> dict[str, float]:
