@@ -125,11 +125,9 @@ def _as_settled(machines: list[MachineReport], results: Sequence[RunResult],
                     where = place_of(mr.machine.machine_id, w.variant, rec.ranking)
                     if looks.settled_at.get(where) == at:
                         then[where] = rec
-    for mr in machines:
-        mr.workloads = [replace(w, recommendations=[
-            then.get(place_of(mr.machine.machine_id, w.variant, rec.ranking), rec)
-            for rec in w.recommendations]) for w in mr.workloads]
-    return machines
+    return [replace(mr, workloads=[replace(w, recommendations=[
+        then.get(place_of(mr.machine.machine_id, w.variant, rec.ranking), rec)
+        for rec in w.recommendations]) for w in mr.workloads]) for mr in machines]
 
 
 def build(sweep_dir: Path) -> SweepReport:
