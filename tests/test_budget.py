@@ -709,6 +709,14 @@ def test_the_first_pass_leaves_out_what_the_budget_no_longer_pays_for(
                              lines.append)
     assert [unit for unit, _ in kept] == [[ps], [independent], [other]]
     assert lines == []
+    # Resumed with the parameter-server run stored: it costs nothing (run_sweep runs
+    # only what is missing), so the independent copies fit where they did not.
+    done = _heavy(ps, 0.64)
+    save(done, SweepStore(tmp_path).paths(ps, 1).result)
+    kept = sweep_mod._within([ps, independent, other], tmp_path, 1.5 * price, 1, True,
+                             lines.append)
+    assert kept == [([ps], 0.0), ([independent], pytest.approx(price)), ([other], 0.0)]
+    assert lines == []
 
 
 def test_where_no_whole_session_fits_a_shorter_one_takes_the_time_left() -> None:

@@ -167,12 +167,17 @@ def _within(phase: Sequence[RunSpec], out: Path, left_s: float, sessions: int,
     from its workload's measured runs (``first_price``); one whose workload has none
     runs (nothing to price it from). Its sessions' rounds stop early enough
     (``run_sweep``'s ``windows_until``), so a session is priced at its fixed part and
-    ``MIN_ROUNDS`` rounds: what it costs however short."""
+    ``MIN_ROUNDS`` rounds: what it costs however short. A unit whose runs are all
+    stored (a resumed sweep) costs nothing: ``run_sweep`` runs only what is missing."""
     results = load_sweep(out).results if out.is_dir() else []
+    store = SweepStore(out)
     kept: list[tuple[list[RunSpec], float]] = []
     left_out: list[str] = []
     spent = 0.0
     for unit in sweep_units(phase) if interleave else [(s,) for s in phase]:
+        if all(len(store.replicates_done(s, sessions)) == sessions for s in unit):
+            kept.append((list(unit), 0.0))
+            continue
         price = first_price(unit, results, sessions, MIN_ROUNDS if len(unit) > 1 else None)
         if price is None or spent + price <= left_s:
             kept.append((list(unit), price or 0.0))
