@@ -96,10 +96,10 @@ class Looks:
     # A settled place's answer is the one its settling look read: from the results
     # stored by then (ISO time of the settlement, by place). Read again with what the
     # budget measured after it for other places, the machine's noise pool (which every
-    # place borrows from) can widen its interval: b54b's MLP at 1024 settled at 503 s
-    # and read "not settled" at the end, after shortened MLP-256 sessions joined the
-    # pool. A stopped comparison is not tested again (the looks' alpha covers one
-    # decision per place).
+    # place borrows from) has moved: b54b's MLP at 1024 settled at 503 s and read "not
+    # settled" at the end, the pool having fallen just below its own variance, which
+    # then kept its own 3 degrees of freedom instead of the pool's 14. A stopped
+    # comparison is not tested again (the looks' alpha covers one decision per place).
     settled_at: Mapping[str, str] = field(default_factory=dict)
 
     def alpha(self, place: str) -> float:
