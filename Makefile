@@ -8,9 +8,13 @@ STAMP  := $(VENV)/.stratbench-installed
 # CPU build of TensorFlow unless an NVIDIA driver is visible; override with
 # `make TF_EXTRA=tf bench` to keep a TensorFlow you installed yourself.
 TF_EXTRA ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo gpu || echo cpu)
-# The JAX lane (`--backend jax`): CUDA jax beside the GPU build of TensorFlow, CPU jax
-# otherwise; JAX_EXTRA= (empty) leaves JAX out.
-JAX_EXTRA ?= $(if $(filter gpu,$(TF_EXTRA)),jax-cuda,jax)
+# The JAX lane (`--backend jax`): CPU jax by default, except beside the GPU build of
+# TensorFlow, where the default installs no JAX: the default sweep is TensorFlow only, and
+# JAX's CUDA wheels (about 1 GB, resolved against TensorFlow's CUDA pins) would be paid
+# inside make bench's budget. JAX_EXTRA=jax-cuda installs them (what `--backend jax` needs
+# on GPUs; it says so before anything runs), JAX_EXTRA=jax the CPU jax, JAX_EXTRA= (empty)
+# no JAX anywhere.
+JAX_EXTRA ?= $(if $(filter gpu,$(TF_EXTRA)),,jax)
 COMMA := ,
 # What the venv installs: the project with its TensorFlow, JAX and dev extras.
 EXTRAS = .[$(TF_EXTRA)$(if $(JAX_EXTRA),$(COMMA)$(JAX_EXTRA)),dev]
@@ -27,7 +31,7 @@ TF_MINOR = $(PY) -c "import importlib.metadata as m; print('.'.join(m.version(m.
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
-	@echo "  variables: OUT=<sweep dir> ARGS='<extra bench run args>' TF_EXTRA=cpu|gpu|tf JAX_EXTRA=jax|jax-cuda|"
+	@echo "  variables: OUT=<sweep dir> ARGS='<extra bench run args>' TF_EXTRA=cpu|gpu|tf JAX_EXTRA=jax|jax-cuda| (JAX's CUDA wheels only with JAX_EXTRA=jax-cuda; none by default beside TF_EXTRA=gpu)"
 
 # uv installs the same packages several times faster than pip (a fresh install is part of
 # make bench's budget). --compile-bytecode: uv writes no .pyc files by default (pip does),

@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar
 from bench.errors import SpecError
 from bench.hardware import Hardware
 from bench.registry import Registry
-from bench.tasks import Task, shared_device_tasks, with_run_gpus
+from bench.tasks import Task, shared_device_tasks, with_gpu_cores, with_run_gpus
 
 S = TypeVar("S", bound="SpecView")
 
@@ -197,6 +197,25 @@ class StrategyFactory:
     accepts: tuple[str, ...] = ()
     # Training loops / Keras lanes it cannot train with (besides COMMON_LOOP_LIMITS).
     loop_limits: tuple[LoopLimit, ...] = ()
+    # Where it cannot train a model with BatchNormalization layers (``Workload.batch_norm``),
+    # and why; None: wherever it trains at all. Not an ``unsupported`` verdict up front:
+    # an explicit run still tries, and its child reports the failure as unsupported, so
+    # that a TensorFlow and Keras that fixed it simply run. A sweep's plan leaves it out.
+    batch_norm_limit: LoopLimit | None = None
+
+    def batch_norm_reason(self, spec: SpecView) -> str | None:
+        """Why this strategy cannot train ``spec``'s model, a built-in workload with
+        BatchNormalization layers, on ``spec``'s lane and replicas (None: it can, or the
+        model is not known to have them)."""
+        limit = self.batch_norm_limit
+        if limit is None or not limit.applies(spec):
+            return None
+        from workloads import Workload, find_workload
+
+        workload = find_workload(spec.workload)
+        if not (isinstance(workload, Workload) and workload.batch_norm):
+            return None
+        return f"{limit.reason}, and {workload.name} has such layers"
 
     def counterpart(self, backend: str) -> str | None:
         """The strategy that trains as this one does on ``backend``'s lane, if any."""
@@ -278,9 +297,11 @@ class StrategyFactory:
     def plan(self, spec: SpecView, hw: Hardware) -> list[Task]:
         """The processes of a run; in-process strategies need exactly one, which sees
         only the GPUs it trains on (by UUID, as every process of a multi-process run):
-        a 1-GPU run on an 8-GPU server must not count the other seven cards' energy."""
-        return [Task("single", 0, "train", main=True, local_devices=spec.devices,
-                     gpus=own_gpus(hw, spec.devices))]
+        a 1-GPU run on an 8-GPU server must not count the other seven cards' energy. On
+        GPUs it is pinned to the cores of its cards' NUMA node(s) (``with_gpu_cores``)."""
+        return with_gpu_cores([Task("single", 0, "train", main=True,
+                                    local_devices=spec.devices,
+                                    gpus=own_gpus(hw, spec.devices))], hw)
 
     def local_spec(self, spec: S, task: Task) -> S:
         """The spec one training process trains (the run's spec unless it is a copy)."""
@@ -367,6 +388,13 @@ class CentralStorage(StrategyFactory):
              "replica and sends the gradients back")
     plainness = 11
     variables_on_host = True
+    # The child recognises the same failure by its message (bench.child.main's
+    # KNOWN_INCOMPATIBLE) in models that are not known up front to have BatchNormalization.
+    batch_norm_limit = LoopLimit(
+        "Keras 3 BatchNormalization cannot train under CentralStorageStrategy with 2+ "
+        "replicas (its moving statistics have no aggregation method, which CentralStorage "
+        "needs to update them in replica context; seen with TF 2.21 / Keras 3.15)",
+        loops=("custom", "fit"), keras=(3,), min_replicas=2)
 
 
 class MultiWorkerMirrored(StrategyFactory):
@@ -473,8 +501,9 @@ class MultiWorkerMirrored(StrategyFactory):
             return tasks
         # The implementation every worker builds (local_spec) and the run records.
         comm = self.communication_for(spec, hw)
-        return with_run_gpus([dataclasses.replace(t, extra={**t.extra, "communication": comm})
-                              for t in tasks])
+        return with_gpu_cores(with_run_gpus(
+            [dataclasses.replace(t, extra={**t.extra, "communication": comm}) for t in tasks]),
+            hw)
 
     def local_spec(self, spec: S, task: Task) -> S:
         """The run's spec with the collective implementation its plan chose."""
@@ -601,9 +630,9 @@ class Independent(StrategyFactory):
         return spec.devices * spec.workers_per_device
 
     def plan(self, spec: SpecView, hw: Hardware) -> list[Task]:
-        return with_run_gpus(shared_device_tasks(
+        return with_gpu_cores(with_run_gpus(shared_device_tasks(
             "replica", "train", spec.devices, spec.workers_per_device, hw, cluster_job=None,
-            barrier=True, memory_limit_mb=spec.gpu_memory_limit_mb))
+            barrier=True, memory_limit_mb=spec.gpu_memory_limit_mb)), hw)
 
     def task_share(self, spec: SpecView, local_replicas: int) -> float:
         return 1.0  # each copy measures only itself

@@ -9,9 +9,11 @@ parameter server and coordinator.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from bench.gpu_affinity import CardAffinity, card_affinity
 from bench.hardware import GpuRun, Hardware, run_cards
 
 
@@ -134,3 +136,82 @@ def shared_device_tasks(role: str, runner: str, devices: int, per_device: int, h
                                   inter_threads=1, cluster_job=cluster_job,
                                   barrier=barrier))
     return tasks
+
+
+def with_gpu_cores(tasks: list[Task], hw: Hardware,
+                   affinity: Mapping[int, CardAffinity] | None = None,
+                   usable: Sequence[int] | None = None) -> list[Task]:
+    """``tasks`` with each GPU task pinned to the cores of its cards' NUMA node(s) and a
+    thread budget to match, as CPU tasks get theirs (``shared_device_tasks``).
+
+    The cores are ``topo -m``'s CPU Affinity of the task's cards (``affinity``, by
+    nvidia-smi index; default: this machine's, ``card_affinity``) that this process may
+    use (``usable``; default ``core_ids()``). The tasks whose cards have the same cores
+    split them evenly, disjoint where there are enough (eight MultiWorkerMirrored
+    workers on two nodes of 48 cores: twelve each), else each gets them all; intra-op
+    threads as many as its cores, or its share of them. An in-process run's one task
+    gets every core of its cards' nodes. The inter-op pool stays TensorFlow's default,
+    which it sizes from the pinned cores: the single inter-op thread of CPU tasks was
+    measured on CPUs, where the replicas' ops share the cores anyway; on a GPU the ops
+    of several replicas are launched side by side from that pool.
+
+    Unchanged: tasks without a GPU, or pinned already (a server that must keep every
+    core, ``ParameterServer.plan``); and the whole run where any card has no affinity in
+    ``topo -m`` (an old driver, ``N/A``), or where a card's node has none of the cores
+    this process may use (a container's cpuset, or a ``topo -m`` of another machine):
+    pinning the others would pile that task onto their cores.
+    """
+    gpu_tasks = [k for k, t in enumerate(tasks) if t.gpus and not t.no_gpu and not t.cores]
+    if not hw.gpus or not gpu_tasks:
+        return tasks
+    affinity = card_affinity(hw) if affinity is None else affinity
+    allowed = set(core_ids() if usable is None else usable)
+    index_of = {g.cuda_id: g.index for g in hw.gpus}
+    near: dict[int, tuple[int, ...]] = {}
+    for k in gpu_tasks:
+        cards = [index_of.get(entry) for entry in tasks[k].gpus]
+        if any(c is None or c not in affinity for c in cards):
+            return tasks
+        cores = tuple(sorted({core for c in cards if c is not None
+                              for core in affinity[c].cores} & allowed))
+        if not cores:
+            return tasks
+        near[k] = cores
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for k, cores in near.items():
+        groups.setdefault(cores, []).append(k)
+    out = list(tasks)
+    for cores, members in groups.items():
+        shares = split_near(cores, len(members))
+        for k, share in zip(members, shares, strict=True):
+            threads = len(share) if share != cores else max(1, len(cores) // len(members))
+            out[k] = replace(tasks[k], cores=share, intra_threads=threads)
+    return out
+
+
+def split_near(cores: Sequence[int], parts: int) -> list[tuple[int, ...]]:
+    """``cores`` (sorted) in ``parts`` disjoint shares of equal size, or all of them for
+    each part where there are fewer cores than parts.
+
+    Each share takes the same slice of every contiguous run of ``cores``: a node's
+    affinity on a machine with SMT reads ``0-47,96-143``, where the second run is the
+    first's hyperthread siblings (Linux numbers the siblings after every core), so the
+    task with cores 0-11 also gets 96-107, their siblings, and no two tasks share a
+    physical core. Where a run is shorter than ``parts``, the cores are cut in order."""
+    cores = tuple(cores)
+    if parts <= 1 or len(cores) < parts:
+        return [cores] * max(1, parts)
+    runs: list[list[int]] = []
+    for core in cores:
+        if runs and core == runs[-1][-1] + 1:
+            runs[-1].append(core)
+        else:
+            runs.append([core])
+    if any(len(r) < parts for r in runs):
+        runs = [list(cores)]
+    shares: list[list[int]] = [[] for _ in range(parts)]
+    for run in runs:
+        per = len(run) // parts
+        for i in range(parts):
+            shares[i] += run[i * per:(i + 1) * per]
+    return [tuple(share) for share in shares]

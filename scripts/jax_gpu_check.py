@@ -13,6 +13,11 @@ power and throttling sampled at both ends, MFU against the measured chained-matm
 peak, the datasheet's and the datasheet's at the sustained SM clock, device memory,
 XLA's FLOP count) and profiles a few steps of the first (jax.profiler).
 
+It runs on one card of its own (``--gpu``, an nvidia-smi index or a GPU UUID; default
+the first GPU this process may use), shown to it alone by CUDA_VISIBLE_DEVICES before
+JAX is imported, as the launcher shows each child its cards: JAX preallocates 75% of
+every card it sees, and the energy meter counts every card the process sees.
+
 Writes DIR/figures.json (one entry per precision), DIR/fingerprint.json, DIR/profile/,
 and prints one line per precision. Without a GPU it says so and runs the same path on
 the CPU with the default MLP (exit 0): that is how its logic is tested without a card.
@@ -24,11 +29,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container, MutableMapping
 from pathlib import Path
 from typing import Any
+
+from bench.errors import UsageError
+from bench.hardware import GpuInfo
 
 PRECISIONS = ("float32", "mixed_bfloat16")
 # A card is busy only with large matmuls: ~1 GFLOP per example, ~8.6 TFLOP a step.
@@ -90,6 +99,40 @@ def line(precision: str, s: dict[str, Any]) -> str:
             f"{s['joules_per_example'] or '-'} J/example, device memory {mem}")
 
 
+def own_card(wanted: str | None, environ: MutableMapping[str, str] | None = None,
+             imported: Container[str] | None = None) -> GpuInfo | None:
+    """Show this process one card, as the launcher shows a child its own: ``wanted`` (an
+    nvidia-smi index or a GPU UUID, whole or a unique prefix, as CUDA_VISIBLE_DEVICES
+    takes them), else the first GPU the process may use. Sets CUDA_DEVICE_ORDER and
+    CUDA_VISIBLE_DEVICES (the card's UUID) in ``environ`` (os.environ) and clears the
+    hardware and energy caches, so that detection, the task and the meter see that card
+    alone. Must come before JAX is imported (``imported``: sys.modules). Returns the
+    card; None without a GPU (nothing changed)."""
+    from bench import energy, hardware
+
+    environ = os.environ if environ is None else environ
+    imported = sys.modules if imported is None else imported
+    gpus = hardware.detect().gpus
+    if not gpus:
+        if wanted is not None:
+            raise UsageError(f"--gpu names a GPU, but nvidia-smi shows none. "
+                             f"Received: --gpu {wanted}")
+        return None
+    found = hardware.visible(gpus, wanted) if wanted is not None else gpus[:1]
+    if len(found) != 1:
+        names = ", ".join(f"{g.index} ({g.cuda_id})" for g in gpus)
+        raise UsageError(f"--gpu must name one of this process's GPUs by nvidia-smi index "
+                         f"or UUID: {names}. Received: --gpu {wanted}")
+    if "jax" in imported:
+        raise UsageError("jax was imported before the check chose its card: "
+                         "CUDA_VISIBLE_DEVICES cannot change now. Received: jax in sys.modules")
+    (card,) = found
+    environ.update({"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": card.cuda_id})
+    hardware.detect.cache_clear()
+    energy.energy_meter.cache_clear()
+    return card
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m scripts.jax_gpu_check", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -100,7 +143,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-seconds", type=float, default=3.0, help="window length bound")
     p.add_argument("--profile-steps", type=int, default=5,
                    help="steps profiled after the first precision's windows (0: none)")
+    p.add_argument("--gpu", default=None,
+                   help="the card to run on: an nvidia-smi index or a GPU UUID (default: "
+                        "the first GPU this process may use); the only one it sees")
     args = p.parse_args(argv)
+    try:
+        card = own_card(args.gpu)
+    except UsageError as exc:
+        p.error(str(exc))
+    if card is not None:
+        log(f"on GPU {card.index} ({card.name}, CUDA_VISIBLE_DEVICES={card.cuda_id}) alone")
 
     from bench.child.backends.jax import JaxBackend
     from bench.child.backends.runner import run_backend

@@ -175,3 +175,37 @@ def h100s(n: int, link: str = "NV18") -> FakeSmi:
         f"{a}\t" + "\t".join(" X " if a == b else link for b in names) + "\t0-95\t0"
         for a in names)
     return FakeSmi(gpus, topo=topo)
+
+
+def two_socket_topo(n: int, cores_per_node: int = 48) -> str:
+    """``topo -m`` of ``n`` PCIe GPUs across two sockets: the first half on NUMA node 0
+    (CPU Affinity ``0-{c-1}``), the rest on node 1 (``c-{2c-1}``), ``c`` =
+    ``cores_per_node``. Pairs of cards share a PCIe switch (PIX, or PXB through two
+    bridges on every other pair), other cards of one socket meet at its host bridges
+    (NODE), cards of two sockets across the CPUs' interconnect (SYS)."""
+    half = max(1, n // 2)
+    names = [f"GPU{i}" for i in range(n)]
+
+    def link(a: int, b: int) -> str:
+        if a == b:
+            return " X "
+        if a // half != b // half:
+            return "SYS"
+        if a // 2 != b // 2:
+            return "NODE"
+        return "PIX" if (a // 2) % 2 == 0 else "PXB"
+
+    def node(i: int) -> int:
+        return i // half
+
+    rows = [f"{names[i]}\t" + "\t".join(link(i, j) for j in range(n)) +
+            f"\t{node(i) * cores_per_node}-{(node(i) + 1) * cores_per_node - 1}\t{node(i)}\t\tN/A"
+            for i in range(n)]
+    header = "\t" + "\t".join([*names, "CPU Affinity", "NUMA Affinity", "GPU NUMA ID"])
+    return "\n".join([header, *rows])
+
+
+def l40s(n: int = 4) -> FakeSmi:
+    """``n`` NVIDIA L40S (48 GB, 46068 MiB) on PCIe across two sockets, no NVLink."""
+    return FakeSmi([gpu_row(i, name="NVIDIA L40S", **{"memory.total": 46068})
+                    for i in range(n)], topo=two_socket_topo(n))

@@ -34,7 +34,7 @@ from bench.launch.launcher import child_env, make_result
 from bench.results.mfu import at_sustained_clock
 from bench.strategies import STRATEGIES
 from bench.tasks import RUN_GPUS, gpu_run
-from tests.gpu_fakes import FakeSmi, cards, gpu_row, uuid_of
+from tests.gpu_fakes import FakeSmi, cards, gpu_row, h100, two_socket_topo, uuid_of
 from tests.helpers import ROOT, fake_figures, tiny_spec
 
 TOPO_SYS = ("\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\n"
@@ -432,3 +432,134 @@ def test_gpu_smoke_checks_shm_and_writes_one_file(smi: Any, tmp_path: Path) -> N
     assert "via SHM/direct/direct" in text and "noise" not in text
     assert "GPU0\t X \tSYS" in text  # topo -m for the bug report
     assert [r.status for r in results].count("ok") == 3
+
+
+# -- each GPU task gets the cores near its cards ------------------------------------------
+def _plan(strategy: str, devices: int, hw: Hardware, **over: Any) -> list[Any]:
+    return STRATEGIES.get(strategy).plan(
+        tiny_spec(strategy=strategy, devices=devices, **over), hw)
+
+
+def test_topo_m_gives_each_cards_cores_and_numa_node() -> None:
+    from bench.gpu_affinity import CardAffinity, parse_affinity, parse_cores
+
+    # The real H100's table: escapes, and the empty cell before GPU NUMA ID's N/A.
+    assert parse_affinity(h100().topo) == {0: CardAffinity(tuple(range(16)), 0)}
+    two = parse_affinity(two_socket_topo(8))
+    assert two[3] == CardAffinity(tuple(range(48)), 0)
+    assert two[4] == CardAffinity(tuple(range(48, 96)), 1)
+    assert parse_cores("0-2,96-97") == (0, 1, 2, 96, 97) and parse_cores("N/A") is None
+    assert parse_affinity("\tGPU0\tGPU1\nGPU0\t X \tNV12\nGPU1\tNV12\t X ") == {}
+    assert parse_affinity(TOPO_SYS.replace("32-63", "N/A")) == {
+        0: CardAffinity(tuple(range(32)), 0)}
+
+
+def test_each_gpu_task_gets_its_nodes_cores_split_among_the_tasks_there(
+        smi: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eight cards on two NUMA nodes (GPU0-3: cores 0-47, GPU4-7: 48-95). The plan's own
+    data (Task.cores), on a launcher that may use all 96 cores: nothing is pinned here."""
+    from bench import tasks
+
+    monkeypatch.setattr(tasks, "core_ids", lambda: list(range(96)))
+    smi(FakeSmi([gpu_row(i) for i in range(8)], topo=two_socket_topo(8)))
+    hw = hardware.detect()
+    workers = _plan("multi_worker_mirrored", 8, hw)
+    assert [len(t.cores) for t in workers] == [12] * 8
+    assert [t.intra_threads for t in workers] == [12] * 8
+    assert all(set(t.cores) <= set(range(48)) for t in workers[:4])
+    assert all(set(t.cores) <= set(range(48, 96)) for t in workers[4:])
+    assert len({c for t in workers for c in t.cores}) == 96  # disjoint
+    assert all(t.inter_threads == 0 for t in workers)  # TensorFlow's, from the pinned cores
+    # Two copies on node 0 split its cores; in-process runs get their cards' node(s).
+    assert [t.cores for t in _plan("independent", 2, hw)] == [tuple(range(24)),
+                                                               tuple(range(24, 48))]
+    (four,) = _plan("mirrored", 4, hw)
+    assert four.cores == tuple(range(48)) and four.intra_threads == 48
+    (eight,) = _plan("mirrored", 8, hw)
+    assert eight.cores == tuple(range(96))
+    arms = arms_task([tiny_spec(strategy="one_device", devices=1),
+                      tiny_spec(strategy="mirrored", devices=2)], hw)
+    assert arms.cores == tuple(range(48))
+    # Parameter-server worker servers keep every core; the chief and ps see no GPU.
+    assert all(t.cores == () for t in _plan("parameter_server", 2, hw))
+
+
+def test_a_nodes_cores_and_their_siblings_are_split_together(smi: Any) -> None:
+    from bench.gpu_affinity import CardAffinity
+    from bench.tasks import Task, split_near, with_gpu_cores
+
+    node = (*range(24), *range(48, 72))  # topo -m: "0-23,48-71" (cores, then siblings)
+    assert split_near(node, 4)[0] == (*range(6), *range(48, 54))
+    assert split_near((0, 1), 4) == [(0, 1)] * 4  # fewer cores than tasks: all share
+    smi(cards(2))
+    hw = hardware.detect()
+    tasks = [Task("worker", i, "train", main=i == 0, gpus=(uuid_of(i),)) for i in range(2)]
+    near = {0: CardAffinity(node, 0), 1: CardAffinity(node, 0)}
+    pinned = with_gpu_cores(tasks, hw, near, usable=range(96))
+    assert [t.cores for t in pinned] == [(*range(12), *range(48, 60)),
+                                         (*range(12, 24), *range(60, 72))]
+
+
+def test_cores_this_machine_lacks_or_no_affinity_leave_the_tasks_as_they_were(
+        smi: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """This machine has 2 cores: topo -m's 48-95 names none of them, so a run with a card
+    on that node is not pinned at all (pinning the others would pile that task onto their
+    cores); a run on node 0 gets the cores it has there."""
+    from bench import tasks
+
+    monkeypatch.setattr(tasks, "core_ids", lambda: [0, 1])
+    smi(FakeSmi([gpu_row(i) for i in range(8)], topo=two_socket_topo(8)))
+    hw = hardware.detect()
+    assert all(t.cores == () and t.intra_threads == 0
+               for t in _plan("multi_worker_mirrored", 8, hw))
+    assert [t.cores for t in _plan("multi_worker_mirrored", 2, hw)] == [(0,), (1,)]
+    hardware.detect.cache_clear()
+    smi(cards(8))  # TOPO_2: GPU0 and GPU1 only, so cards 2-7 have no affinity
+    hw = hardware.detect()
+    assert all(t.cores == () for t in _plan("multi_worker_mirrored", 4, hw))
+    assert [t.cores for t in _plan("multi_worker_mirrored", 2, hw)] == [(0,), (1,)]
+
+
+# -- the JAX device script on a card of its own ---------------------------------------------
+def test_the_jax_script_shows_itself_one_card_before_jax_and_meters_only_it(
+        smi: Any, nvml: FakeNvml, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.errors import UsageError
+    from scripts.jax_gpu_check import own_card
+
+    smi(cards(8))
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)  # restored after the test
+    card = own_card("3", imported=set())
+    assert card is not None and card.uuid == uuid_of(3)
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == uuid_of(3)
+    assert os.environ["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert [g.uuid for g in hardware.detect().gpus] == [uuid_of(3)]
+    meter = energy.energy_meter()
+    assert meter.devices == [uuid_of(3)]
+    assert energy.window_energy(meter.read(), meter.read()) == pytest.approx(4.0)
+    assert set(nvml.asked) == {3}
+    # By UUID (a prefix CUDA accepts), and the first card by default.
+    smi(cards(8))
+    environ: dict[str, str] = {}
+    assert own_card(uuid_of(5)[:-2], environ, imported=set()) is not None
+    assert environ["CUDA_VISIBLE_DEVICES"] == uuid_of(5)
+    smi(cards(8))
+    assert own_card(None, environ, imported=set()) is not None
+    assert environ["CUDA_VISIBLE_DEVICES"] == uuid_of(0)
+    smi(cards(8))
+    with pytest.raises(UsageError, match="Received: --gpu 9"):
+        own_card("9", {}, imported=set())
+    with pytest.raises(UsageError, match="jax in sys.modules"):
+        own_card("1", {}, imported={"jax"})
+
+
+def test_the_jax_script_without_a_gpu_changes_nothing(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from scripts.jax_gpu_check import own_card
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi
+    hardware.detect.cache_clear()
+    environ: dict[str, str] = {}
+    try:
+        assert own_card(None, environ, imported=set()) is None and environ == {}
+    finally:
+        hardware.detect.cache_clear()

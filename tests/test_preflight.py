@@ -108,3 +108,41 @@ def test_report_only_reads_stored_results_without_tensorflow(tmp_path: Path) -> 
         assert "Traceback" not in proc.stderr and proc.returncode == 2, proc.stderr
         assert f"Received: --out{' ' if command[0] == 'nightly' else '='}{empty}" in \
             proc.stderr
+
+
+# -- the JAX lane: JAX present, and its CUDA wheels where there are GPUs ------------------
+def _python_answering(tmp_path: Path, answer: str) -> str:
+    """A stand-in interpreter that answers the JAX probe with ``answer`` (JSON)."""
+    exe = tmp_path / f"python-{len(list(tmp_path.iterdir()))}"
+    exe.write_text(f"#!/bin/sh\necho '{answer}'\n")
+    exe.chmod(0o755)
+    return str(exe)
+
+
+def test_the_jax_lane_is_refused_without_jax_or_on_gpus_without_its_cuda_wheels(
+        tmp_path: Path) -> None:
+    from bench.launch.interpreter import require_jax
+
+    none = _python_answering(tmp_path, '{"jax": false, "cuda": []}')
+    cpu = _python_answering(tmp_path, '{"jax": true, "cuda": []}')
+    cuda = _python_answering(tmp_path, '{"jax": true, "cuda": ["jax-cuda12-plugin"]}')
+    with pytest.raises(UsageError, match=r"not installed for .*JAX_EXTRA=jax` installs"):
+        require_jax(0, none)
+    with pytest.raises(UsageError, match=r"not installed .*JAX_EXTRA=jax-cuda"):
+        require_jax(2, none)
+    # CPU jax on a GPU machine would train on the CPU under a GPU label.
+    with pytest.raises(UsageError, match=r"shows 2 GPU\(s\) but the JAX .* no CUDA plugin"
+                                         r".*JAX_EXTRA=jax-cuda"):
+        require_jax(2, cpu)
+    require_jax(0, cpu)
+    require_jax(2, cuda)
+
+
+def test_the_probe_reads_this_interpreters_jax_without_importing_it() -> None:
+    from bench.launch.interpreter import _LOCATE_JAX
+
+    out = subprocess.run([sys.executable, "-c", _LOCATE_JAX + "import sys\n"
+                          "assert 'jax' not in sys.modules\n"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert '"jax": ' in out.stdout and '"cuda": ' in out.stdout

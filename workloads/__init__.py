@@ -50,6 +50,7 @@ WORKLOADS.register("resnet50", Workload(
     check=lambda p: None if p["image_size"] >= 32 else "image_size must be >= 32 for ResNet50",
     cost_hint=4.0,
     train_flops=resnet50_train_flops,
+    batch_norm=True,
 ))
 WORKLOADS.register("transformer", Workload(
     name="transformer",

@@ -54,6 +54,11 @@ class Workload:
     # dimension}`` from the parameters. Plain data, so the parent can tell whether a
     # workload has one; the child builds Keras 3's LayoutMap from it. None: no layout.
     layout: Callable[[Mapping[str, Any]], Mapping[str, tuple[str | None, ...]]] | None = None
+    # The model has BatchNormalization layers: their moving statistics are variables
+    # updated inside each replica's step, which some strategies cannot aggregate
+    # (``StrategyFactory.batch_norm_limit``). A model of the user's own is not
+    # inspected before it runs: its run finds out.
+    batch_norm: bool = False
 
     def resolve(self, size: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
         """Parameters for a variant with overrides applied; unknown keys are errors."""

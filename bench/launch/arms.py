@@ -34,7 +34,7 @@ from bench.results.payload import TaskReport, arm_name, read_report
 from bench.results.schema import Interleaving, RunResult
 from bench.spec import RunSpec
 from bench.strategies import STRATEGIES, own_gpus
-from bench.tasks import Task
+from bench.tasks import Task, with_gpu_cores
 
 DEFAULT_ROUNDS = 6
 TASK = Task("single", 0, "arms", main=True)
@@ -94,10 +94,13 @@ def check_arms(specs: Sequence[RunSpec], *, alone: bool = False) -> None:
 def arms_task(specs: Sequence[RunSpec], hw: Hardware | None = None) -> Task:
     """The task of a process holding ``specs`` as its arms: as many devices as the
     largest needs, and only those GPUs (by UUID, as a run of its own gets them), so
-    that its energy, clocks and memory are of the cards its arms train on."""
+    that its energy, clocks and memory are of the cards its arms train on; pinned to
+    the cores of those cards' NUMA node(s), as an in-process run is."""
     devices = max(s.devices for s in specs)
-    return Task(TASK.role, TASK.index, TASK.runner, main=True, local_devices=devices,
-                gpus=own_gpus(hw or detect(), devices))
+    hw = hw or detect()
+    (task,) = with_gpu_cores([Task(TASK.role, TASK.index, TASK.runner, main=True,
+                                   local_devices=devices, gpus=own_gpus(hw, devices))], hw)
+    return task
 
 
 def write_arms(run_dir: Path, specs: Sequence[RunSpec], *, rounds: int, seed: int,
