@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import functools
 import glob
-import importlib
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.hardware import GpuInfo, detect
+from bench.hardware import GpuInfo, detect, nvml_module
 
 RAPL_ROOT = "/sys/class/powercap"
 NVML = "nvml"
@@ -127,7 +126,7 @@ def nvml_meter(gpus: Sequence[GpuInfo], nvml: Any = None) -> EnergyMeter:
                                  "counts the whole card, every slice's work)")
     if nvml is None:
         try:
-            nvml = importlib.import_module("pynvml")  # nvidia-ml-py, the gpu extra
+            nvml = nvml_module()
         except ImportError:
             return EnergyMeter(None, "nvidia-ml-py is not installed (pip install "
                                      "nvidia-ml-py, part of the gpu extra)")

@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench import sim
 from bench.hardware import Hardware, detect, nccl_version
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -160,6 +161,11 @@ def fingerprint(extra: dict[str, Any] | None = None) -> dict[str, Any]:
         "git": git_info(),
         "env_vars": relevant_env(),
     }
+    simulated = sim.active()
+    if simulated is not None:
+        # A simulated GPU server (bench.sim): part of the machine's identity, so that
+        # no answer, baseline or cache ever mixes its figures with a real machine's.
+        env["simulated"] = simulated.name
     env.update(extra or {})
     env["machine_id"] = machine_id(env)
     env["software_id"] = software_id(env)
@@ -194,7 +200,8 @@ def hardware_identity(env: dict[str, Any]) -> dict[str, Any]:
             "cpu_cores": env.get("machine_cores") or env.get("cpu_cores"),
             "memory_gib": round(memory / GIB) if isinstance(memory, (int, float)) else None,
             "gpus": sorted(str(g.get("name")) for g in gpus),
-            "tpu": env.get("tpu") or False}
+            "tpu": env.get("tpu") or False,
+            **({"simulated": env["simulated"]} if env.get("simulated") else {})}
 
 
 def software_stack(env: dict[str, Any]) -> dict[str, Any]:

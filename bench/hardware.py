@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench import sim
+
 
 @dataclass(frozen=True)
 class GpuInfo:
@@ -323,8 +325,17 @@ _SMI_TIMEOUT_S = 10.0
 _MISSING = ("", "[N/A]", "N/A", "[Not Supported]", "Not Supported", "[Unknown Error]")
 
 
+def smi_present() -> bool:
+    """Whether nvidia-smi can be asked (on a simulated server, always)."""
+    return sim.active() is not None or shutil.which("nvidia-smi") is not None
+
+
 def _smi(args: list[str], timeout_s: float = _SMI_TIMEOUT_S) -> str | None:
-    """nvidia-smi's output, or None (no driver, an error, a field it does not know)."""
+    """nvidia-smi's output, or None (no driver, an error, a field it does not know).
+    On a simulated server (``bench.sim``) the profile answers, in process."""
+    simulated = sim.active()
+    if simulated is not None:
+        return sim.answer_smi(simulated, args)
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None
@@ -404,6 +415,13 @@ def nvidia_gpus(timeout_s: float = _SMI_TIMEOUT_S) -> tuple[GpuInfo, ...]:
 _L_GPU = re.compile(r"^GPU\s+(\d+):.*\(UUID:\s*(\S+?)\)\s*$")
 _L_MIG = re.compile(r"^\s+MIG\s+(\S+)\s+Device\s+(\d+):\s*\(UUID:\s*(\S+?)\)\s*$")
 _MIG_GB = re.compile(r"\.(\d+)gb$")
+
+
+def query_compute_cap(gpu: GpuInfo, timeout_s: float = _SMI_TIMEOUT_S) -> str | None:
+    """nvidia-smi's ``compute_cap`` of ``gpu`` ("9.0"); None where the driver does not
+    know the field (older than R510)."""
+    rows = _query(["compute_cap"], timeout_s, [gpu.uuid or str(gpu.index)])
+    return rows[0].get("compute_cap") if rows else None
 
 
 def mig_devices(gpus: tuple[GpuInfo, ...], timeout_s: float = _SMI_TIMEOUT_S
@@ -821,6 +839,15 @@ def _bounded(fn: Callable[[], Any], deadline_s: float) -> tuple[bool, Any]:
 _NVML_ENUMS = {"NVML_CLOCK_SM": 1, "NVML_CLOCK_MEM": 2, "NVML_TEMPERATURE_GPU": 0}
 
 
+def nvml_module() -> Any:
+    """``pynvml`` (nvidia-ml-py, the gpu extra; ImportError where it is not installed),
+    or the simulated server's NVML (``bench.sim``)."""
+    simulated = sim.active()
+    if simulated is not None:
+        return sim.SimNvml(simulated)
+    return importlib.import_module("pynvml")
+
+
 def _nvml_enum(nvml: Any, name: str) -> int:
     return int(getattr(nvml, name, _NVML_ENUMS[name]))
 
@@ -885,7 +912,7 @@ def _nvml_reader(cards: Sequence[str], nvml: Any) -> StateReader | None:
         return None
     if nvml is None:
         try:
-            nvml = importlib.import_module("pynvml")  # nvidia-ml-py, the gpu extra
+            nvml = nvml_module()
         except ImportError:
             return None
     try:
@@ -979,7 +1006,7 @@ class GpuRun:
     def begin(self) -> None:
         """The fingerprint: empty (and every later sample skipped) without a GPU, or
         in a process that does not ``sample``."""
-        if not self.sample or shutil.which("nvidia-smi") is None:
+        if not self.sample or not smi_present():
             return  # the common CPU case, and a run's other processes: no thread at all
         ids = list(self.cards or ()) or None
         self.fingerprint = self._call(lambda: gpu_fingerprint(self.timeout_s, ids),

@@ -192,7 +192,8 @@ def preset_default(hw: Hardware, workloads: Sequence[str] = (), batches: Sequenc
     measured in
     two or more processes (``bench run --runs``), which is where the precision comes
     from; the sweep aims at 10 minutes on 2 cores.
-    GPU: 1..N GPUs, ResNet50 at 224x224 with fixed per-replica batches.
+    GPU: 1..N GPUs, ResNet50 at 224x224 with fixed per-replica batches, trained with the
+    optimizer it has on CPUs (``preset_optimizer``).
     """
     if hw.gpus:
         n = len(hw.gpus)
@@ -200,10 +201,14 @@ def preset_default(hw: Hardware, workloads: Sequence[str] = (), batches: Sequenc
                  "warmup_steps": 10, "timeout_s": 900.0}
         if params is not None:
             fixed["params"] = dict(params)
-        return expand({"workload": list(workloads) or ["resnet50"],
-                       "strategy": [*IN_PROCESS, "multi_worker_mirrored", "independent"],
-                       "devices": list(range(1, n + 1)), "batch": list(batches) or [64, 128]},
-                      fixed)
+        gpu_specs: list[RunSpec] = []
+        for name in list(workloads) or ["resnet50"]:
+            gpu_specs += expand(
+                {"workload": [name],
+                 "strategy": [*IN_PROCESS, "multi_worker_mirrored", "independent"],
+                 "devices": list(range(1, n + 1)), "batch": list(batches) or [64, 128]},
+                {**fixed, "optimizer": preset_optimizer(name)})
+        return [s for s in gpu_specs if _runs_on(s, hw)]
     # Ten windows a run, ten rounds a session of arms: the sessions' pair noise on the
     # Intel machine was mostly its windows' (round log ratios 0.07-0.18 SD, 3 rounds), and
     # a session's start-up and builds cost twice its three rounds (31% of a sweep measured;
@@ -239,6 +244,14 @@ def preset_default(hw: Hardware, workloads: Sequence[str] = (), batches: Sequenc
                          "devices": w.mirrored_devices, "batch": w.batches[:1]}, knobs)
     unique = {s.key(): s for s in reversed(specs)}  # first occurrence wins, order kept
     return [s for s in specs if unique.pop(s.key(), None) is s and _runs_on(s, hw)]
+
+
+def preset_optimizer(name: str) -> str:
+    """The optimizer the default preset trains workload ``name`` with, on CPUs and GPUs
+    alike (the CPU preset's: ResNet50 with SGD and momentum, as its reference benchmarks;
+    a per-variable optimizer such as Adam adds a kernel per variable and replica, which
+    weighs on in-process replicas more than on a process per GPU)."""
+    return cpu_workload(name).optimizer
 
 
 def _windows(strategy: str) -> int:

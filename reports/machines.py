@@ -67,6 +67,9 @@ def describe(machine_id: str, runs: list[RunView]) -> Machine:
     dates = days[0] if len(days) == 1 else (f"{days[0]}..{days[-1]}" if days else "undated")
     cpu = str(richest.get("cpu_model") or "unknown CPU")
     accel = (f"{len(gpus)}x {gpus[0].get('name')}" if gpus else ("TPU" if tpu else "CPU only"))
+    simulated = richest.get("simulated")
+    if simulated:  # a simulated GPU server (bench.sim): its model's figures, said everywhere
+        accel = f"SIMULATED {simulated}: {accel}"
     facts = {
         "machine_id": machine_id,
         "CPU": f"{cpu}, {cores} core(s)" if cores else cpu,
@@ -85,6 +88,9 @@ def describe(machine_id: str, runs: list[RunView]) -> Machine:
                                         for e in envs if e.get("tf_build")})) or "unknown",
         "dates": dates,
     }
+    if simulated:
+        facts["SIMULATED"] = (f"every figure comes from the simulated server {simulated} "
+                              f"(STRATBENCH_GPU_SIM): its profile's model, no real GPU")
     env_vars = richest.get("env_vars") or {}
     if env_vars:
         facts["environment variables"] = ", ".join(f"{k}={v}" for k, v in env_vars.items())

@@ -24,7 +24,7 @@ from bench.launch.launcher import make_result
 from bench.launch.sweep import SweepOutcome
 from bench.matrix import preset_default
 from bench.spec import RunSpec
-from tests.gpu_fakes import h100s
+from tests.gpu_fakes import cards, h100s, l40s
 from tests.helpers import ROOT, bench, fake_figures
 
 
@@ -43,8 +43,9 @@ def smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     hardware.detect.cache_clear()
 
 
-def plan(hw: Hardware, budget_s: float = MAKE_BENCH_SWEEP_S, **kw: Any) -> FirstPass:
-    return plan_first_pass(preset_default(hw), hw, budget_s=budget_s, preset=True,
+def plan(hw: Hardware, budget_s: float = MAKE_BENCH_SWEEP_S, workloads: tuple[str, ...] = (),
+         **kw: Any) -> FirstPass:
+    return plan_first_pass(preset_default(hw, workloads), hw, budget_s=budget_s, preset=True,
                            links=hardware.topology_links(hardware.topology()),
                            evidence_steps=DEFAULT_STEPS, **kw)
 
@@ -78,10 +79,12 @@ def test_the_first_pass_on_h100s_fits_make_bench_with_the_answers_that_matter(
     # Every configuration is accounted for, each one left out with its reason.
     assert len(first.entries) == len(preset_default(smi(h100s(n))))
     assert all(e.reason for e in first.entries if e.state != "will run")
-    # On NVLink central_storage cannot win; it is left out saying so.
+    # ResNet50's BatchNormalization cannot train under central_storage with 2+ replicas
+    # (on NVLink it could not win either); it is left out saying so.
     central = [e for e in first.entries if e.spec.strategy == "central_storage"
                and e.spec.devices > 1]
-    assert all(e.state == "left out" and "NV18" in (e.reason or "") for e in central)
+    assert all(e.state == "left out" and "BatchNormalization" in (e.reason or "")
+               for e in central)
 
 
 def test_bench_list_prints_the_plan_its_estimate_and_what_it_left_out(smi: Any) -> None:
@@ -94,7 +97,10 @@ def test_bench_list_prints_the_plan_its_estimate_and_what_it_left_out(smi: Any) 
     assert re.search(r"first pass on 8 GPU\(s\) \(NVIDIA H100 80GB HBM3\): ~\d+ s "
                      r"estimated .*; fits the budget of 565 s \(make bench", out)
     assert "left out: the budget cannot pay for it" in out
-    assert "left out: it keeps the variables on the CPU" in out
+    assert "left out: Keras 3 BatchNormalization cannot train under CentralStorage" in out
+    # No lone reference: batch 128's one_device runs only beside something of its batch.
+    assert not re.search(r"one_device n=1 b=128 \S*\s+will run", out)
+    assert "resnet50 mirrored n=8 b=512 opt=sgd" in out
     small = bench("list", "--preset", "default", "--budget", "2m").stdout
     assert "fits the budget of 120 s" in small and small.count("will run") < out.count(
         "will run")
@@ -123,7 +129,7 @@ def test_a_larger_budget_adds_the_second_batch(smi: Any) -> None:
     assert all("comes after every configuration of batch 64" in (e.reason or "")
                for e in short.entries if e.spec.batch == 128 and e.state == "left out"
                and "GPU(s)" not in (e.reason or "") and "same computation" not in
-               (e.reason or "") and "NV18" not in (e.reason or ""))
+               (e.reason or "") and "BatchNormalization" not in (e.reason or ""))
     long = plan(hw, budget_s=3600)
     assert {b for _, _, b in running(long)} == {64, 128}
     assert {(s, d) for s, d, b in running(long) if b == 128} == \
@@ -132,8 +138,76 @@ def test_a_larger_budget_adds_the_second_batch(smi: Any) -> None:
 
 def test_central_storage_is_measured_where_the_gpus_have_no_link_of_their_own(
         smi: Any) -> None:
-    first = plan(smi(h100s(2, link="PHB")), budget_s=3600)
+    # The CNN has no BatchNormalization: only the links decide.
+    first = plan(smi(h100s(2, link="PHB")), budget_s=3600, workloads=("cnn",))
     assert ("central_storage", 2, 64) in running(first)
+    nvlink = plan(smi(h100s(2)), budget_s=3600, workloads=("cnn",))
+    (central,) = [e for e in nvlink.entries if (e.spec.strategy, e.spec.devices,
+                                                 e.spec.batch) == ("central_storage", 2, 64)]
+    assert central.state == "left out" and "NV18" in (central.reason or "")
+
+
+def test_resnet50_is_not_planned_under_central_storage_on_pcie_gpus(smi: Any) -> None:
+    """Four L40S on PCIe across two sockets (PIX, PXB, SYS): no link of their own, but
+    Keras 3 BatchNormalization cannot train under CentralStorage with 2+ replicas."""
+    hw = smi(l40s(4))
+    first = plan(hw, budget_s=3600)
+    central = [e for e in first.entries if e.spec.strategy == "central_storage"]
+    assert central and not [e for e in central if e.state == "will run"]
+    assert all("BatchNormalization" in (e.reason or "") for e in central if e.spec.devices > 1)
+    # What the budget no longer spends on it goes to the others at 2 GPUs.
+    assert {("multi_worker_mirrored", 2, 64), ("independent", 2, 64)} <= running(first)
+    listing = bench("list", "--preset", "default", "--budget", "60m")
+    assert listing.returncode == 0, listing.stderr
+    lines = [ln for ln in listing.stdout.splitlines() if " central_storage n=" in ln]
+    assert lines and not [ln for ln in lines if "will run" in ln]
+    assert "first pass on 4 GPU(s) (NVIDIA L40S)" in listing.stdout
+
+
+def test_an_explicit_sweep_still_runs_central_storage_with_resnet50(smi: Any) -> None:
+    """Only the preset's plan leaves it out: asked for, it runs (a TensorFlow and Keras
+    that fixed BatchNormalization under it would train it)."""
+    hw = smi(l40s(4))
+    spec = RunSpec(workload="resnet50", strategy="central_storage", devices=2, batch=64,
+                   batch_mode="per_replica")
+    first = plan_first_pass([spec], hw, budget_s=3600, preset=False)
+    assert [e.state for e in first.entries] == ["will run"]
+
+
+@pytest.mark.parametrize("fake", [h100s(8), cards(8)], ids=["8xH100", "8xA100"])
+def test_no_single_device_reference_is_planned_without_something_to_compare_it_with(
+        smi: Any, fake: Any) -> None:
+    hw = smi(fake)
+    # Every budget from too small for batch 64 to room for batch 128's reference and
+    # more: at some of them all of batch 64 is in and only the reference of batch 128
+    # still fits, which the old rule then planned alone.
+    lone_seen = False
+    for budget in range(300, 1400, 25):
+        first = plan(hw, budget_s=float(budget))
+        runs = running(first)
+        for batch in {b for _, _, b in runs}:
+            assert {(s, d) for s, d, b in runs if b == batch} - {("one_device", 1)}, \
+                (budget, batch)
+        (entry,) = [e for e in first.entries if (e.spec.strategy, e.spec.devices,
+                                                 e.spec.batch) == ("one_device", 1, 128)]
+        if entry.state == "left out" and "nothing else at batch 128" in (entry.reason or ""):
+            lone_seen = True
+    assert lone_seen  # the case the rule is for was met
+    # With time for them, the reference runs beside the others of its batch.
+    roomy = running(plan(hw, budget_s=3600))
+    assert ("one_device", 1, 128) in roomy and ("mirrored", 8, 128) in roomy
+
+
+def test_resnet50_trains_with_sgd_and_momentum_on_gpus_as_on_cpus(smi: Any) -> None:
+    from bench.matrix import preset_optimizer
+
+    gpu = preset_default(smi(h100s(8)))
+    cpu = preset_default(Hardware("test cpu", 2, 2**34))
+    assert {s.optimizer for s in gpu if s.workload == "resnet50"} == {"sgd"}
+    assert {s.optimizer for s in cpu if s.workload == "resnet50"} == {"sgd"}
+    assert preset_optimizer("resnet50") == "sgd" and preset_optimizer("cnn") == "adam"
+    # A workload of the user's choice keeps the CPU preset's optimizer for it.
+    assert {s.optimizer for s in preset_default(smi(h100s(2)), ["cnn"])} == {"adam"}
 
 
 def test_a_cpu_machine_keeps_its_preset_whole() -> None:

@@ -137,6 +137,7 @@ def _supervised(tmp_path: Path, mode: str, *, build_s: float = 0.0, beat_s: floa
 def short_deadlines(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(launcher, "STARTUP_TIMEOUT_S", 5.0)
     monkeypatch.setattr(launcher, "PROGRESS_SILENCE_S", 1.5)
+    monkeypatch.setattr(launcher, "IDLE_TIMEOUT_S", 1.5)
 
 
 @pytest.mark.usefixtures("short_deadlines")
@@ -170,6 +171,7 @@ def test_an_arms_process_hung_at_start_is_caught_by_its_silence(
     # deadline catches it and only it (it is the only task): 1 s is as meaningful as
     # a longer one, and the start-up deadline (launch to "process up") stays default.
     monkeypatch.setattr(launcher, "PROGRESS_SILENCE_S", 1.0)
+    monkeypatch.setattr(launcher, "IDLE_TIMEOUT_S", 1.0)
     spec = RunSpec(workload="mlp", strategy="one_device", devices=1, batch=16, size="tiny",
                    max_seconds=0.2, min_steps=3, max_steps=10, warmup_steps=1)
     results = run_interleaved([spec, spec.replace(strategy="default")], tmp_path / "a.log",

@@ -9,11 +9,14 @@ far more than `make bench`'s ten minutes, so the first pass is planned from it:
   strategy at its ``sweep_devices`` (mirrored at the powers of two and on all GPUs,
   the multi-process ones at 2 and all); a strategy that keeps its variables on the host
   only where the cards have no link of their own, since elsewhere it copies what an
-  all-reduce would send over NVLink across PCIe instead;
+  all-reduce would send over NVLink across PCIe instead; nothing the strategy cannot
+  train with the workload's layers (``batch_norm_reason``: CentralStorage and
+  BatchNormalization with 2+ replicas);
 - what the budget pays for (``plan_first_pass``): in order of what answers most (the
   reference and the full machine, then 2 GPUs, then the rest; the plainer strategy
   first; the first batch before the second), each configuration is priced
-  (``bench.adaptive.pricing``) and kept while the first pass still fits.
+  (``bench.adaptive.pricing``) and kept while the first pass still fits. The reference
+  is bought only together with something at its batch to compare it with.
 
 Everything left out is listed with its reason; nothing is dropped silently. On a CPU
 the preset is sized by hand for 2 cores and is kept whole.
@@ -73,6 +76,8 @@ class FirstPass:
     where: str = ""
     budget_note: str = ""
     sources: dict[str, int] = field(default_factory=dict)
+    # Paid once by the pass's first run (what, seconds), inside ``estimate_s``.
+    one_time: list[tuple[str, float]] = field(default_factory=list)
 
     @property
     def runs(self) -> list[RunSpec]:
@@ -100,6 +105,8 @@ class FirstPass:
                  f"first pass on {self.where}: ~{self.estimate_s:.0f} s estimated ({how}); "
                  f"{'fits' if self.fits else 'does NOT fit'} the budget of "
                  f"{self.budget_s:.0f} s{self.budget_note}"]
+        lines += [f"  of which once, before the first step: ~{s:.0f} s for {what}"
+                  for what, s in self.one_time]
         left = self.left_out
         if left and left_out:
             lines.append(f"left out of the first pass ({len(left)}), by reason:")
@@ -127,6 +134,11 @@ def worth_reason(spec: RunSpec, gpus: int, reference: str | None,
     if factory.single_device_rank is not None and spec.strategy != reference:
         return (f"the same computation on one GPU as the single-device reference "
                 f"({reference})")
+    # Before the links: a configuration that cannot train at all here is no question of
+    # which is faster.
+    cannot = factory.batch_norm_reason(spec)
+    if cannot:
+        return f"{cannot}; asked for with --strategy it still runs (a fixed stack trains it)"
     if factory.variables_on_host:
         if spec.devices == 1:
             return (f"on one GPU TensorFlow keeps {spec.strategy}'s variables on that GPU: "
@@ -185,15 +197,23 @@ def plan_first_pass(specs: Sequence[RunSpec], hw: Hardware, *, budget_s: float,
             candidates.append(spec)
     batches = list(dict.fromkeys(s.batch for s in specs))
     prices = {s.key(): pricer.price(s) for s in candidates}
+    one_time = pricer.one_time()
 
     def cost(chosen: Sequence[RunSpec]) -> float:
         todo = [s for s in chosen if s.key() not in done]
         units = sweep_units(todo) if interleave else [(s,) for s in todo]
-        return runs * sum(unit_price([prices[s.key()] for s in u]) for u in units)
+        fixed = sum(s for _, s in one_time) if todo else 0.0  # the first run pays it
+        return fixed + runs * sum(unit_price([prices[s.key()] for s in u]) for u in units)
 
     chosen: list[RunSpec] = []
     spent = 0.0
     short_of: int | None = None  # the first batch the budget could not pay in full
+    # The preset's single-device reference is what the others at its batch are compared
+    # with: alone it answers nothing. Unless one is in already, it waits for the first
+    # configuration of its batch that the budget pays for beside it, and the two are
+    # bought together; one that none joins is left out. (An explicit sweep's axes are
+    # the user's: kept as asked.)
+    waiting: dict[int, RunSpec] = {}  # batch -> its reference, not bought yet
     for spec in sorted(candidates, key=lambda s: priority(s, gpus, batches)):
         rank = batches.index(spec.batch)
         if short_of is not None and rank > short_of:
@@ -202,18 +222,35 @@ def plan_first_pass(specs: Sequence[RunSpec], hw: Hardware, *, budget_s: float,
                 f"batch {batches[short_of]} is in, and the budget could not pay for them all",
                 prices[spec.key()])
             continue
-        with_it = cost([*chosen, spec])
+        if preset and spec.strategy == reference and spec.devices == 1 \
+                and spec.key() not in done and spec.batch not in waiting \
+                and not any(c.batch == spec.batch for c in chosen):
+            waiting[spec.batch] = spec
+            continue
+        partner = waiting.get(spec.batch)
+        buying = [spec] if partner is None else [partner, spec]
+        with_it = cost([*chosen, *buying])
         if with_it <= budget_s:
-            chosen.append(spec)
+            chosen += buying
             spent = with_it
-            entries[spec.key()] = Planned(spec, "done" if spec.key() in done else "will run",
-                                          None, prices[spec.key()])
+            waiting.pop(spec.batch, None)
+            for s in buying:
+                entries[s.key()] = Planned(s, "done" if s.key() in done else "will run",
+                                           None, prices[s.key()])
         else:
             short_of = rank if short_of is None else short_of
+            beside = f" and the reference ({partner.strategy}) beside it" if partner else ""
             entries[spec.key()] = Planned(
-                spec, "left out", f"the budget cannot pay for it: ~{with_it - spent:.0f} s "
-                f"more, {budget_s - spent:.0f} s of {budget_s:.0f} s left",
-                prices[spec.key()])
+                spec, "left out", f"the budget cannot pay for it{beside}: "
+                f"~{with_it - spent:.0f} s more, {budget_s - spent:.0f} s of {budget_s:.0f} s "
+                f"left", prices[spec.key()])
+    for batch, spec in waiting.items():
+        why = ("the budget cannot pay for any of the others beside it"
+               if any(s.batch == batch and s.key() != spec.key() for s in candidates)
+               else "no other is worth measuring")
+        entries[spec.key()] = Planned(
+            spec, "left out", f"the single-device reference answers nothing alone, and "
+            f"nothing else at batch {batch} is planned to run ({why})", prices[spec.key()])
     for key in done & entries.keys():
         if entries[key].state == "will run":
             entries[key] = Planned(entries[key].spec, "done", None, entries[key].price)
@@ -224,7 +261,7 @@ def plan_first_pass(specs: Sequence[RunSpec], hw: Hardware, *, budget_s: float,
     names = sorted({g.name for g in hw.gpus})
     return FirstPass(list(entries.values()), budget_s, spent, priced=True,
                      where=f"{gpus} GPU(s) ({', '.join(names)})", budget_note=budget_note,
-                     sources=sources)
+                     sources=sources, one_time=one_time if chosen else [])
 
 
 def _unsupported_or(spec: RunSpec, hw: Hardware) -> Planned:

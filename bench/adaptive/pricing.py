@@ -18,8 +18,10 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 
+from bench import gpu_build, sim
 from bench.hardware import Hardware, gpu_model
 from bench.results.schema import RunResult
+from bench.sim_model import step_model
 from bench.spec import RunSpec
 from bench.strategies import STRATEGIES
 from workloads import find_workload
@@ -40,10 +42,11 @@ BUILD_S_PER_HINT = 1.5
 # adds this share again.
 TRACE_S_PER_HINT = 2.5
 REPLICA_TRACE_SHARE = 0.75
-# Share of the datasheet peak a training step reaches. A first guess on the low side:
-# a step priced too slow only lengthens the warm-up steps' share of the price (windows
-# end on time, not steps).
-FIRST_GUESS_MFU = 0.1
+# Share of the datasheet peak a training step reaches: NVIDIA's TensorFlow ResNet50
+# reaches 909 img/s on an A100 with TF32 and XLA (13% of its TF32 peak), Keras 3
+# without XLA less. Windows are priced at their time bound, so this prices only the
+# warm-up and the profiled steps.
+FIRST_GUESS_MFU = 0.07
 # A step of unknown FLOPs (a user's model, or a card not in the datasheet table).
 UNKNOWN_STEP_S = 0.1
 # Starting and writing a profile after the windows, besides the profiled steps.
@@ -51,6 +54,43 @@ PROFILE_CAPTURE_S = 3.0
 # Which datasheet peak bounds a precision's matmuls (as the child's peak probe reads it).
 _PRECISION_DTYPE = {"float32": "float32", "mixed_bfloat16": "bfloat16",
                     "mixed_float16": "float16"}
+
+
+@dataclass(frozen=True)
+class GpuCosts:
+    """First guesses of what a GPU run pays besides its steps, in seconds. On a
+    simulated server (``bench.sim``) the profile's own costs, which is how a profile
+    answers "would this plan fit on that machine?"."""
+
+    cudnn_autotune_s: float = 4.0  # a convolutional model's first step, per GPU
+    nccl_init_s: float = 3.0  # a communicator over the run's GPUs (its first collective)
+    cupti_s: float = 3.0  # the profiler's start and stop
+    trace_parse_per_gpu_s: float = 2.0  # reading one GPU's trace of a profile
+    # The driver's JIT of TensorFlow's PTX on a card its wheel has no SASS for, once per
+    # cold CUDA cache: TensorFlow warns it "could take 30 minutes or longer"; with lazy
+    # module loading only the kernels a model uses are compiled.
+    jit_s: float = 300.0
+    peak_probe_s: float = 8.0  # the achievable peak measured once per machine
+    startup_s: float = STARTUP_S
+    build_s_per_hint: float = BUILD_S_PER_HINT
+    trace_s_per_hint: float = TRACE_S_PER_HINT
+    replica_trace_share: float = REPLICA_TRACE_SHARE
+
+    @classmethod
+    def here(cls) -> GpuCosts:
+        simulated = sim.active()
+        if simulated is None:
+            return cls()
+        c = simulated.costs
+        return cls(c.cudnn_autotune_s, c.nccl_init_s, c.cupti_s, c.trace_parse_per_gpu_s,
+                   c.jit_s, c.peak_probe_s,
+                   startup_s=c.process_start_s + c.import_tf_s + c.cuda_init_s,
+                   build_s_per_hint=c.build_s, trace_s_per_hint=c.trace_s,
+                   replica_trace_share=c.trace_per_replica_share)
+
+
+# Workloads whose first step autotunes cuDNN's convolutions on each GPU.
+CONVOLUTIONAL = ("resnet50", "cnn")
 
 
 class PriceError(ValueError):
@@ -113,6 +153,13 @@ def window_s(spec: RunSpec, step_s: float) -> float:
     return min(spec.max_steps * step_s, max(spec.max_seconds, spec.min_steps * step_s))
 
 
+def priced_window_s(spec: RunSpec, step_s: float) -> float:
+    """One window as a first guess prices it: its time bound (``max_seconds``, or
+    ``min_steps`` steps where those take longer). A guessed step too fast must not cut
+    the window short at ``max_steps``: the window then runs to its time bound."""
+    return max(spec.max_seconds, spec.min_steps * step_s)
+
+
 def windows_s(result: RunResult) -> float:
     """Seconds of ``result``'s measured windows (0 without figures)."""
     return sum(w.wall_s for w in result.figures.windows) if result.figures else 0.0
@@ -124,8 +171,11 @@ def measured_price(result: RunResult) -> Price | None:
     if result.status != "ok" or f is None:
         return None
     profile = f.breakdown.capture_s if f.breakdown is not None else 0.0
+    # The JIT a cold CUDA cache cost is paid once per machine (``Pricer.one_time``),
+    # not by this configuration's next run.
     return Price(f.startup.import_tf_s + f.startup.device_setup_s, f.startup.build_s,
-                 f.warmup.total_s, windows_s(result), profile, source="measured")
+                 max(0.0, f.warmup.total_s - f.warmup.jit_s), windows_s(result), profile,
+                 source="measured")
 
 
 class Pricer:
@@ -138,6 +188,7 @@ class Pricer:
                  evidence_steps: int = 0) -> None:
         self.hw = hw
         self.evidence_steps = evidence_steps
+        self.costs = GpuCosts.here()
         by_key: dict[str, list[Price]] = {}
         specs: dict[str, RunSpec] = {}
         for r in results:
@@ -161,7 +212,13 @@ class Pricer:
 
     def step_s(self, spec: RunSpec) -> float:
         """A first guess of one training step: the FLOPs of a replica's batch over the
-        card's peak at ``FIRST_GUESS_MFU``."""
+        card's peak at ``FIRST_GUESS_MFU`` (on a simulated server, its model's step)."""
+        simulated = sim.active()
+        if simulated is not None and self.hw.gpus:
+            try:
+                return step_model(simulated, spec, spec.devices).seconds * spec.grad_accum
+            except Exception:  # a model the simulation does not know: the plain guess
+                pass
         flops_of = find_workload(spec.workload).train_flops
         model = gpu_model(self.hw.gpus[0].name) if self.hw.gpus else None
         if flops_of is None or model is None:
@@ -179,16 +236,45 @@ class Pricer:
         local = max((t.local_devices for t in tasks), default=1)
         hint = find_workload(spec.workload).cost_hint
         step = self.step_s(spec) * spec.steps_per_call
-        window = window_s(spec, step)
+        window = priced_window_s(spec, step) if self.hw.gpus else window_s(spec, step)
         profiled = (self.evidence_steps and spec.mode == "train"
                     and factory.no_profile_reason is None)
+        gpu = self.gpu_fixed(spec, local)
+        c = self.costs
         return Price(
-            STARTUP_S * (1 + EXTRA_PROCESS_SHARE * (len(tasks) - 1)),
-            BUILD_S_PER_HINT * hint,
-            TRACE_S_PER_HINT * hint * (1 + REPLICA_TRACE_SHARE * (local - 1))
-            + spec.warmup_steps * step,
+            c.startup_s * (1 + EXTRA_PROCESS_SHARE * (len(tasks) - 1)) + gpu[2],
+            c.build_s_per_hint * hint,
+            c.trace_s_per_hint * hint * (1 + c.replica_trace_share * (local - 1))
+            + spec.warmup_steps * step + gpu[0],
             spec.repeats * window,
-            (self.evidence_steps * step + PROFILE_CAPTURE_S) if profiled else 0.0)
+            (self.evidence_steps * step + PROFILE_CAPTURE_S + gpu[1]) if profiled else 0.0)
+
+    def gpu_fixed(self, spec: RunSpec, local: int) -> tuple[float, float, float]:
+        """What a GPU run pays once besides its steps: in its warm-up, NCCL's set-up;
+        in its profile, CUPTI and reading each GPU's trace; per process (with its
+        start-up, which arms of one process share), cuDNN's autotuning on each GPU of a
+        convolutional model (kept for the process's life). Zeros without GPUs."""
+        if not self.hw.gpus:
+            return 0.0, 0.0, 0.0
+        c = self.costs
+        factory = STRATEGIES.get(spec.strategy)
+        collective = spec.devices > 1 and factory.no_allreduce_reason is None \
+            and not factory.variables_on_host
+        autotune = c.cudnn_autotune_s * local if spec.workload in CONVOLUTIONAL else 0.0
+        return (c.nccl_init_s if collective else 0.0,
+                c.cupti_s + c.trace_parse_per_gpu_s * local, autotune)
+
+    def one_time(self) -> list[tuple[str, float]]:
+        """What the first run on this machine pays once, before anything is measured
+        (what, seconds): the driver's JIT of TensorFlow's kernels where the wheel has no
+        SASS for the card and the CUDA cache does not hold them yet."""
+        if not self.hw.gpus or self.measured:
+            return []
+        support = jit_support(self.hw)
+        if support is None or support.kind != "jit" or jit_cached():
+            return []
+        return [(f"the first call's JIT ({support.reason}; kept in "
+                 f"{gpu_build.cuda_cache_dir()} for later runs)", self.costs.jit_s)]
 
 
 def unit_price(prices: Sequence[Price]) -> float:
@@ -213,3 +299,18 @@ def _factors(pairs: Sequence[tuple[Price, Price]]) -> dict[str, float]:
         if ratios:
             out[n] = statistics.median(ratios)
     return out
+
+
+def jit_support(hw: Hardware) -> gpu_build.CardSupport | None:
+    """How the installed wheel runs on ``hw``'s first card (None: no GPU, no wheel
+    build info, or the card's architecture unknown)."""
+    build = gpu_build.installed_build_info()
+    if not hw.gpus or not build or not build.get("is_cuda_build"):
+        return None
+    cc = gpu_build.compute_capability(hw.gpus[0])
+    return gpu_build.card_support(cc, build, hw.gpus[0].driver) if cc else None
+
+
+def jit_cached() -> bool:
+    """Whether a run has JIT-compiled TensorFlow's kernels into the CUDA cache already."""
+    return gpu_build.jit_marker().exists()

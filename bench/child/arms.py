@@ -73,8 +73,10 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from bench.child.backends import simulated
+from bench.child.devices import DeviceSetup
 from bench.child.keras_lane import select_keras
 from bench.child.lean_import import skip_optional_while_tensorflow_imports
 from bench.child.main import (
@@ -88,6 +90,7 @@ from bench.child.main import (
     task_environment,
 )
 from bench.child.memory import ArmMemory, DeviceMemory
+from bench.child.probes.hooks import AfterWindows
 from bench.child.windows import (
     Rules,
     Warm,
@@ -104,7 +107,8 @@ from bench.hardware import first_cards
 from bench.matrix import block_rounds, round_orders
 from bench.progress import beat
 from bench.results.mfu import at_sustained_clock
-from bench.results.payload import TaskReport, arm_name
+from bench.results.payload import WINDOWS_ONLY, TaskReport, arm_name, windows_name
+from bench.results.schema import Figures
 from bench.spec import RunSpec
 from bench.tasks import Task, gpu_run
 
@@ -192,6 +196,75 @@ def _fail(arm: Arm, exc: BaseException) -> None:
     child_log(f"arm {arm.index} ({arm.spec.label()}) failed: {arm.report.reason}")
 
 
+class ArmsLane(Protocol):
+    """What a session's process asks of the framework that trains its arms: the
+    process set up (``start``: its phases, devices, fingerprint and the allocator the
+    arms share), each arm built (``build``; ``after_strategy`` runs once its strategy
+    exists, before its variables), and MFU and the profile after the windows."""
+
+    def start(self, task: Task, say: Callable[[str], None]
+              ) -> tuple[dict[str, float], DeviceSetup, dict[str, Any], Any]: ...
+
+    def build(self, spec: RunSpec, own: DeviceSetup, after_strategy: Callable[[], None]
+              ) -> Any: ...
+
+    def after_windows(self, trainer: Any, figures: Figures, where: Path | None,
+                      progress: Callable[[str], None], evidence_steps: int
+                      ) -> AfterWindows: ...
+
+
+class TfArms:
+    """TensorFlow's lane: the process imports it once; each arm builds its strategy
+    and trainer (``bench.child.fit.TRAINERS``)."""
+
+    def start(self, task: Task, say: Callable[[str], None]
+              ) -> tuple[dict[str, float], DeviceSetup, dict[str, Any], Any]:
+        phases: dict[str, float] = {}
+        t = time.perf_counter()
+        import tensorflow as tf
+
+        phases["import_tf_s"] = time.perf_counter() - t
+        say(f"TensorFlow imported in {phases['import_tf_s']:.1f}s")
+        from bench.child.devices import setup_devices
+
+        threads = configure_threads(tf, task)
+        t = time.perf_counter()
+        devices = setup_devices(tf, task.local_devices, task.gpu_memory_limit_mb)
+        phases["device_setup_s"] = time.perf_counter() - t
+        say(f"devices set up: {', '.join(devices.names)}")
+        env = task_environment(tf, devices, threads, task)
+        return phases, devices, env, DeviceMemory(tf, devices.kind, len(devices.names))
+
+    def build(self, spec: RunSpec, own: DeviceSetup, after_strategy: Callable[[], None]
+              ) -> Any:
+        from bench.child.build import build as build_strategy
+        from bench.child.fit import TRAINERS
+
+        strategy = build_strategy(spec, own.names)
+        # A cluster worker's strategy (MultiWorkerMirrored) configures the collective
+        # ops, which must come before anything starts the context: reading the
+        # allocator does.
+        after_strategy()
+        return TRAINERS.get(spec.loop)(spec, strategy, own)
+
+    def after_windows(self, trainer: Any, figures: Figures, where: Path | None,
+                      progress: Callable[[str], None], evidence_steps: int
+                      ) -> AfterWindows:
+        from bench.child.probes.hooks import after_windows
+
+        return after_windows(trainer, figures, where, progress=progress,
+                             evidence_steps=evidence_steps)
+
+
+def arms_lane() -> ArmsLane:
+    """TensorFlow's lane, or its stand-in on a simulated GPU server (``bench.sim``)."""
+    if simulated():
+        from bench.child.backends.sim import SimArms
+
+        return SimArms()
+    return TfArms()
+
+
 def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, seed: int,
              rewarm_calls: int, launch_ts: float, profile_dirs: list[Path | None] | None = None,
              profile_steps: int = 0, pacer: Pacer | None = None, builds: int = 1,
@@ -204,31 +277,15 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
 
     Returns one report per arm (in ``specs``' order) and the process's environment.
     """
-    phases: dict[str, float] = {}
-    t = time.perf_counter()
-    import tensorflow as tf
-
-    phases["import_tf_s"] = time.perf_counter() - t
+    say = progress_log(run_dir, task)
     # Every phase of the arms' build is a heartbeat: the launcher waits on progress,
     # not on the sum of the arms' builds (bench.launch.liveness).
-    say = progress_log(run_dir, task)
-    say(f"TensorFlow imported in {phases['import_tf_s']:.1f}s")
-    from bench.child.build import build as build_strategy
-    from bench.child.devices import DeviceSetup, setup_devices
-    from bench.child.fit import TRAINERS
-    from bench.child.probes.hooks import after_windows
-
-    threads = configure_threads(tf, task)
-    t = time.perf_counter()
-    devices = setup_devices(tf, task.local_devices, task.gpu_memory_limit_mb)
-    phases["device_setup_s"] = time.perf_counter() - t
-    say(f"devices set up: {', '.join(devices.names)}")
-    env = task_environment(tf, devices, threads, task)
+    lane = arms_lane()
+    phases, devices, env, allocator = lane.start(task, say)
     gpu = gpu_run(task)  # one sampler for the process; each arm keeps its own windows'
     gpu.begin()
     env.update(gpu.environment())
     rng = random.Random(seed)
-    allocator = DeviceMemory(tf, devices.kind, len(devices.names))
     arms = [Arm(i, s, ArmMemory(allocator)) for i, s in enumerate(specs)]
 
     def build_all(first: bool) -> float:
@@ -256,10 +313,8 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
                 t = time.perf_counter()
                 own = DeviceSetup(devices.kind, devices.names[:arm.spec.devices],
                                   devices.logical)
-                strategy = build_strategy(arm.spec, own.names)
-                if first and worker:
-                    arm.memory.building()
-                arm.trainer = TRAINERS.get(arm.spec.loop)(arm.spec, strategy, own)
+                arm.trainer = lane.build(arm.spec, own, arm.memory.building
+                                         if first and worker else lambda: None)
                 arm_phases = {**phases, "build_s": time.perf_counter() - t}
                 say(f"arm {arm.index} built in {arm_phases['build_s']:.1f}s: "
                     f"{arm.spec.label()}")
@@ -361,27 +416,44 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
     if pacer is not None:
         pacer.wait_turn()  # a turn or end of file: one process at a time finishes
     reports: list[TaskReport] = []
+    # Every arm's windows first, each written as soon as it is summarised: a peak probe
+    # or profile that outlasts the launcher's patience then costs no measured window.
+    summaries: dict[int, tuple[Any, dict[str, Any]]] = {}
     for arm in arms:
         if arm.report is None and arm.warm is not None:
             try:
                 figures = summarize_runs(arm.runs, arm.warm, arm.trainer.stats,
                                          replicas=arm.trainer.replicas, memory=arm.memory,
                                          replica_divergence=arm.trainer.replica_divergence())
-                where = profile_dirs[arm.index] if profile_dirs else None
-                extras = after_windows(arm.trainer, figures, where, progress=child_log,
-                                       evidence_steps=profile_steps if where else 0)
                 # The GPU state over this arm's own windows and cards, as a run of its own.
                 own_gpu = gpu.environment_over(
                     [(w.window.start_ts, w.window.end_ts) for w in arm.runs],
                     first_cards(arm.spec.devices))
-                figures = at_sustained_clock(figures, own_gpu.get("gpu_state") or {})
+                arm_env = {**env, **own_gpu, "devices": {
+                    # The arm's own devices; "process": how many the shared process
+                    # configured (its CPU split serves every arm).
+                    **env["devices"], "names": arm.trainer.devices.names,
+                    "process": len(devices.names)}}
+                summaries[arm.index] = figures, arm_env
+                replace(TaskReport("ok", WINDOWS_ONLY, figures=figures, environment=arm_env,
+                                   local_replicas=arm.trainer.local_replicas),
+                        task=task, pid=os.getpid()).write(run_dir, windows_name(arm.index))
+            except BaseException as exc:
+                _fail(arm, exc)
+    replace(TaskReport("ok", environment=env), task=task,
+            pid=os.getpid()).write(run_dir, windows_name(-1))
+    say("windows summarised")
+    for arm in arms:
+        if arm.report is None and arm.index in summaries:
+            try:
+                figures, arm_env = summaries[arm.index]
+                where = profile_dirs[arm.index] if profile_dirs else None
+                extras = lane.after_windows(arm.trainer, figures, where, say,
+                                            profile_steps if where else 0)
+                figures = at_sustained_clock(figures, arm_env.get("gpu_state") or {})
                 arm.report = TaskReport(
                     "ok", extras.reason, figures=figures,
-                    environment={**env, **own_gpu, "peak_flops": extras.peak_entry, "devices": {
-                        # The arm's own devices; "process": how many the shared
-                        # process configured (its CPU split serves every arm).
-                        **env["devices"], "names": arm.trainer.devices.names,
-                        "process": len(devices.names)}},
+                    environment={**arm_env, "peak_flops": extras.peak_entry},
                     local_replicas=arm.trainer.local_replicas,
                     weights_checksum=arm.trainer.weights_checksum())
             except BaseException as exc:
@@ -457,7 +529,8 @@ def main(argv: list[str] | None = None) -> int:
             finish_process(replace(TaskReport("ok", environment=report.environment),
                                    task=task, pid=os.getpid()), args.run_dir, task.name)
             return 0
-        skip_optional_while_tensorflow_imports()
+        if not simulated():
+            skip_optional_while_tensorflow_imports()
         profile = doc.get("profile") or {}
         dirs = [Path(d) if d else None for d in profile.get("dirs", [])] or None
         reports, env = run_arms(specs, task, args.run_dir, rounds=int(doc["rounds"]),

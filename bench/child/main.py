@@ -35,6 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bench.child.backends import simulated
 from bench.child.gather import gather_hosts
 from bench.child.keras_lane import select_keras
 from bench.child.lean_import import skip_optional_while_tensorflow_imports
@@ -148,16 +149,22 @@ def task_environment(tf: Any, devices: Any, threads: dict[str, int],
 def run_train(ctx: Context) -> TaskReport:
     """Measure training with the spec's backend: one behind the seam
     (bench.child.backends: jax), else TensorFlow's own path below."""
-    from bench.child.backends import BACKENDS
+    from bench.child.backends import lane_backend
 
-    if ctx.spec.backend not in BACKENDS:
+    backend = lane_backend(ctx.spec.backend)
+    if backend is None:
         return run_tf_train(ctx)
+    if ctx.spec.mode == "allreduce":  # a simulated server's probe (TensorFlow's: below)
+        from bench.child.backends.sim import run_allreduce
+
+        return TaskReport("ok", allreduce=run_allreduce(ctx.spec, ctx.task, ctx.mark_ready,
+                                                        ctx.say))
     from bench.child.backends.runner import run_backend
 
-    return run_backend(BACKENDS.get(ctx.spec.backend)(), ctx.spec, ctx.task,
+    return run_backend(backend, ctx.spec, ctx.task,
                        launch_ts=ctx.launch_ts, mark_ready=ctx.mark_ready,
                        before_windows=lambda at_start: _before_windows(ctx, at_start),
-                       profile_dir=ctx.profile_dir, progress=child_log)
+                       profile_dir=ctx.profile_dir, progress=ctx.say)
 
 
 def run_tf_train(ctx: Context) -> TaskReport:
@@ -195,7 +202,9 @@ def run_tf_train(ctx: Context) -> TaskReport:
     if spec.mode == "allreduce":  # the all-reduce probe instead of training
         from bench.child.probes.allreduce import plan, run_points
 
-        probe = run_points(spec, strategy, plan(spec), progress=child_log)
+        # Each point said as it ends: a heartbeat, so a collective that hangs is caught
+        # by the silence after it rather than by the probe's whole timeout.
+        probe = run_points(spec, strategy, plan(spec), progress=ctx.say)
         return TaskReport("ok", allreduce=probe, environment=env)
     trainer = TRAINERS.get(spec.loop)(spec, strategy, devices)
     phases["build_s"] = time.perf_counter() - t
@@ -240,6 +249,13 @@ def _before_windows(ctx: Context, at_start: Callable[[], None]
 
 def run_server(ctx: Context) -> TaskReport:
     """A TensorFlow cluster server (parameter-server or worker task): serve until killed."""
+    from bench import sim
+
+    if sim.active() is not None:  # a simulated server's: up, then idle until killed
+        ctx.say("server up (simulated)")
+        ctx.mark_ready()
+        while True:
+            time.sleep(3600)
     import tensorflow as tf
 
     ctx.say("TensorFlow imported")
@@ -255,6 +271,10 @@ def run_server(ctx: Context) -> TaskReport:
 
 def run_ps_chief(ctx: Context) -> TaskReport:
     """Coordinate a parameter-server run and measure it."""
+    from bench import sim
+
+    if sim.active() is not None:  # the coordinator acted out as one training process
+        return run_train(ctx)
     from bench.child.ps import run_coordinator
 
     return run_coordinator(ctx.spec, ctx.launch_ts, ctx.mark_ready, ctx.say,
@@ -308,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
                   args.profile_steps)
     try:
         select_keras(spec.keras)  # before anything imports TensorFlow
-        if spec.backend == "tf":
+        if spec.backend == "tf" and not simulated():
             skip_optional_while_tensorflow_imports()
         report = RUNNERS[task.runner](ctx)
     except Unsupported as exc:

@@ -78,6 +78,9 @@ class Loop:
     sample_scale: float = 1.0
     first_call: Callable[[], Any] | None = None
     first_call_steps: int = 0
+    # Seconds of the first call the driver spent JIT-compiling kernels, where the loop
+    # can tell (a simulated server's stand-in); None: not known.
+    jit_s: Callable[[], float] | None = None
 
 
 @dataclass(frozen=True)
@@ -193,7 +196,8 @@ def warm_up(loop: Loop, rules: Rules, *, launch_ts: float, phases: dict[str, flo
     timed = warm_steps - first_steps
     fixed_steps = agree((time.perf_counter() - tw) / timed) if agree and timed else None
     warmup = Warmup(first_call_s=first_call_s, steps=warm_steps,
-                    total_s=time.perf_counter() - t)
+                    total_s=time.perf_counter() - t,
+                    jit_s=loop.jit_s() if loop.jit_s is not None else 0.0)
     return Warm(out, warmup, startup, loss_start, fixed_steps)
 
 

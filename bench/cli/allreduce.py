@@ -16,6 +16,7 @@ from typing import Any
 from bench.cli.common import int_list, param, print_notes, split_list, writable_dir
 from bench.errors import UsageError
 from bench.exits import Exit
+from bench.hardware import detect
 from bench.launch.sweep import run_sweep
 from bench.matrix import expand_axes
 from bench.results.store import SweepStore, load, new_sweep_dir
@@ -52,7 +53,10 @@ def add_parser(sub: Any) -> None:
                    help="mirrored: default, hierarchical_copy, reduction_to_one_device, nccl")
     p.add_argument("--communication", type=split_list, default=["auto"],
                    help="multi_worker_mirrored collectives: auto, ring, nccl")
-    p.add_argument("--devices", type=int_list("--devices"), default=[2])
+    p.add_argument("--devices", type=int_list("--devices"), default=None,
+                   help="device counts (default: 2 and every GPU on a GPU machine, so "
+                        "that scaling to all of them is read from a measured bandwidth, "
+                        "not a 2-GPU one; 2 elsewhere)")
     p.add_argument("--workload", default="resnet50",
                    help="whose gradient shapes to all-reduce (default resnet50)")
     p.add_argument("--size", default="default", help="workload variant: default, tiny")
@@ -72,6 +76,11 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=cmd_allreduce, needs_tensorflow=True)
 
 
+def default_devices(gpus: int) -> list[int]:
+    """The probe's device counts unless asked: 2, and every GPU where there are more."""
+    return sorted({2, gpus}) if gpus > 2 else [2]
+
+
 def probe_specs(args: argparse.Namespace) -> list[RunSpec]:
     """The probe configurations the options ask for (validated)."""
     if args.allreduce_max_bytes < ALLREDUCE_MIN_BYTES:
@@ -89,7 +98,7 @@ def probe_specs(args: argparse.Namespace) -> list[RunSpec]:
     expansion = expand_axes(
         {"workload": [args.workload], "size": [args.size], "strategy": args.strategy,
          "cross_device_ops": args.cross_device_ops, "communication": args.communication,
-         "devices": args.devices}, fixed)
+         "devices": args.devices or default_devices(len(detect().gpus))}, fixed)
     print_notes(expansion.notes)
     return expansion.specs
 

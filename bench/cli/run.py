@@ -17,6 +17,7 @@ from bench.exits import Exit
 from bench.hardware import detect
 from bench.launch.evidence import OFF, Evidence, cost_line
 from bench.launch.gpu_preflight import gpu_preflight, scope_of
+from bench.launch.interpreter import require_jax
 from bench.launch.sweep import Replication, measured_line, run_sweep
 from bench.launch.usermodel import preflight
 from bench.results.store import SweepStore, load_sweep, new_sweep_dir
@@ -36,16 +37,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     from bench.adaptive.sweep import budgeted_sweep
     from reports.results_table import LEGEND, format_table, median_runs
 
-    preflight(specs)  # models of the user's own: one short process builds each (exit 2)
-    out = writable_dir(args.out or new_sweep_dir("sweep"))
     hw = detect()
+    if any(s.backend == "jax" for s in specs):  # JAX and, on GPUs, its CUDA wheels (exit 2)
+        require_jax(len(hw.gpus))
+    preflight(specs)  # models of the user's own: one short process builds each (exit 2)
+    evidence = Evidence() if args.profile else OFF
+    if hw.gpus:  # what would make NCCL fail or fall back, or a profile empty: said now
+        findings = gpu_preflight(scope_of(specs, hw, profiled=bool(evidence.steps)))
+        for finding in findings:
+            print(f"stratbench: preflight: {finding.text()}", file=sys.stderr)
+        fatal = [f for f in findings if f.fatal]
+        if fatal:  # every run would fail the same way: none is started
+            raise UsageError(f"no run can start on these GPUs ({fatal[0].problem}); "
+                             f"nothing was run")
+    out = writable_dir(args.out or new_sweep_dir("sweep"))
     where = (f"{len(hw.gpus)} GPU(s)" if hw.gpus
              else f"CPU only ({hw.cores} cores; device counts are logical devices sharing them)")
     print(f"stratbench: {len(specs)} configuration(s) -> {out}\nmachine: {hw.cpu_model}, {where}")
-    evidence = Evidence() if args.profile else OFF
-    if hw.gpus:  # what would make NCCL fail or fall back, or a profile empty: said now
-        for finding in gpu_preflight(scope_of(specs, hw, profiled=bool(evidence.steps))):
-            print(f"stratbench: preflight: {finding.text()}", file=sys.stderr)
     if evidence.steps:
         print(f"evidence: each configuration's first run profiles {evidence.steps} steps after "
               f"its windows, for the report's explanations (--no-profile skips it)")

@@ -14,21 +14,40 @@ none of which a run reports clearly once it has started:
   ``libcupti`` a profile holds host events only and the step breakdown has no device
   time.
 
+- ``wheel``: the installed TensorFlow's build info, read from its files
+  (``bench.gpu_build``): a card the wheel has no SASS for JIT-compiles its kernels on
+  the first call (said, and priced once by the budget); a driver too old to compile
+  the wheel's PTX, or no code at all for the card, fails every run: refused (exit 2)
+  before anything starts, both versions named.
+
 Parent side: no TensorFlow. Everything read here can be replaced (``Probe``), so the
-checks run against a fake ``/dev/shm`` and a fake NVML in tests.
+checks run against a fake ``/dev/shm``, a fake NVML and a wheel's build info in tests.
 """
 
 from __future__ import annotations
 
 import glob
-import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bench.hardware import GpuInfo, Hardware, ld_cache_dirs, topology, topology_links
+from bench.gpu_build import (
+    CUDA_CACHE_MAXSIZE,
+    card_support,
+    compute_capability,
+    cuda_cache_dir,
+    installed_build_info,
+)
+from bench.hardware import (
+    GpuInfo,
+    Hardware,
+    ld_cache_dirs,
+    nvml_module,
+    topology,
+    topology_links,
+)
 from bench.spec import RunSpec
 from bench.strategies import STRATEGIES
 
@@ -73,7 +92,7 @@ def cupti_library(dirs: Sequence[str] | None = None) -> str | None:
 
 def _pynvml() -> Any:
     try:
-        return importlib.import_module("pynvml")  # nvidia-ml-py, the gpu extra
+        return nvml_module()
     except ImportError:
         return None
 
@@ -89,6 +108,8 @@ class Probe:
     nvml: Callable[[], Any] = _pynvml
     topology: Callable[[], str | None] = topology
     cupti: Callable[[], str | None] = cupti_library
+    build_info: Callable[[], dict[str, Any] | None] = installed_build_info
+    compute_capability: Callable[[GpuInfo], str | None] = compute_capability
 
 
 @dataclass(frozen=True)
@@ -98,6 +119,7 @@ class Finding:
     check: str
     problem: str
     fix: str
+    fatal: bool = False  # every run would fail: nothing is started
 
     def text(self) -> str:
         """``shm: /dev/shm is 64 MiB ... Fix: ...``"""
@@ -111,6 +133,8 @@ class Scope:
 
     cards: tuple[GpuInfo, ...] = ()
     profiled: bool = False
+    gpus: tuple[GpuInfo, ...] = ()  # every card any run trains on
+    xla: bool = False  # some run compiles its step with XLA
 
 
 def check_shm(scope: Scope, probe: Probe) -> list[Finding]:
@@ -190,8 +214,41 @@ def check_cupti(scope: Scope, probe: Probe) -> list[Finding]:
                     "CUDA's extras/CUPTI/lib64 to LD_LIBRARY_PATH")]
 
 
+def check_wheel(scope: Scope, probe: Probe) -> list[Finding]:
+    """What the installed wheel was compiled for against each model of card and its
+    driver: a JIT on every first call (said), or no way to run at all (fatal)."""
+    build = probe.build_info() if scope.gpus else None
+    if not build or not build.get("is_cuda_build"):
+        return []
+    out: list[Finding] = []
+    seen: set[tuple[str, str | None]] = set()
+    for gpu in scope.gpus:
+        cc = probe.compute_capability(gpu)
+        if cc is None or (cc, gpu.driver) in seen:
+            continue
+        seen.add((cc, gpu.driver))
+        support = card_support(cc, build, gpu.driver)
+        card = f"{gpu.name} (compute capability {cc}, driver {gpu.driver})"
+        if support.kind == "jit":
+            out.append(Finding(
+                "wheel", f"{card}: {support.reason}. The first process compiles them once, "
+                         f"minutes of one busy core; the sweep prices it and keeps them in "
+                         f"{cuda_cache_dir()} (CUDA_CACHE_MAXSIZE {CUDA_CACHE_MAXSIZE >> 20} "
+                         f"MiB) for every later process",
+                "nothing, or a TensorFlow wheel built with SASS for this card"))
+        elif support.kind in ("old_driver", "none"):
+            out.append(Finding("wheel", f"{card}: {support.reason}",
+                               "install a driver or a TensorFlow build that runs on this card",
+                               fatal=True))
+        if scope.xla and support.xla_problem:
+            out.append(Finding("wheel", f"{card}: {support.xla_problem}",
+                               "run without --xla on", fatal=True))
+    return out
+
+
 Check = Callable[[Scope, Probe], list[Finding]]
-CHECKS: dict[str, Check] = {"shm": check_shm, "p2p": check_p2p, "cupti": check_cupti}
+CHECKS: dict[str, Check] = {"shm": check_shm, "p2p": check_p2p, "cupti": check_cupti,
+                            "wheel": check_wheel}
 
 
 def process_cards(spec: RunSpec, hw: Hardware) -> tuple[GpuInfo, ...]:
@@ -212,7 +269,8 @@ def scope_of(specs: Sequence[RunSpec], hw: Hardware, profiled: bool = False) -> 
     for spec in specs:
         if STRATEGIES.get(spec.strategy).unsupported_reason(spec, hw) is None:
             cards += [g for g in process_cards(spec, hw) if g not in cards]
-    return Scope(tuple(cards), profiled or any(s.profile_steps for s in specs))
+    return Scope(tuple(cards), profiled or any(s.profile_steps for s in specs),
+                 gpus=hw.gpus, xla=any(s.xla for s in specs))
 
 
 def gpu_preflight(scope: Scope, probe: Probe | None = None,

@@ -19,6 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import sim
 from bench.errors import UsageError
 from bench.files import replace_whole
 from bench.launch.launcher import checkout_pythonpath
@@ -152,7 +153,7 @@ def require_tensorflow(gpus: int, python: str | None = None,
         tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
         raise UsageError(f"TensorFlow does not import under {python} ({tail}); nothing was "
                          f"run. {INSTALL_HINT}")
-    if gpus and not found.get("gpus"):
+    if gpus and not found.get("gpus") and sim.active() is None:
         raise UsageError(f"nvidia-smi shows {gpus} GPU(s) but TensorFlow "
                          f"{found['tensorflow']} under {python} sees none (the CPU build, or "
                          f"no CUDA libraries); nothing was run. `make venv TF_EXTRA=gpu` "
@@ -161,6 +162,46 @@ def require_tensorflow(gpus: int, python: str | None = None,
         with contextlib.suppress(OSError):
             replace_whole(path, json.dumps({**known, key: found["tensorflow"]}))
     return str(found["tensorflow"])
+
+
+# -- the JAX lane under this interpreter: JAX present, and its CUDA plugin where GPUs are ----
+# Found without importing JAX: the package's spec, and the distributions of JAX's CUDA
+# plugin that `jax[cuda12]` installs (jax-cuda12-plugin, jax-cuda12-pjrt).
+_LOCATE_JAX = ("import importlib.metadata as m, importlib.util as u, json\n"
+               "try:\n    s = u.find_spec('jax')\nexcept Exception:\n    s = None\n"
+               "names = {(d.metadata['Name'] or '').lower() for d in m.distributions()}\n"
+               "print(json.dumps({'jax': bool(s is not None and s.origin), "
+               "'cuda': sorted(n for n in names if n.startswith('jax-cuda'))}))\n")
+JAX_CUDA_HINT = "`make venv JAX_EXTRA=jax-cuda` installs JAX's CUDA wheels"
+
+
+def require_jax(gpus: int, python: str | None = None,
+                timeout_s: float = PROBE_TIMEOUT_S) -> None:
+    """Refuse (UsageError, exit 2) before anything runs when the JAX lane
+    (``--backend jax``) cannot train where it is asked: ``python`` (this interpreter by
+    default) has no JAX, or, where nvidia-smi shows ``gpus``, a JAX without its CUDA
+    plugin, which would train on the CPU under a GPU label. `make venv` installs CPU jax
+    where there is no GPU, and JAX's CUDA wheels only when JAX_EXTRA=jax-cuda asks."""
+    python = python or sys.executable
+    out = _run_python(python, _LOCATE_JAX, dict(os.environ), timeout_s, python,
+                      "Nothing was run.")
+    lines = out.stdout.strip().splitlines()
+    try:
+        found = json.loads(lines[-1]) if out.returncode == 0 and lines else None
+    except ValueError:
+        found = None
+    if not isinstance(found, dict):
+        tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        raise UsageError(f"{python} could not say whether JAX is installed ({tail}); "
+                         f"nothing was run")
+    hint = JAX_CUDA_HINT if gpus else "`make venv JAX_EXTRA=jax` installs CPU jax"
+    if not found.get("jax"):
+        raise UsageError(f"--backend jax needs JAX, which is not installed for {python}; "
+                         f"nothing was run. {hint}")
+    if gpus and not found.get("cuda") and sim.active() is None:
+        raise UsageError(f"nvidia-smi shows {gpus} GPU(s) but the JAX under {python} has no "
+                         f"CUDA plugin (jax-cuda12-plugin): --backend jax would train on the "
+                         f"CPU under a GPU label; nothing was run. {hint}")
 
 
 def tensorflow_check_cache() -> Path:

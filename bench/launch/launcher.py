@@ -27,9 +27,10 @@ from typing import Any
 
 from bench.env import CPU_ALLOCATOR_VAR, fingerprint, now_iso
 from bench.files import replace_whole
+from bench.gpu_build import cuda_cache_env
 from bench.hardware import Hardware, detect
 from bench.launch.interrupts import interrupts_deferred
-from bench.launch.liveness import Deadlines, ProgressWatch
+from bench.launch.liveness import Deadlines, ProgressWatch, all_hung
 from bench.launch.prestart import ChildProcess, start_child, starter_lane
 from bench.results.combination import combine
 from bench.results.mfu import TaskPeak, run_mfu
@@ -45,17 +46,22 @@ POLL_S = 0.05
 # more than a task takes to notice the word (bench.child.main.BARRIER_POLL_S) and read
 # its device state, so that every one starts on the same clock.
 GO_LEAD_S = 0.25
-# A task that is not up yet (strategy built, server started, arms built and warm) is
-# hung when it shows no progress (bench.launch.liveness): no first phase within
-# STARTUP_TIMEOUT_S of launch (the interpreter and bench imported: seconds, even with
-# eight processes importing at once), or no next phase within PROGRESS_SILENCE_S of
-# the last one. Its phases' sum is bounded by the run's timeout only: the eight
-# ResNet50 arms of a 224x224 session took 321 s to build on two cores. One phase is a
-# single TensorFlow call at worst, the first call (tracing and one step): 74 s for
-# that session's Mirrored arm on 4 logical devices, 20-31 s on one; 300 s leaves it
-# room on a loaded machine and still ends a real hang within five minutes.
+# A task is hung when it shows no sign of life (bench.launch.liveness): no first phase
+# within STARTUP_TIMEOUT_S of launch (the interpreter and bench imported: seconds, even
+# with eight processes importing at once), then neither a next phase nor busy CPU for
+# IDLE_TIMEOUT_S, every live task of its run at once (a worker waits, idle, for a peer
+# that compiles). One phase can be a single long call: the first call of a ResNet50
+# session's Mirrored arm on 4 logical devices took 74 s of busy CPU; the driver's JIT
+# of TensorFlow's kernels on a card its wheel has no SASS for, minutes. Busy, such a
+# call is no hang. An NCCL collective whose peers never answer is idle: it is ended
+# IDLE_TIMEOUT_S after its last sign of life, within two minutes, not at the run's
+# timeout. PROGRESS_SILENCE_S holds between phases where a process's CPU time cannot be
+# read. Once a task is up, its measured windows say a phase each: a window longer than
+# the idle deadline (--max-seconds) stretches it to WINDOW_SILENCES windows.
 STARTUP_TIMEOUT_S = 120.0
 PROGRESS_SILENCE_S = 300.0
+IDLE_TIMEOUT_S = 90.0
+WINDOW_SILENCES = 2.0
 # After the main task finishes, how long its peers get to leave their payloads.
 PEER_GRACE_S = 15.0
 TAIL_LINES = 25
@@ -136,6 +142,9 @@ def child_env(task: Task, tf_config: dict[str, Any] | None, hw: Hardware) -> dic
             env["CUDA_VISIBLE_DEVICES"] = ""
         elif task.gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(task.gpus)
+        # TensorFlow's kernels JIT-compiled for a card the wheel has no SASS for are
+        # kept across processes and sweeps (bench.gpu_build).
+        env.update(cuda_cache_env(env))
         if task.runner == "server" and task.gpus:
             # A worker server never runs the child's device setup: without this it
             # would reserve its whole GPU before the first step.
@@ -342,7 +351,7 @@ def run_isolated(spec: RunSpec, log_path: Path, timeout_s: float | None = None,
                     python=python)
                 run.start(task, cmd, log, {**child_env(task, tf_config, hw), **(env or {})},
                           lane_ok=starter_lane([spec]))
-            status, reason, culprit = _supervise(run, t0, timeout)
+            status, reason, culprit = _supervise(run, t0, timeout, spec.max_seconds)
             if status is not None:  # a hang or a dead task: where was everyone else?
                 run.dump_stacks()
         except BaseException:
@@ -373,22 +382,26 @@ def run_isolated(spec: RunSpec, log_path: Path, timeout_s: float | None = None,
                        wall_s=wall, launcher=info, allreduce=report.allreduce)
 
 
-def startup_deadlines() -> Deadlines:
-    """The deadlines a starting task's progress is held to (read at each launch, so
-    that a test can shorten them)."""
-    return Deadlines(startup_s=STARTUP_TIMEOUT_S, silence_s=PROGRESS_SILENCE_S)
+def startup_deadlines(window_s: float = 0.0) -> Deadlines:
+    """The deadlines a task's signs of life are held to, for windows of ``window_s``
+    (read at each launch, so that a test can shorten them)."""
+    return Deadlines(startup_s=STARTUP_TIMEOUT_S, silence_s=PROGRESS_SILENCE_S,
+                     idle_s=max(IDLE_TIMEOUT_S, WINDOW_SILENCES * window_s))
 
 
-def _supervise(run: _Run, t0: float, timeout: float) -> tuple[str | None, str, _Proc | None]:
+def _supervise(run: _Run, t0: float, timeout: float, window_s: float = 0.0
+               ) -> tuple[str | None, str, _Proc | None]:
     """Wait for the run to end. Returns (status, reason, culprit) when the launcher
     must decide the outcome, or (None, "", None) when the main task left its payload.
 
-    A task not up yet is hung when its progress file stops growing
-    (``startup_deadlines``); the whole run is bounded by ``timeout``."""
+    The run is hung when every live task shows no sign of life (``startup_deadlines``,
+    ``bench.launch.liveness``), before or after it is up, until the main task
+    finishes; the whole run is bounded by ``timeout``."""
     procs = run.procs
     main = next(p for p in procs if p.task.main)
-    deadlines = startup_deadlines()
-    watches = {p.task.name: ProgressWatch.of(run.run_dir, p.task.name, t0, deadlines)
+    deadlines = startup_deadlines(window_s)
+    watches = {p.task.name: ProgressWatch.of(run.run_dir, p.task.name, t0, deadlines,
+                                             pid=p.proc.pid)
                for p in procs}
     deadline = t0 + timeout
     go_written = not any(p.task.barrier for p in procs)
@@ -424,13 +437,17 @@ def _supervise(run: _Run, t0: float, timeout: float) -> tuple[str | None, str, _
                 if late else ""
             return "timeout", f"killed after exceeding the {timeout:g} s timeout{starting}", \
                 late[0] if late else None
-        silent = [p for p in late if watches[p.task.name].poll(now)] \
-            if main_done_at is None else []
-        if silent:
-            why = "; ".join(f"{p.task.name}: {watches[p.task.name].why(now)}" for p in silent)
-            names = ", ".join(p.task.name for p in silent)
-            return "timeout", f"start-up hang: task(s) {names} not up and silent ({why})", \
-                silent[0]
+        live = [p for p in procs if p.proc.poll() is None] if main_done_at is None else []
+        if all_hung((watches[p.task.name] for p in live), now):
+            why = "; ".join(f"{p.task.name}: {watches[p.task.name].why(now)}" for p in live)
+            names = ", ".join(p.task.name for p in live)
+            stuck = [p for p in live if not run.ready(p)]
+            if stuck:
+                return "timeout", (f"start-up hang: task(s) {', '.join(p.task.name for p in stuck)}"
+                                   f" not up and no task of the run alive ({why})"), stuck[0]
+            return "timeout", (f"hang after ready: task(s) {names} up, then idle and silent "
+                               f"(a collective whose peers never answer, or a deadlock; {why})"
+                               ), live[0]
         time.sleep(POLL_S)
 
 

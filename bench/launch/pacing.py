@@ -13,14 +13,14 @@ import json
 import os
 import select
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.hardware import Hardware
 from bench.launch.launcher import _Proc, child_command, child_env, startup_deadlines
-from bench.launch.liveness import ProgressWatch
+from bench.launch.liveness import ProgressWatch, all_hung
 from bench.launch.prestart import start_child
 from bench.tasks import Task
 
@@ -28,9 +28,11 @@ from bench.tasks import Task
 class Stop(Exception):
     """A paced process failed, died or missed a deadline: the status and why."""
 
-    def __init__(self, status: str, reason: str) -> None:
+    def __init__(self, status: str, reason: str, *, windows_done: bool = False) -> None:
         super().__init__(reason)
         self.status, self.reason = status, reason
+        # It came after the process's last window: what its windows measured stands.
+        self.windows_done = windows_done
 
 
 @dataclass
@@ -83,13 +85,16 @@ def start_paced(task: Task, arms: Path, run_dir: Path, log: Path, hw: Hardware, 
         os.close(turn_r)
         os.close(done_w)
     return Paced(_Proc(task, proc, log), run_dir, turn_w, done_r,
-                 ProgressWatch.of(run_dir, task.name, time.monotonic(), startup_deadlines()))
+                 ProgressWatch.of(run_dir, task.name, time.monotonic(), startup_deadlines(),
+                                  pid=proc.pid))
 
 
-def hear(p: Paced, who: str, deadline: float, what: str, *, starting: bool = False) -> bytes:
+def hear(p: Paced, who: str, deadline: float, what: str, *, starting: bool = False,
+         peers: Sequence[Paced] = ()) -> bytes:
     """``p``'s next word; Stop when it dies or says nothing by ``deadline`` (``who``
     names it in the reason). ``starting``: ``p`` is building and warming up, and is
-    also stopped as soon as its progress file stays silent past its deadlines
+    also stopped as soon as it and every one of ``peers`` (the processes it waits on:
+    its run's other workers) show no sign of life past their deadlines
     (``bench.launch.liveness``): the overall ``deadline`` then bounds only a process
     that keeps making progress."""
     while True:
@@ -97,7 +102,9 @@ def hear(p: Paced, who: str, deadline: float, what: str, *, starting: bool = Fal
         left = deadline - now
         if left <= 0:
             raise Stop("timeout", f"{who} did not {what} in time")
-        if starting and p.watch is not None and p.watch.poll(now):
+        if starting and p.watch is not None and all_hung(
+                [p.watch, *(q.watch for q in peers if q is not p and q.watch is not None
+                            and q.proc.proc.poll() is None)], now):
             raise Stop("timeout", f"{who} did not {what}: hung ({p.watch.why(now)})")
         ready, _, _ = select.select([p.done_r], [], [], min(left, 1.0))
         if ready:

@@ -31,6 +31,7 @@ processes and session id; one whose arms' process fails ends alone.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import subprocess
 import tempfile
@@ -59,11 +60,12 @@ from bench.launch.launcher import (
     make_result,
     unsupported_result,
 )
+from bench.launch.liveness import all_hung
 from bench.launch.pacing import Paced, Stop, give_turn, hear, start_paced
 from bench.launch.prestart import starter_lane
 from bench.matrix import round_orders
 from bench.results.pairs import builds_of
-from bench.results.payload import TaskReport, arm_name, read_report
+from bench.results.payload import TaskReport, read_arm_report, read_report, windows_name
 from bench.results.schema import Interleaving, RunResult
 from bench.spec import RunSpec
 from bench.strategies import STRATEGIES
@@ -72,8 +74,6 @@ from bench.strategies import STRATEGIES
 # inside the arms' turn): this many windows' time plus the allowance means a hang.
 TURN_FACTOR = 10.0
 TURN_ALLOWANCE_S = 60.0
-# After its last turn a party summarises, measures its peak for the MFU and profiles.
-FINISH_S = 180.0
 # A session given a time for its windows to end by (``run_sessions``' ``windows_until``)
 # still measures this many rounds: two give its rounds' variance, and its builds were
 # paid for.
@@ -123,7 +123,8 @@ class _Party:
     def hear(self, deadline: float, what: str, *, starting: bool = False) -> list[bytes]:
         """Each process's next word; Stop when one dies or says nothing by ``deadline``
         (``starting``: or shows no progress in time, ``pacing.hear``)."""
-        return [hear(p, self.who(p), deadline, what, starting=starting) for p in self.procs]
+        return [hear(p, self.who(p), deadline, what, starting=starting, peers=self.procs)
+                for p in self.procs]
 
     def turn(self, deadline: float) -> list[bytes]:
         """One window: every process of the party at once, then each one's answer."""
@@ -132,15 +133,30 @@ class _Party:
         return self.hear(deadline, "finish a window")
 
     def finish(self, deadline: float) -> None:
-        """End of file on every turns pipe, then wait for every process to exit."""
+        """End of file on every turns pipe, then wait for every process to exit: for as
+        long as the party shows signs of life (its summaries, peak probes and profiles
+        say a phase each; bench.launch.liveness), ``deadline`` at most. Each process
+        wrote its arms' windows first, so a Stop here loses none of them."""
+        now = time.monotonic()
         for p in self.procs:
             p.close_turns()
+            if p.watch is not None:
+                p.watch.alive(now)  # its turns' waits were no silence
         for p in self.procs:
-            try:
-                p.proc.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                raise Stop("timeout", f"{self.who(p)} did not finish within {FINISH_S:g} s "
-                                      f"of its last window") from None
+            while p.proc.proc.poll() is None:
+                now = time.monotonic()
+                if now >= deadline:
+                    raise Stop("timeout", f"{self.who(p)} did not finish its peak probe and "
+                                          f"profile by the session's deadline",
+                               windows_done=True)
+                live = [q.watch for q in self.procs
+                        if q.watch is not None and q.proc.proc.poll() is None]
+                if all_hung(live, now):
+                    assert p.watch is not None
+                    raise Stop("timeout", f"{self.who(p)} hung after its last window "
+                                          f"({p.watch.why(now)})", windows_done=True)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    p.proc.proc.wait(timeout=min(1.0, max(0.01, deadline - now)))
 
     def close(self) -> None:
         for p in self.procs:
@@ -252,8 +268,7 @@ def run_sessions(copies: Sequence[Copy], *, rounds: int, rewarm_calls: int = 1,
                 for s in live:
                     s.rounds = done
                 for party in parties:  # one at a time: each finishes alone
-                    _attempt(party, lambda p: p.finish(min(deadline, time.monotonic()
-                                                           + FINISH_S)))
+                    _attempt(party, lambda p: p.finish(deadline))
             finally:
                 for party in parties:
                     party.close()
@@ -443,6 +458,13 @@ def _start_member(party: _Party, spec: RunSpec, run_dir: Path, log_stem: Path, *
                                            tf_config=tf_config))
 
 
+def _late(result: RunResult, failure: Stop | None) -> RunResult:
+    """``result`` with why its process did not finish after its windows, if it did not."""
+    if failure is not None and failure.windows_done and result.status == "ok":
+        result.reason = "; ".join(filter(None, [result.reason, failure.reason]))
+    return result
+
+
 def _results(party: _Party, arms_party: _Party, specs: Sequence[RunSpec], started: str,
              wall: float, info: dict[str, Any]) -> list[RunResult]:
     """The results of one party's configurations."""
@@ -452,12 +474,15 @@ def _results(party: _Party, arms_party: _Party, specs: Sequence[RunSpec], starte
     why = (failure.status, f"{blame}{failure.reason}\n--- log tail ---\n"
                            f"{(party if party.failure else arms_party).run().tails()}") \
         if failure is not None else None
+    if failure is not None and failure.windows_done and failure.status == "timeout":
+        # After the last window: the arms' windows stand, without their MFU or profile.
+        why = None
     if party is arms_party:
         p = party.procs[0] if party.procs else None
-        own = run.report(p.proc) if p else None
-        return [arm_result(specs[i], why, own,
-                           read_report(p.run_dir, arm_name(k)) if p else None, run.tails,
-                           started_at=started, wall_s=wall, launcher=info)
+        own = (run.report(p.proc) or read_report(p.run_dir, windows_name(-1))) if p else None
+        return [_late(arm_result(specs[i], why, own,
+                                 read_arm_report(p.run_dir, k) if p else None, run.tails,
+                                 started_at=started, wall_s=wall, launcher=info), failure)
                 for k, i in enumerate(party.indices)]
     spec = specs[party.indices[0]]
     main = next((p for p in party.procs if p.proc.task.main), None)
@@ -466,10 +491,11 @@ def _results(party: _Party, arms_party: _Party, specs: Sequence[RunSpec], starte
                             why[1] if why else "its workers never started",
                             started_at=started, wall_s=wall, launcher=info)]
     arm_reports: dict[str, TaskReport | None] = {
-        p.proc.task.name: read_report(p.run_dir, arm_name(0)) for p in party.procs}
-    own = read_report(main.run_dir, main.proc.task.name)
-    result = arm_result(spec, why, own, arm_reports[main.proc.task.name], run.tails,
-                        started_at=started, wall_s=wall, launcher=info)
+        p.proc.task.name: read_arm_report(p.run_dir, 0) for p in party.procs}
+    own = read_report(main.run_dir, main.proc.task.name) or \
+        read_report(main.run_dir, windows_name(-1))
+    result = _late(arm_result(spec, why, own, arm_reports[main.proc.task.name], run.tails,
+                              started_at=started, wall_s=wall, launcher=info), failure)
     if result.figures is not None:
         result.figures = _combine(spec, result.figures, [p.proc for p in party.procs],
                                   arm_reports)

@@ -270,6 +270,12 @@ class History:
                 except SchemaError as exc:
                     report.skipped.append(str(exc))
                     continue
+                if (result.environment or {}).get("simulated"):
+                    # A simulated GPU server's figures are its model's, not a machine's:
+                    # never a baseline, never compared with a night's real runs.
+                    report.skipped.append(f"{path}: a run on the simulated server "
+                                          f"{result.environment['simulated']} (bench.sim)")
+                    continue
                 digest = hashlib.sha256(data).hexdigest()
                 if self.db.execute("SELECT 1 FROM results WHERE digest = ?",
                                    (digest,)).fetchone():

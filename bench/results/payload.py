@@ -161,3 +161,20 @@ def task_figures(task: Task, report: TaskReport | None, share: Callable[[int], f
 def arm_name(index: int) -> str:
     """The payload name of arm ``index`` of a shared process (``payload.arm<i>.json``)."""
     return f"arm{index}"
+
+
+# An arm's report as its windows were summarised, before its peak probe and profile
+# (``payload.arm<i>.windows.json``): what the launcher keeps where the process does not
+# finish those.
+WINDOWS_ONLY = "the run ended before its peak probe and profile: no MFU or breakdown"
+
+
+def windows_name(index: int) -> str:
+    """The payload name of arm ``index``'s report as its windows were summarised (-1:
+    the process's own)."""
+    return f"{arm_name(index) if index >= 0 else 'process'}.windows"
+
+
+def read_arm_report(run_dir: Path, index: int) -> TaskReport | None:
+    """Arm ``index``'s final report, else the one its windows left, else None."""
+    return read_report(run_dir, arm_name(index)) or read_report(run_dir, windows_name(index))

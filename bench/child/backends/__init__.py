@@ -27,3 +27,23 @@ def _jax() -> Backend:
 
 
 BACKENDS.register("jax", _jax)
+
+
+def simulated() -> bool:
+    """Whether this process runs on a simulated GPU server (``bench.sim``): TensorFlow's
+    lane is then acted out by ``bench.child.backends.sim``."""
+    from bench import sim
+
+    return sim.active() is not None
+
+
+def lane_backend(name: str) -> Backend | None:
+    """The backend that trains lane ``name`` in this process: a registered one, the
+    simulated server's stand-in for TensorFlow's, or None (TensorFlow's own path)."""
+    if name in BACKENDS:
+        return BACKENDS.get(name)()
+    if name == "tf" and simulated():
+        from bench.child.backends.sim import SimBackend
+
+        return SimBackend()
+    return None
