@@ -231,3 +231,28 @@ def compute_capability(gpu: Any) -> str | None:
         return found
     return next((cc for pattern, cc in _COMPUTE_CAPABILITY
                  if re.search(pattern, gpu.name, re.IGNORECASE)), None)
+
+
+def note_jit_kept(cache: Path | None = None) -> bool:
+    """After a process's first call on a card its wheel has no SASS for: mark the CUDA
+    cache as holding TensorFlow's compiled kernels (where its size lets it keep them),
+    so that the budget prices no JIT for the runs after. Returns whether it marked."""
+    from bench.hardware import detect
+
+    gpus = detect().gpus
+    build = installed_build_info() if gpus else None
+    if not gpus or not build or not build.get("is_cuda_build"):
+        return False
+    marker = jit_marker(cache or (Path(os.environ["CUDA_CACHE_PATH"])
+                                  if os.environ.get("CUDA_CACHE_PATH") else None))
+    cc = compute_capability(gpus[0])
+    if marker.exists() or cc is None or cache_bytes(os.environ) < CUDA_CACHE_MAXSIZE // 4:
+        return False
+    if card_support(cc, build, gpus[0].driver).kind != "jit":
+        return False
+    try:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+    except OSError:
+        return False
+    return True

@@ -5,7 +5,6 @@ price with it. Shared root: no TensorFlow."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,13 +17,6 @@ from workloads.flops import ModelStats
 
 # The anchor workload's parameters (its FLOPs scale the others' step time).
 ANCHOR_PARAMS = {"image_size": 224, "classes": 1000}
-# Trainable parameters of the built-in workloads (grad bytes are 4 per parameter).
-PARAMS: dict[str, Callable[[dict[str, Any]], int]] = {
-    "resnet50": lambda p: 23_534_592 + 2049 * int(p.get("classes", 1000)),
-    "cnn": lambda p: 1_250_000,
-    "mlp": lambda p: 670_000,
-    "transformer": lambda p: 20_000_000,
-}
 # A workload with convolutions has cuDNN autotune its first step on each GPU.
 CONVOLUTIONAL = ("resnet50", "cnn")
 
@@ -32,16 +24,24 @@ CONVOLUTIONAL = ("resnet50", "cnn")
 def model_params(spec: RunSpec) -> tuple[Workload, dict[str, Any]]:
     workload = find_workload(spec.workload)
     if not isinstance(workload, Workload) or workload.train_flops is None or \
-            workload.name not in PARAMS:
-        raise Unsupported(f"the simulated server models the built-in workloads with known "
-                          f"FLOPs ({', '.join(PARAMS)}). Received: workload={spec.workload}")
+            workload.params is None:
+        raise Unsupported(f"the simulated server models the built-in workloads whose FLOPs "
+                          f"and parameters are known without building them. Received: "
+                          f"workload={spec.workload}")
     return workload, spec.workload_params()
+
+
+def parameters(spec: RunSpec) -> int:
+    """The model's parameters (``Workload.params``)."""
+    workload, params = model_params(spec)
+    assert workload.params is not None
+    return workload.params(params)
 
 
 def model_stats(spec: RunSpec) -> ModelStats:
     workload, params = model_params(spec)
     assert workload.train_flops is not None
-    n = PARAMS[workload.name](params)
+    n = parameters(spec)
     train = float(workload.train_flops(params))
     return ModelStats(params=n, trainable_params=n, grad_bytes_per_step=4 * n,
                       forward_flops_per_example=train / 3, train_flops_per_example=train,
@@ -94,7 +94,7 @@ def step_model(p: Profile, spec: RunSpec, local_replicas: int) -> StepModel:
     compute = b / (best * b / (b + tp.half_batch))
     factory = STRATEGIES.get(spec.strategy)
     replicas = spec.replicas
-    grad_bytes = 4 * PARAMS[workload.name](params)
+    grad_bytes = 4 * parameters(spec)
     allreduce = 0.0
     if collective(spec):
         allreduce = grad_bytes * 2 * (replicas - 1) / replicas / p.busbw(replicas) * \
@@ -118,7 +118,7 @@ def device_memory_mib(p: Profile, spec: RunSpec, replicas: int) -> float:
     if spec.precision != "float32":
         per_example /= 2
     slots = {"adam": 2, "sgd": 1}.get(spec.optimizer, 2)
-    weights = 4 * PARAMS[workload.name](params) * (2 + slots) / 2**20
+    weights = 4 * parameters(spec) * (2 + slots) / 2**20
     nccl = tp.nccl_mib if collective(spec) else 0.0
     return tp.context_mib + weights + per_example * spec.per_replica_batch + nccl
 

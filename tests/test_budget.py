@@ -689,8 +689,8 @@ def test_the_first_pass_leaves_out_what_the_budget_no_longer_pays_for(
         tmp_path: Path) -> None:
     """After the opening, a user's model slower than the preset's points were sized for:
     a unit of its workload whose least price does not fit the time left is left out and
-    said, with the way to measure it; one that fits runs, and so does a workload with
-    nothing measured to price it from."""
+    said, with the way to measure it; one that fits runs; a workload with nothing
+    measured to price it from is priced by a first guess from its FLOPs."""
     knobs = {"max_seconds": 0.5, "min_steps": 3, "max_steps": 400, "repeats": 20}
     ps = TWO.replace(strategy="parameter_server", batch=64, **knobs)
     independent = TWO.replace(strategy="independent", batch=64, **knobs)
@@ -706,6 +706,12 @@ def test_the_first_pass_leaves_out_what_the_budget_no_longer_pays_for(
     assert f"(~{price:.0f} s)" in lines[0] and "BENCH_BUDGET_S" in lines[0]
     lines.clear()
     kept = sweep_mod._within([ps, independent, other], tmp_path, 2 * price, 1, True,
+                             lines.append)
+    assert [unit for unit, _ in kept] == [[ps], [independent]]
+    assert len(lines) == 1 and other.label() in lines[0] and "a first guess" in lines[0]
+    lines.clear()
+    guess = sweep_mod.first_guess_s([other], 1)
+    kept = sweep_mod._within([ps, independent, other], tmp_path, 2 * price + guess, 1, True,
                              lines.append)
     assert [unit for unit, _ in kept] == [[ps], [independent], [other]]
     assert lines == []

@@ -94,6 +94,7 @@ def test_a_side_that_hangs_is_a_timeout_with_its_stacks(
     # and the stacks are always there to dump. Side 0 is heard first: only it can be
     # named, whatever side 1 is doing meanwhile.
     monkeypatch.setattr(launcher, "PROGRESS_SILENCE_S", 1.0)
+    monkeypatch.setattr(launcher, "IDLE_TIMEOUT_S", 1.0)
     t0 = time.monotonic()
     a, b = run_duet([spec(), spec()], logs(tmp_path), rounds=3, timeout_s=15,
                     envs=({"STRATBENCH_FAULT": "single0:hang_at_start"}, None))

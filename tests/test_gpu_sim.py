@@ -372,3 +372,57 @@ def test_a_driver_too_old_for_the_wheel_refuses_before_anything_runs(
     assert code == 2, err
     assert "535.104.05" in err and "12.5.1" in err and "nothing was run" in err
     assert not out.exists()
+
+
+def test_a_process_past_its_first_call_marks_the_jit_kept_where_the_cache_can_hold_it(
+        on: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    on("1xH100")
+    monkeypatch.setenv("CUDA_CACHE_PATH", str(tmp_path / "nv"))
+    monkeypatch.setenv("CUDA_CACHE_MAXSIZE", str(gpu_build.CUDA_CACHE_DEFAULT_BYTES))
+    assert not gpu_build.note_jit_kept()  # 256 MiB keeps nothing of TensorFlow's
+    monkeypatch.setenv("CUDA_CACHE_MAXSIZE", str(gpu_build.CUDA_CACHE_MAXSIZE))
+    assert gpu_build.note_jit_kept() and gpu_build.jit_marker(tmp_path / "nv").exists()
+    assert not gpu_build.note_jit_kept()  # once
+
+
+def test_the_budget_prices_the_jit_once_while_the_cache_is_cold(on: Any) -> None:
+    from bench.adaptive.pricing import Pricer
+
+    p = on("8xH100")
+    pricer = Pricer(detect())
+    [(what, seconds)] = pricer.one_time()
+    assert seconds == p.costs.jit_s and "sm_90" in what
+    gpu_build.jit_marker().parent.mkdir(parents=True)
+    gpu_build.jit_marker().touch()
+    assert Pricer(detect()).one_time() == []
+    on("4xL40S")  # sm_89: the wheel has its SASS
+    assert Pricer(detect()).one_time() == []
+
+
+def test_a_gpu_runs_windows_are_priced_at_their_time_bound_with_its_fixed_costs(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from bench.adaptive.pricing import Pricer
+    from tests.gpu_fakes import detected, h100s
+
+    with detected(h100s(8), tmp_path / "bin", monkeypatch):
+        pricer = Pricer(detect(), evidence_steps=3)
+        spec = _spec("mirrored", 8).replace(max_seconds=10.0, repeats=3, max_steps=200)
+        # A guessed step of ~40 ms makes 200 steps shorter than the 10 s bound; the
+        # window runs to its bound whenever the real step is slower.
+        assert pricer.step_s(spec) * spec.max_steps < spec.max_seconds
+        price = pricer.first_guess(spec)
+        assert price.windows_s == 30.0
+        c = pricer.costs
+        assert price.startup_s >= c.startup_s + 8 * c.cudnn_autotune_s  # each GPU tunes
+        assert price.profile_s >= c.cupti_s + 8 * c.trace_parse_per_gpu_s
+        one = pricer.first_guess(_spec("one_device", 1))
+        assert price.warmup_s - one.warmup_s >= c.nccl_init_s
+
+
+def test_independent_copies_each_train_a_replicas_share(on: Any, tmp_path: Path) -> None:
+    on(fast_profile(tmp_path))
+    one = _run(_small("one_device", 1), tmp_path)
+    copies = _run(_small("independent", 2), tmp_path)
+    assert one.status == copies.status == "ok", (one.reason, copies.reason)
+    ratio = copies.figures.global_throughput / one.figures.global_throughput
+    assert 1.8 < ratio < 2.2  # two copies of one card's work, not of two cards' each

@@ -225,3 +225,69 @@ def test_a_paced_process_that_keeps_beating_is_bounded_by_the_overall_deadline(
     finally:
         p.close()
         launcher.kill_group(p.proc.proc)
+
+
+# -- busy CPU is a sign of life, an idle process is not --------------------------------
+IDLE = Deadlines(startup_s=10.0, silence_s=300.0, idle_s=30.0)
+
+
+def test_a_busy_cpu_keeps_a_silent_task_alive_however_long() -> None:
+    # One phase, then a 400 s compile: no progress, one core busy all along.
+    live = Liveness(IDLE, launched=0.0)
+    live.observe(10, 1.0, cpu_s=0.5)
+    for t in range(2, 402):
+        live.observe(10, float(t), cpu_s=0.5 + (t - 1) * 0.9)
+        assert not live.hung(float(t)), t
+    assert live.last_busy == 401.0
+
+
+def test_an_idle_task_is_hung_at_its_idle_deadline_not_the_silence_one() -> None:
+    live = Liveness(IDLE, launched=0.0)
+    live.observe(10, 1.0, cpu_s=2.0)  # up; then a collective that never returns
+    for t in range(2, 32):
+        live.observe(10, float(t), cpu_s=2.0 + 0.003 * t)  # a few ms a second
+    assert not live.hung(31.0)
+    assert live.hung(31.5)
+    assert "idle and silent" in live.silence(31.5) and "never busy" in live.silence(31.5)
+
+
+def test_a_compile_then_a_hang_is_ended_after_the_compile() -> None:
+    live = Liveness(IDLE, launched=0.0)
+    live.observe(10, 1.0, cpu_s=0.0)
+    cpu = 0.0
+    for t in range(2, 200):
+        cpu += 1.0 if t < 100 else 0.0  # busy until 100 s, idle after
+        live.observe(10, float(t), cpu_s=cpu)
+    assert live.last_busy is not None and 99 <= live.last_busy <= 103
+    assert live.hung(live.last_busy + 30.5) and not live.hung(live.last_busy + 29.5)
+
+
+def test_without_cpu_readings_the_silence_deadline_holds() -> None:
+    live = Liveness(IDLE, launched=0.0)
+    live.observe(10, 1.0)
+    assert not live.hung(300.0) and live.hung(301.5)
+
+
+class _Seen:
+    """A watch whose readings the test gives (``all_hung`` polls it)."""
+
+    def __init__(self) -> None:
+        self.liveness = Liveness(IDLE, launched=0.0)
+
+    def poll(self, now: float) -> bool:
+        return self.liveness.hung(now)
+
+
+def test_a_run_is_hung_only_when_every_live_task_is() -> None:
+    from bench.launch.liveness import all_hung
+
+    waiting, compiling = _Seen(), _Seen()
+    for w in (waiting, compiling):
+        w.liveness.observe(10, 1.0, cpu_s=0.0)
+    compiling.liveness.observe(10, 50.0, cpu_s=0.0)
+    compiling.liveness.observe(10, 60.0, cpu_s=9.0)  # busy from 50 to 60
+    # worker0 waits, idle, on its peer's compile: hung alone, alive through its peer.
+    assert waiting.poll(65.0) and not compiling.poll(65.0)
+    assert not all_hung([waiting, compiling], 65.0)  # type: ignore[list-item]
+    assert all_hung([waiting, compiling], 91.0)  # type: ignore[list-item]
+    assert not all_hung([], 91.0)

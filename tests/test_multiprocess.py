@@ -136,6 +136,7 @@ def test_worker_that_never_starts_is_a_startup_timeout(tmp_path: Path,
     # uses the cores), so that worker0 is never named alone before worker1. The wait
     # costs the suite little: `make test` runs another file beside it.
     monkeypatch.setattr(launcher, "PROGRESS_SILENCE_S", 15.0)
+    monkeypatch.setattr(launcher, "IDLE_TIMEOUT_S", 15.0)
     t0 = time.monotonic()
     r = run(tmp_path, strategy="multi_worker_mirrored", devices=2)
     assert r.status == "timeout", r.reason

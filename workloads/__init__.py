@@ -7,7 +7,15 @@ from __future__ import annotations
 from bench.errors import UnknownNameError
 from bench.registry import Registry
 from workloads.base import Workload
-from workloads.flops import cnn_train_flops, mlp_train_flops, resnet50_train_flops
+from workloads.flops import (
+    cnn_params,
+    cnn_train_flops,
+    mlp_params,
+    mlp_train_flops,
+    resnet50_params,
+    resnet50_train_flops,
+    transformer_params,
+)
 from workloads.layouts import mlp_layout, transformer_layout
 from workloads.models import build_cnn, build_mlp, build_resnet50, build_transformer
 from workloads.user import SPELLINGS, UserWorkload, looks_like_user_model, parse_ref
@@ -22,6 +30,7 @@ WORKLOADS.register("mlp", Workload(
     build=build_mlp,
     input_shape=lambda p: (p["input_dim"],),
     train_flops=mlp_train_flops,
+    params=mlp_params,
     layout=mlp_layout,
 ))
 WORKLOADS.register("cnn", Workload(
@@ -35,6 +44,7 @@ WORKLOADS.register("cnn", Workload(
     teacher_pool=4,
     cost_hint=1.2,
     train_flops=cnn_train_flops,
+    params=cnn_params,
 ))
 WORKLOADS.register("resnet50", Workload(
     name="resnet50",
@@ -50,6 +60,7 @@ WORKLOADS.register("resnet50", Workload(
     check=lambda p: None if p["image_size"] >= 32 else "image_size must be >= 32 for ResNet50",
     cost_hint=4.0,
     train_flops=resnet50_train_flops,
+    params=resnet50_params,
     batch_norm=True,
 ))
 WORKLOADS.register("transformer", Workload(
@@ -67,6 +78,7 @@ WORKLOADS.register("transformer", Workload(
     check=lambda p: None if p["width"] % p["heads"] == 0 else "width must be a multiple of heads",
     flops="graph",
     cost_hint=3.0,
+    params=transformer_params,
     layout=transformer_layout,
 ))
 

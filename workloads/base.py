@@ -49,6 +49,9 @@ class Workload:
     # first guess of a configuration's step time when a sweep prices its plan before
     # anything ran (bench.adaptive.pricing). None: unknown until a run counts them.
     train_flops: Callable[[Mapping[str, Any]], float] | None = None
+    # Its parameters from the same arguments (weights, gradients and optimizer slots:
+    # the memory a configuration holds, priced before it runs). None: unknown.
+    params: Callable[[Mapping[str, Any]], int] | None = None
     # Model parallelism on the JAX backend (strategy model_parallel): how its weights
     # lie on a ``batch x model`` mesh, ``{variable path regex: one axis name or None per
     # dimension}`` from the parameters. Plain data, so the parent can tell whether a

@@ -177,3 +177,38 @@ def resnet50_train_flops(p: Any) -> float:
             size, channels = out, 4 * filters
     layers.append((float(channels * int(p["classes"])), False))
     return _train_from_layers(layers)
+
+
+# -- parameters, from the same arguments (memory and gradient bytes before a build) -----
+def mlp_params(p: Any) -> int:
+    """``build_mlp``'s weights and biases."""
+    widths = [int(p["input_dim"]), *map(int, p["widths"]), int(p["classes"])]
+    return sum(a * b + b for a, b in itertools.pairwise(widths))
+
+
+def cnn_params(p: Any) -> int:
+    """``build_cnn``'s: two 3x3 convolutions a block, then two Dense layers."""
+    size, channels, total = int(p["image_size"]), int(p["channels"]), 0
+    for filters in map(int, p["filters"]):
+        for _ in range(2):
+            total += 9 * channels * filters + filters
+            channels = filters
+        size //= 2
+    dense = int(p["dense"])
+    return total + size * size * channels * dense + dense + dense * int(p["classes"]) + \
+        int(p["classes"])
+
+
+def resnet50_params(p: Any) -> int:
+    """``keras.applications.ResNet50``'s (25,636,712 with 1000 classes, of which 53,120
+    are BatchNormalization's moving statistics): its body and a Dense head."""
+    return 23_587_712 + 2049 * int(p["classes"])
+
+
+def transformer_params(p: Any) -> int:
+    """``build_transformer``'s: token and position embeddings, each layer's attention
+    (four projections), feed-forward and two LayerNorms, the classifier."""
+    w, ffn = int(p["width"]), int(p["ffn"])
+    layer = 4 * (w * w + w) + (w * ffn + ffn) + (ffn * w + w) + 4 * w
+    return (int(p["vocab"]) + int(p["seq_len"])) * w + int(p["layers"]) * layer + \
+        w * int(p["classes"]) + int(p["classes"])

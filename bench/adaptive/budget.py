@@ -100,9 +100,16 @@ class Cost:
         session profiles nothing). An arm that measured nothing (unsupported once
         built) adds nothing."""
         group = list(group) or [result]
-        spent = sum(windows_s(r) + profile_s(r) for r in group)
+        # A cold CUDA cache's JIT is paid once per machine, not by the next session.
+        spent = sum(windows_s(r) + profile_s(r) + jit_s(r) for r in group)
         rounds = len(result.figures.windows) if result.figures else 0
         return cls(windows_s(result), max(0.0, result.wall_s - spent), rounds)
+
+
+def jit_s(result: RunResult) -> float:
+    """Seconds ``result``'s first call spent in the driver's JIT of TensorFlow's kernels
+    (``Warmup.jit_s``; 0 where none or not known)."""
+    return result.figures.warmup.jit_s if result.figures else 0.0
 
 
 def profile_s(result: RunResult) -> float:
@@ -164,7 +171,7 @@ def first_price(unit: Sequence[RunSpec], results: Sequence[RunResult], sessions:
         return window_s(spec, per_example * spec.global_batch)
 
     if len(unit) == 1:  # a run of its own (a session has two configurations or more)
-        launch = max(r.figures.startup.launch_to_first_step_s for r in mine
+        launch = max(r.figures.startup.launch_to_first_step_s - jit_s(r) for r in mine
                      if r.figures is not None)
         return COST_MARGIN * (launch + unit[0].repeats * window(unit[0]))
     costs = last_costs(r for r in results

@@ -25,11 +25,12 @@ the preset is sized by hand for 2 cores and is kept whole.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from bench.adaptive.pricing import Price, Pricer, unit_price
 from bench.hardware import Hardware
 from bench.launch.groups import sweep_units
+from bench.launch.session import MIN_ROUNDS
 from bench.results.schema import RunResult
 from bench.spec import RunSpec
 from bench.strategies import STRATEGIES
@@ -203,7 +204,8 @@ def plan_first_pass(specs: Sequence[RunSpec], hw: Hardware, *, budget_s: float,
         todo = [s for s in chosen if s.key() not in done]
         units = sweep_units(todo) if interleave else [(s,) for s in todo]
         fixed = sum(s for _, s in one_time) if todo else 0.0  # the first run pays it
-        return fixed + runs * sum(unit_price([prices[s.key()] for s in u]) for u in units)
+        return fixed + runs * sum(unit_price([session_price(prices[s.key()], s, len(u))
+                                              for s in u]) for u in units)
 
     chosen: list[RunSpec] = []
     spent = 0.0
@@ -262,6 +264,15 @@ def plan_first_pass(specs: Sequence[RunSpec], hw: Hardware, *, budget_s: float,
     return FirstPass(list(entries.values()), budget_s, spent, priced=True,
                      where=f"{gpus} GPU(s) ({', '.join(names)})", budget_note=budget_note,
                      sources=sources, one_time=one_time if chosen else [])
+
+
+def session_price(price: Price, spec: RunSpec, arms: int) -> Price:
+    """``price`` as the first pass pays it: an arm of a session (``arms`` above 1) at
+    ``MIN_ROUNDS`` windows, where the budget stops its rounds at the latest (the
+    opening's at the first third of the budget); a run of its own at its repeats."""
+    if arms < 2 or spec.repeats <= MIN_ROUNDS:
+        return price
+    return replace(price, windows_s=price.windows_s * MIN_ROUNDS / spec.repeats)
 
 
 def _unsupported_or(spec: RunSpec, hw: Hardware) -> Planned:

@@ -49,6 +49,12 @@ REPLICA_TRACE_SHARE = 0.75
 FIRST_GUESS_MFU = 0.07
 # A step of unknown FLOPs (a user's model, or a card not in the datasheet table).
 UNKNOWN_STEP_S = 0.1
+# On a CPU: what a training step reaches per core (ResNet50 at 224x224 trained at ~105
+# GFLOP/s a core on an Intel Xeon with AMX, a CNN at ~95; a Zen 4 without AMX less), low
+# so that a session the budget cannot pay for is not opened; and a process's start-up,
+# mostly `import tensorflow` (4-5 s cold on two cores).
+CPU_FLOPS_PER_CORE = 50e9
+CPU_STARTUP_S = 6.0
 # Starting and writing a profile after the windows, besides the profiled steps.
 PROFILE_CAPTURE_S = 3.0
 # Which datasheet peak bounds a precision's matmuls (as the child's peak probe reads it).
@@ -220,6 +226,9 @@ class Pricer:
             except Exception:  # a model the simulation does not know: the plain guess
                 pass
         flops_of = find_workload(spec.workload).train_flops
+        if flops_of is not None and not self.hw.gpus:
+            flops = flops_of(spec.workload_params()) * spec.global_batch * spec.grad_accum
+            return flops / (CPU_FLOPS_PER_CORE * max(1, self.hw.cores))
         model = gpu_model(self.hw.gpus[0].name) if self.hw.gpus else None
         if flops_of is None or model is None:
             return UNKNOWN_STEP_S
@@ -241,8 +250,9 @@ class Pricer:
                     and factory.no_profile_reason is None)
         gpu = self.gpu_fixed(spec, local)
         c = self.costs
+        startup = c.startup_s if self.hw.gpus else CPU_STARTUP_S
         return Price(
-            c.startup_s * (1 + EXTRA_PROCESS_SHARE * (len(tasks) - 1)) + gpu[2],
+            startup * (1 + EXTRA_PROCESS_SHARE * (len(tasks) - 1)) + gpu[2],
             c.build_s_per_hint * hint,
             c.trace_s_per_hint * hint * (1 + c.replica_trace_share * (local - 1))
             + spec.warmup_steps * step + gpu[0],
@@ -314,3 +324,16 @@ def jit_support(hw: Hardware) -> gpu_build.CardSupport | None:
 def jit_cached() -> bool:
     """Whether a run has JIT-compiled TensorFlow's kernels into the CUDA cache already."""
     return gpu_build.jit_marker().exists()
+
+
+def session_guess(unit: Sequence[RunSpec], hw: Hardware, rounds: int,
+                  sessions: int = 1) -> float:
+    """A first guess of ``sessions`` first sessions of ``unit`` measured together, before
+    anything of its workload ran: each configuration at ``rounds`` windows, one start-up
+    per session (the largest), every build and warm-up."""
+    pricer = Pricer(hw)
+    prices = [pricer.first_guess(s.replace(repeats=rounds)) for s in unit]
+    one = unit_price(prices)
+    fixed = one - sum(p.windows_s for p in prices)
+    # Sessions measured together build side by side, each mostly on one core.
+    return fixed + sessions * (one - fixed)

@@ -26,14 +26,17 @@ from bench.adaptive.budget import (
     spend,
     stored,
 )
+from bench.adaptive.footprint import together_fitting, too_large
 from bench.adaptive.plan import plan_first_pass
-from bench.hardware import detect, topology, topology_links
+from bench.adaptive.pricing import Pricer, session_guess
+from bench.hardware import Hardware, detect, topology, topology_links
 from bench.launch.evidence import Evidence
 from bench.launch.groups import sweep_units
 from bench.launch.session import MIN_ROUNDS, together_on
 from bench.launch.sweep import Replication, SweepOutcome, found_unsupported, run_sweep
 from bench.results.store import SweepStore, load_sweep
 from bench.spec import RunSpec
+from bench.strategies import STRATEGIES
 from reports.sequential import LookPlan, Looks, looks_taken
 
 # The opening's sessions before its first look: the fewest at which an interim look can
@@ -99,6 +102,10 @@ def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, star
     until = started + budget_s
     for i, phase in enumerate(p for p in phases if p):
         runs = together if i == 0 and phase is phases[0] else 1
+        # Sessions measured together hold their arms side by side: no more of them at
+        # once than the machine's memory holds (bench.adaptive.footprint).
+        runs = together_fitting(sweep_units(phase) if interleave else [(s,) for s in phase],
+                                hw, runs)
         if passes is None:
             # Unit by unit, each unit's rounds stopping early enough to leave the units
             # after it their least price: a first unit measured whole must not leave the
@@ -179,6 +186,12 @@ def _within(phase: Sequence[RunSpec], out: Path, left_s: float, sessions: int,
             kept.append((list(unit), 0.0))
             continue
         price = first_price(unit, results, sessions, MIN_ROUNDS if len(unit) > 1 else None)
+        if price is None and not detect().gpus:  # nothing of its workload measured yet
+            guess = first_guess_s(unit, sessions)
+            if spent + guess > left_s:
+                left_out.append(f"{', '.join(s.label() for s in unit)} (~{guess:.0f} s, a "
+                                f"first guess: nothing of {unit[0].workload} was measured)")
+                continue
         if price is None or spent + price <= left_s:
             kept.append((list(unit), price or 0.0))
             spent += price or 0.0
@@ -189,6 +202,67 @@ def _within(phase: Sequence[RunSpec], out: Path, left_s: float, sessions: int,
              f"left: {'; '.join(left_out)}; a longer budget measures them "
              f"(make bench BENCH_BUDGET_S=<seconds>, bench run --budget <time>)")
     return kept
+
+
+def first_guess_s(unit: Sequence[RunSpec], sessions: int) -> float:
+    """A first guess of ``unit``'s first ``sessions`` sessions (``MIN_ROUNDS`` rounds:
+    a budget stops them there at worst), or of its one run of its own."""
+    hw = detect()
+    if len(unit) == 1:
+        return Pricer(hw).price(unit[0]).total_s
+    return session_guess(unit, hw, MIN_ROUNDS, sessions)
+
+
+def affordable_part(unit: Sequence[RunSpec], hw: Hardware, sessions: int, left_s: float,
+                    echo: Callable[[str], None]) -> list[RunSpec]:
+    """Of ``unit``, what ``left_s`` seconds pay for by a first guess of its first
+    ``sessions`` sessions (builds, warm-ups, ``MIN_ROUNDS`` rounds): all of it where its
+    workload was measured or the guess fits; else its configurations from the plainest
+    and cheapest while they fit (two at least, or none: one arm compares nothing). Each
+    one left out is said with its guessed price."""
+    runnable = [s for s in unit
+                if STRATEGIES.get(s.strategy).unsupported_reason(s, hw) is None]
+    if not runnable or session_guess(runnable, hw, MIN_ROUNDS, sessions) <= left_s:
+        return list(unit)
+    pricer = Pricer(hw)
+    prices = {s.key(): pricer.price(s.replace(repeats=MIN_ROUNDS)) for s in runnable}
+
+    def rank(spec: RunSpec) -> tuple[int, float]:
+        # The plainest single-device reference first, what it is compared with after it
+        # from the cheapest, any second reference last (the same computation).
+        ref = STRATEGIES.get(spec.strategy).single_device_rank
+        first_ref = ref is not None and spec.devices == 1 and ref == min(
+            (r for x in runnable if (r := STRATEGIES.get(x.strategy).single_device_rank)
+             is not None), default=ref)
+        return (0 if first_ref else 2 if ref is not None and spec.devices == 1 else 1,
+                prices[spec.key()].total_s)
+
+    kept: list[RunSpec] = []
+    for spec in sorted(runnable, key=rank):
+        if session_guess([*kept, spec], hw, MIN_ROUNDS, sessions) <= left_s:
+            kept.append(spec)
+    if len(kept) < 2:
+        kept = []
+    echo(f"the first session(s) of {len(runnable)} configuration(s) would take "
+         f"~{session_guess(runnable, hw, MIN_ROUNDS, sessions):.0f} s (a first guess: "
+         f"builds, warm-ups and {MIN_ROUNDS} rounds) of the {max(0.0, left_s):.0f} s the "
+         f"budget's first half has left: " + (
+             f"measuring {len(kept)} of them; left out, each priced alone:" if kept
+             else "not opened; each, priced alone:"))
+    for spec in runnable:
+        if spec not in kept:
+            echo(f"  {spec.label()}: {prices[spec.key()].text()}")
+    echo("  a longer budget (bench run --budget <time>), fewer configurations or a smaller "
+         "model measures them")
+    kept += [s for s in unit if s not in runnable]  # recorded unsupported, at no cost
+    return [s for s in unit if s in kept]
+
+
+def warn_if_too_large(unit: Sequence[RunSpec], hw: Hardware,
+                      echo: Callable[[str], None]) -> None:
+    why = too_large(unit, hw)
+    if why:
+        echo(f"memory: a session of {len(unit)} configuration(s) may not fit: {why}")
 
 
 def opening_unit(units: Sequence[tuple[RunSpec, ...]]) -> tuple[RunSpec, ...]:
@@ -212,6 +286,16 @@ def _open_with(unit: Sequence[RunSpec], out: Path, *, budget_s: float, started: 
     settles or has had half of ``plan``'s interim looks: a clear answer settles early,
     and the others' first sessions come soon after. ``clock``: ``started``'s."""
     outcome = SweepOutcome(out)
+    hw = detect()
+    # As many of the first sessions together as the machine's memory holds
+    # (bench.adaptive.footprint), and of the unit what a first guess says the budget's
+    # first half pays for: its builds, warm-ups and two rounds (bench.adaptive.pricing).
+    together = together_fitting([unit], hw, together_on(hw))
+    if not hw.gpus:  # on GPUs the first pass was priced whole (bench.adaptive.plan)
+        unit = affordable_part(unit, hw, together, budget_s / 2 - (clock() - started), echo)
+        if len(unit) < 2:
+            return outcome
+    warn_if_too_large(unit, hw, echo)
     mine = {s.key() for s in unit}
     looks_left = max(1, (plan.max_interim + 1) // 2)
     n, looked = 0, False
@@ -227,10 +311,10 @@ def _open_with(unit: Sequence[RunSpec], out: Path, *, budget_s: float, started: 
             break
         first = n
         if n == 1:
-            # The first sessions measured together where the hardware allows: their
-            # start-ups (mostly one core's work each) overlap, their windows take turns.
-            # The rest are priced as they come.
-            n = together_on(detect())
+            # The first sessions measured together where the hardware allows (and its
+            # memory holds them): their start-ups (mostly one core's work each) overlap,
+            # their windows take turns. The rest are priced as they come.
+            n = together
         session = run_sweep(list(unit), out, replication=Replication(runs=n, first=first),
                             interleave=True, evidence=evidence, shared_from=1,
                             together=n - first + 1, windows_until=started + budget_s / 3)

@@ -103,6 +103,7 @@ from bench.child.windows import (
 )
 from bench.energy import energy_meter
 from bench.errors import Unsupported
+from bench.gpu_build import note_jit_kept
 from bench.hardware import first_cards
 from bench.matrix import block_rounds, round_orders
 from bench.progress import beat
@@ -337,6 +338,8 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
         return time.perf_counter() - t0
 
     set_up_s = build_all(first=True)
+    if not simulated():  # every arm's first call is done: any JIT is in the CUDA cache now
+        note_jit_kept()
     (run_dir / f"ready.{task.name}").touch()
     if pacer is not None:
         pacer.say(b"R")

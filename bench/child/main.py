@@ -40,6 +40,7 @@ from bench.child.gather import gather_hosts
 from bench.child.keras_lane import select_keras
 from bench.child.lean_import import skip_optional_while_tensorflow_imports
 from bench.errors import Unsupported
+from bench.gpu_build import note_jit_kept
 from bench.hardware import detect
 from bench.progress import beat
 from bench.results.mfu import at_sustained_clock
@@ -150,10 +151,13 @@ def run_train(ctx: Context) -> TaskReport:
     """Measure training with the spec's backend: one behind the seam
     (bench.child.backends: jax), else TensorFlow's own path below."""
     from bench.child.backends import lane_backend
+    from bench.strategies import STRATEGIES
 
     backend = lane_backend(ctx.spec.backend)
     if backend is None:
         return run_tf_train(ctx)
+    # What this process trains: an independent copy trains one replica's share.
+    ctx.spec = STRATEGIES.get(ctx.spec.strategy).local_spec(ctx.spec, ctx.task)
     if ctx.spec.mode == "allreduce":  # a simulated server's probe (TensorFlow's: below)
         from bench.child.backends.sim import run_allreduce
 
@@ -232,6 +236,8 @@ def _before_windows(ctx: Context, at_start: Callable[[], None]
                     ) -> Callable[[], float | None]:
     def hook() -> float | None:
         inject_fault(ctx.task, "kill_after_warmup")
+        if not simulated():  # its first call is done: any JIT is in the CUDA cache now
+            note_jit_kept()
         if not ctx.task.barrier:
             at_start()
             return None

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import sim
 from bench.cli.ab import duration
 from bench.cli.common import add_explain, add_matrix_args, specs_from_args, writable_dir
 from bench.cli.report import report_after_sweep
@@ -51,7 +52,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise UsageError(f"no run can start on these GPUs ({fatal[0].problem}); "
                              f"nothing was run")
     out = writable_dir(args.out or new_sweep_dir("sweep"))
-    where = (f"{len(hw.gpus)} GPU(s)" if hw.gpus
+    simulated = sim.active()
+    where = (f"{len(hw.gpus)} GPU(s)" + (f", SIMULATED ({simulated.name}: {sim.SIM_VAR})"
+                                         if simulated else "") if hw.gpus
              else f"CPU only ({hw.cores} cores; device counts are logical devices sharing them)")
     print(f"stratbench: {len(specs)} configuration(s) -> {out}\nmachine: {hw.cpu_model}, {where}")
     if evidence.steps:

@@ -18,8 +18,8 @@ from typing import Any
 
 from bench.errors import UsageError
 
-PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
-WHEELS_DIR = Path(__file__).resolve().parent / "wheels"
+PROFILES_DIR = Path(__file__).resolve().parent.joinpath("profiles")
+WHEELS_DIR = Path(__file__).resolve().parent.joinpath("wheels")
 
 
 @dataclass(frozen=True)

@@ -41,11 +41,11 @@ from bench.results.schema import AllReduceFigures, AllReducePoint
 from bench.sim.profile import Profile
 from bench.sim_model import (
     CONVOLUTIONAL,
-    PARAMS,
     collective,
     device_memory_mib,
     has_tf32,
     model_stats,
+    parameters,
     step_model,
 )
 from bench.spec import RunSpec
@@ -406,7 +406,7 @@ def run_allreduce(spec: RunSpec, task: Task, mark_ready: Callable[[], None],
     idle(p.costs.nccl_init_s)
     out = AllReduceFigures(implementation="NcclAllReduce (simulated)", replicas=n,
                            dtype="float32", warmup_iterations=max(2, spec.warmup_steps))
-    grads = 4 * PARAMS.get(spec.workload, PARAMS["resnet50"])(spec.workload_params())
+    grads = 4 * parameters(spec)
     points = [(human_bytes(b), b) for b in sizes(spec.allreduce_max_bytes)]
     points.append((f"gradients:{spec.workload}", grads))
     for label, size in points:
