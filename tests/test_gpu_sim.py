@@ -426,3 +426,19 @@ def test_independent_copies_each_train_a_replicas_share(on: Any, tmp_path: Path)
     assert one.status == copies.status == "ok", (one.reason, copies.reason)
     ratio = copies.figures.global_throughput / one.figures.global_throughput
     assert 1.8 < ratio < 2.2  # two copies of one card's work, not of two cards' each
+
+
+def test_in_process_mirrored_across_sockets_gets_the_shm_and_p2p_checks(on: Any) -> None:
+    from bench.launch.gpu_preflight import Probe, gpu_preflight, scope_of
+
+    on("4xL40S")  # two cards a socket: GPU0-GPU2 cross the sockets (SYS)
+    hw = detect()
+    small_shm = Probe(shm_size=lambda _path: 64 << 20, nvml=lambda: None,
+                      cupti=lambda: None, build_info=lambda: None)
+    across = scope_of([_spec("mirrored", 4)], hw)
+    assert not across.cards and len(across.in_process) == 4
+    checks = {f.check for f in gpu_preflight(across, small_shm)}
+    assert checks == {"shm", "p2p"}
+    on("8xH100")  # NVSwitch: every pair has peer access, one process needs no shm
+    assert gpu_preflight(scope_of([_spec("mirrored", 8)], detect()), small_shm) == []
+    assert gpu_preflight(scope_of([_spec("one_device", 1)], detect()), small_shm) == []

@@ -135,11 +135,23 @@ class Scope:
     profiled: bool = False
     gpus: tuple[GpuInfo, ...] = ()  # every card any run trains on
     xla: bool = False  # some run compiles its step with XLA
+    # The cards of in-process runs on 2+ GPUs: NCCL inside one process also falls back
+    # on its shared-memory transport between cards without peer access.
+    in_process: tuple[GpuInfo, ...] = ()
+
+
+def _without_p2p(cards: Sequence[GpuInfo], probe: Probe) -> list[dict[str, str]]:
+    """The links of ``topo -m`` between ``cards`` through the CPUs (no peer access)."""
+    wanted = {f"GPU{g.index}" for g in cards}
+    return [link for link in topology_links(probe.topology())
+            if link["a"] in wanted and link["b"] in wanted and link["link"] in NO_P2P_LINKS]
 
 
 def check_shm(scope: Scope, probe: Probe) -> list[Finding]:
-    """/dev/shm too small for NCCL between processes."""
-    if len(scope.cards) < 2:
+    """/dev/shm too small for NCCL between processes, or between the cards of one
+    process that have no peer access (its shared-memory transport then carries them)."""
+    if len(scope.cards) < 2 and not (len(scope.in_process) >= 2
+                                     and _without_p2p(scope.in_process, probe)):
         return []
     size = probe.shm_size(probe.shm_path)
     if size is None:
@@ -178,7 +190,7 @@ def _nvml_no_p2p(nvml: Any, cards: Sequence[GpuInfo]) -> list[tuple[int, int]] |
 def check_p2p(scope: Scope, probe: Probe) -> list[Finding]:
     """Processes with one GPU each whose cards have no peer access: NVML's p2p status
     where it answers, else the links of ``nvidia-smi topo -m``."""
-    cards = [g for g in scope.cards if not g.mig]
+    cards = [g for g in dict.fromkeys([*scope.cards, *scope.in_process]) if not g.mig]
     if len(cards) < 2:
         return []
     fix = ("expect NCCL over host memory, not NVLink or PCIe peer-to-peer; pick GPUs on one "
@@ -191,10 +203,7 @@ def check_p2p(scope: Scope, probe: Probe) -> list[Finding]:
         listed = ", ".join(f"GPU {a}-GPU {b}" for a, b in pairs)
         return [Finding("p2p", f"NVML reports no peer access between {listed}: NCCL "
                                f"moves their data through host shared memory", fix)]
-    wanted = {f"GPU{g.index}" for g in cards}
-    slow = [link for link in topology_links(probe.topology())
-            if link["a"] in wanted and link["b"] in wanted
-            and link["link"] in NO_P2P_LINKS]
+    slow = _without_p2p(cards, probe)
     if not slow:
         return []
     listed = ", ".join(f"{x['a']}-{x['b']} ({x['link']})" for x in slow)
@@ -266,11 +275,15 @@ def scope_of(specs: Sequence[RunSpec], hw: Hardware, profiled: bool = False) -> 
     """The cards the multi-process runs of ``specs`` put in processes of their own, and
     whether any is profiled (``profiled``: a sweep's evidence profiles)."""
     cards: list[GpuInfo] = []
+    shared: list[GpuInfo] = []
     for spec in specs:
         if STRATEGIES.get(spec.strategy).unsupported_reason(spec, hw) is None:
-            cards += [g for g in process_cards(spec, hw) if g not in cards]
+            own = process_cards(spec, hw)
+            cards += [g for g in own if g not in cards]
+            if not own and spec.devices > 1:  # one process on several cards
+                shared += [g for g in hw.gpus[:spec.devices] if g not in shared]
     return Scope(tuple(cards), profiled or any(s.profile_steps for s in specs),
-                 gpus=hw.gpus, xla=any(s.xla for s in specs))
+                 gpus=hw.gpus, xla=any(s.xla for s in specs), in_process=tuple(shared))
 
 
 def gpu_preflight(scope: Scope, probe: Probe | None = None,
