@@ -877,6 +877,11 @@ def nvml_state(nvml: Any, handles: Sequence[Any]) -> list[dict[str, Any]]:
         power, limit = get(h, "nvmlDeviceGetPowerUsage"), \
             get(h, "nvmlDeviceGetPowerManagementLimit")
         persistence = get(h, "nvmlDeviceGetPersistenceMode")
+        # Every process's use of the card as the driver counts it: the allocator's pool
+        # and what no allocator sees (the CUDA context, cuDNN's and cuBLAS's workspaces,
+        # NCCL's buffers), which a multi-GPU run holds more of than one card alone.
+        procs = get(h, "nvmlDeviceGetComputeRunningProcesses")
+        used = [getattr(x, "usedGpuMemory", None) for x in procs or []]
         states.append({
             "index": get(h, "nvmlDeviceGetIndex"),
             "uuid": uuid.decode() if isinstance(uuid, bytes) else uuid,
@@ -891,7 +896,10 @@ def nvml_state(nvml: Any, handles: Sequence[Any]) -> list[dict[str, Any]]:
             "persistence_mode": None if persistence is None else
             ("Enabled" if persistence else "Disabled"),
             "throttle_mask": f"0x{mask:016x}" if mask is not None else None,
-            "throttle_reasons": throttle_reasons(mask)})
+            "throttle_reasons": throttle_reasons(mask),
+            "processes": len(used) if procs is not None else None,
+            "process_memory_bytes": sum(u for u in used if isinstance(u, int))
+            if procs is not None else None})
     return states
 
 

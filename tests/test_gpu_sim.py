@@ -247,6 +247,13 @@ def test_a_run_on_the_simulated_server_is_recorded_as_simulated(
     assert f.joules_per_example and f.joules_per_example > 0  # NVML's counter, simulated
     assert env["gpu_state"]["start"] and env["gpu_state"]["source"] == "nvml"
     assert env["env_vars"]["CUDA_CACHE_MAXSIZE"] == str(gpu_build.CUDA_CACHE_MAXSIZE)
+    # NVML's count of what the process holds on each card, beside the allocator's peak:
+    # with NCCL's buffers a 2-GPU run holds more per card than one card alone.
+    end = env["gpu_state"]["end"]
+    assert [c["processes"] for c in end] == [1, 1]
+    held = end[0]["process_memory_bytes"]
+    one = _run(_small("one_device", 1), tmp_path).environment["gpu_state"]["end"][0]
+    assert held > one["process_memory_bytes"] > 0
 
 
 @pytest.mark.usefixtures("short_idle")

@@ -26,7 +26,9 @@ from __future__ import annotations
 import functools
 import os
 import time
+import types
 from collections.abc import Sequence
+from typing import Any
 
 from bench.sim.profile import Profile, load_profile, profile_names
 
@@ -60,6 +62,15 @@ def uuid_of(profile: Profile, i: int) -> str:
 _busy_since: float | None = None
 _busy_total = 0.0
 _epoch = time.monotonic()
+# What this process holds on each of its cards as the driver counts it (the stand-in's
+# model: context, weights, activations, NCCL's buffers), for NVML's process list.
+_held_bytes = 0
+
+
+def set_held(nbytes: int) -> None:
+    """The stand-in's device memory per card, as NVML reports it for this process."""
+    global _held_bytes
+    _held_bytes = max(0, int(nbytes))
 
 
 def set_busy(busy: bool) -> None:
@@ -223,6 +234,12 @@ class SimNvml:
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, h: int) -> int:
         return self.profile.card.busy_reasons if self._busy(h) else 0x1
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h: int) -> list[Any]:
+        """This process, on its own cards once its stand-in holds memory there."""
+        if h not in _mine(self.profile) or not _held_bytes:
+            return []
+        return [types.SimpleNamespace(pid=os.getpid(), usedGpuMemory=_held_bytes)]
 
     def nvmlDeviceGetTotalEnergyConsumption(self, h: int) -> int:
         """mJ since this process started: idle power all along, plus the load's extra

@@ -58,6 +58,9 @@ FAULTS_VAR = "STRATBENCH_GPU_SIM_FAULTS"
 _AUTOTUNED: set[tuple[int, int]] = set()
 # Whether this process has its kernels compiled (loaded once, for every arm after).
 _JITTED: list[bool] = []
+# What each configuration built in this process holds on a card (the arms of a session
+# keep theirs side by side).
+_HELD: list[int] = []
 
 
 class ResourceExhaustedError(Exception):
@@ -211,6 +214,8 @@ class SimBuilt:
                 f"OOM when allocating tensor: the simulated {p.card.name} holds {have:.0f} "
                 f"MiB and {self.spec.label()} needs about {need:.0f} MiB per card")
         self.held.per_device = int(need * 2**20)
+        _HELD.append(self.held.per_device)
+        sim.set_held(sum(_HELD))
         self.first_done = True
 
     def _call(self) -> int:
