@@ -8,6 +8,7 @@ The faults run against short deadlines so that each ends in seconds.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -449,3 +450,27 @@ def test_in_process_mirrored_across_sockets_gets_the_shm_and_p2p_checks(on: Any)
     on("8xH100")  # NVSwitch: every pair has peer access, one process needs no shm
     assert gpu_preflight(scope_of([_spec("mirrored", 8)], detect()), small_shm) == []
     assert gpu_preflight(scope_of([_spec("one_device", 1)], detect()), small_shm) == []
+
+
+def test_bench_list_on_the_simulated_servers(
+        on: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.cli.main import main
+
+    on("4xL40S")
+    assert main(["list", "--preset", "default"]) == 0
+    out = capsys.readouterr().out
+    assert not any("central_storage" in ln and "will run" in ln for ln in out.splitlines())
+    assert "opt=sgd" in out and "at 2 and 4 GPUs" in out
+    on("8xH100")
+    assert main(["list", "--preset", "default"]) == 0
+    out = capsys.readouterr().out
+    assert "the all-reduce probe it runs first, at 2 and 8 GPUs" in out
+    running = [ln for ln in out.splitlines() if "  will run" in ln]
+    assert running and all("opt=sgd" in ln for ln in running)
+    by_batch: dict[int, set[str]] = {}  # per-replica batch -> what runs there
+    for ln in running:
+        m = re.search(r"resnet50 (\w+) n=(\d+) b=(\d+)", ln)
+        assert m is not None, ln
+        by_batch.setdefault(int(m[3]) // int(m[2]), set()).add(f"{m[1]}-{m[2]}")
+    assert all(runs - {"one_device-1"} for runs in by_batch.values()), by_batch
+    assert "once, before the first step: ~150 s for the first call's JIT" in out
