@@ -832,3 +832,17 @@ def test_a_first_pass_phase_with_nothing_priced_runs_in_one_call(
     phase = [c for c in calls if c[0][0][0] == "cnn"]
     assert len(phase) == 1 and len(phase[0][0]) == 4
     assert phase[0][1] == pytest.approx(started + 600.0 - budget_mod.ENDS_S)
+
+
+def test_a_run_of_its_own_is_priced_from_the_launch_of_a_process_like_its_own() -> None:
+    """Independent copies start a one-device process each: an eight-GPU (here two-device)
+    process's long launch is not theirs; without a process like theirs measured, the
+    longest launch prices them."""
+    knobs = {"max_seconds": 0.5, "min_steps": 3, "max_steps": 400, "repeats": 20}
+    one = ONE.replace(batch=64, **knobs)
+    wide = TWO.replace(batch=64, **knobs)
+    alone = TWO.replace(strategy="independent", batch=64, **knobs)
+    m = budget_mod.COST_MARGIN
+    both = [_heavy(one, 0.01, launch_s=20.0), _heavy(wide, 0.01, launch_s=80.0)]
+    assert budget_mod.first_price([alone], both) == pytest.approx(m * (20.0 + 20 * 0.5))
+    assert budget_mod.first_price([alone], both[1:]) == pytest.approx(m * (80.0 + 20 * 0.5))

@@ -42,6 +42,7 @@ from bench.launch.sweep import Replication, SweepOutcome, run_sweep
 from bench.results.schema import RunResult
 from bench.results.store import SweepStore, load_sweep
 from bench.spec import RunSpec
+from bench.strategies import STRATEGIES
 from reports.places import Place, places, places_text
 from reports.sequential import (
     SETTLED_EVENT,
@@ -104,6 +105,12 @@ class Cost:
         spent = sum(windows_s(r) + profile_s(r) + jit_s(r) for r in group)
         rounds = len(result.figures.windows) if result.figures else 0
         return cls(windows_s(result), max(0.0, result.wall_s - spent), rounds)
+
+
+def process_devices(spec: RunSpec) -> int:
+    """The most devices one process of ``spec``'s run sets up."""
+    return max((t.local_devices for t in STRATEGIES.get(spec.strategy).plan(spec, detect())),
+               default=1)
 
 
 def jit_s(result: RunResult) -> float:
@@ -171,7 +178,11 @@ def first_price(unit: Sequence[RunSpec], results: Sequence[RunResult], sessions:
         return window_s(spec, per_example * spec.global_batch)
 
     if len(unit) == 1:  # a run of its own (a session has two configurations or more)
-        launch = max(r.figures.startup.launch_to_first_step_s - jit_s(r) for r in mine
+        # The longest launch of a process like its own (as many devices a process: one
+        # GPU a worker is no eight-GPU process), else of any.
+        own = process_devices(unit[0])
+        alike = [r for r in mine if process_devices(r.spec) == own] or mine
+        launch = max(r.figures.startup.launch_to_first_step_s - jit_s(r) for r in alike
                      if r.figures is not None)
         return COST_MARGIN * (launch + unit[0].repeats * window(unit[0]))
     costs = last_costs(r for r in results
