@@ -474,3 +474,19 @@ def test_bench_list_on_the_simulated_servers(
         by_batch.setdefault(int(m[3]) // int(m[2]), set()).add(f"{m[1]}-{m[2]}")
     assert all(runs - {"one_device-1"} for runs in by_batch.values()), by_batch
     assert "once, before the first step: ~150 s for the first call's JIT" in out
+
+
+def test_an_unknown_fault_is_refused_before_anything_runs(
+        on: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.cli.main import main
+    from bench.sim.faults import Faults
+
+    on("1xH100")
+    monkeypatch.setenv("STRATBENCH_GPU_SIM_FAULTS", "hang@mirrored,boom=1")
+    out = tmp_path / "sweep"
+    assert main(["run", "--workload", "resnet50", "--strategy", "one_device", "--out",
+                 str(out)]) == 2
+    assert "Received: 'boom=1'" in capsys.readouterr().err and not out.exists()
+    assert Faults.parse("hang@mirrored,jit=3", "mirrored") == Faults(True, 3.0)
+    assert Faults.parse("hang@mirrored", "one_device") == Faults()

@@ -223,7 +223,7 @@ def run_tf_train(ctx: Context) -> TaskReport:
     profile_dir = ctx.profile_dir
     if profile_dir is not None and ctx.task.role != "single":  # one profile per process
         profile_dir = profile_dir / ctx.task.name
-    extras = after_windows(trainer, figures, profile_dir, progress=child_log,
+    extras = after_windows(trainer, figures, profile_dir, progress=ctx.say,
                            evidence_steps=ctx.evidence_steps)
     figures = at_sustained_clock(figures, env.get("gpu_state") or {})
     env["peak_flops"] = extras.peak_entry

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -22,6 +23,7 @@ from bench.launch.interpreter import require_jax
 from bench.launch.sweep import Replication, measured_line, run_sweep
 from bench.launch.usermodel import preflight
 from bench.results.store import SweepStore, load_sweep, new_sweep_dir
+from bench.sim.faults import FAULTS_VAR, Faults
 
 # Two processes is the least that shows run-to-run noise, which on a shared machine is
 # larger than the noise between windows of one process.
@@ -43,6 +45,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         require_jax(len(hw.gpus))
     preflight(specs)  # models of the user's own: one short process builds each (exit 2)
     evidence = Evidence() if args.profile else OFF
+    if sim.active() is not None:  # a simulated server's faults, read as its children will
+        Faults.parse(os.environ.get(FAULTS_VAR, ""), "")
     if hw.gpus:  # what would make NCCL fail or fall back, or a profile empty: said now
         findings = gpu_preflight(scope_of(specs, hw, profiled=bool(evidence.steps)))
         for finding in findings:

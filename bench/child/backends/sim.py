@@ -11,7 +11,7 @@ the configuration's life at the profile's costs, in real time, without TensorFlo
   compile keeps it; then cuDNN's autotuning per GPU, the step's tracing (again per
   replica one process holds) and NCCL's set-up; then the memory check (an OOM where
   the model's memory passes the card's);
-- steps at the throughput model's rate (``step_seconds``) with the profile's window
+- steps at the throughput model's rate (``bench.sim_model``) with the profile's window
   noise, the cards reported busy to nvidia-smi and NVML meanwhile;
 - the peak probe (once per machine) and the profile's capture.
 
@@ -38,6 +38,7 @@ from bench.child.devices import DeviceSetup
 from bench.child.windows import DeviceMemoryProbe, Loop
 from bench.errors import Unsupported
 from bench.results.schema import AllReduceFigures, AllReducePoint
+from bench.sim.faults import FAULTS_VAR, Faults
 from bench.sim.profile import Profile
 from bench.sim_model import (
     CONVOLUTIONAL,
@@ -53,7 +54,6 @@ from bench.tasks import Task
 from workloads import Workload, find_workload
 from workloads.flops import ModelStats
 
-FAULTS_VAR = "STRATBENCH_GPU_SIM_FAULTS"
 # (GPU of this process, per-replica batch) whose convolutions cuDNN has tuned.
 _AUTOTUNED: set[tuple[int, int]] = set()
 # Whether this process has its kernels compiled (loaded once, for every arm after).
@@ -66,38 +66,6 @@ _HELD: list[int] = []
 class ResourceExhaustedError(Exception):
     """The simulated card ran out of memory (named as TensorFlow's class is, so the
     child reports ``oom``)."""
-
-
-@dataclass(frozen=True)
-class Faults:
-    """The faults asked for this process's strategy (``STRATBENCH_GPU_SIM_FAULTS``)."""
-
-    hang: bool = False
-    jit_s: float | None = None
-    memory_mib: float | None = None
-
-    @classmethod
-    def parse(cls, text: str, strategy: str) -> Faults:
-        hang, jit, memory = False, None, None
-        for item in (x.strip() for x in text.split(",") if x.strip()):
-            what, _, only = item.partition("@")
-            if only and only != strategy:
-                continue
-            name, _, value = what.partition("=")
-            try:
-                if name == "hang":
-                    hang = True
-                elif name == "jit":
-                    jit = float(value)
-                elif name == "memory_mib":
-                    memory = float(value)
-                else:
-                    raise ValueError(name)
-            except ValueError:
-                raise Unsupported(f"{FAULTS_VAR} holds an unknown fault: expected hang, "
-                                  f"jit=SECONDS or memory_mib=MIB, each optionally "
-                                  f"@strategy. Received: {item!r}") from None
-        return cls(hang, jit, memory)
 
 
 def active_profile() -> Profile:
@@ -113,7 +81,7 @@ def idle(seconds: float) -> None:
         time.sleep(seconds)
 
 
-def busy(seconds: float, say: Callable[[str], None] | None = None) -> None:
+def busy(seconds: float) -> None:
     """Keep one core busy for ``seconds`` of wall time (a compile), in slices."""
     end = time.monotonic() + seconds
     x = 0
