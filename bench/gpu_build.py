@@ -256,3 +256,25 @@ def note_jit_kept(cache: Path | None = None) -> bool:
     except OSError:
         return False
     return True
+
+
+# The child's cache of achievable peaks (bench.child.probes.peak.CACHE_FILE), and, on a
+# simulated server, the mark its stand-in leaves once it "measured" one.
+PEAK_CACHE_FILE = "peak_flops_v2.json"  # v1 held single-call figures of another method
+
+
+def peak_cached() -> bool:
+    """Whether a run on this machine measured a GPU's achievable peak already (the
+    child's cache holds a GPU entry; on a simulated server, its stand-in's mark)."""
+    from bench import sim
+
+    simulated = sim.active()
+    if simulated is not None:
+        return any((stratbench_cache() / "gpu-sim" / simulated.name).glob("peak-*.done"))
+    from bench.env import fingerprint
+
+    try:
+        text = (stratbench_cache() / PEAK_CACHE_FILE).read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return f"{fingerprint()['machine_id']}|" in text and "|GPU|" in text

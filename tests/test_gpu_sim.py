@@ -393,18 +393,20 @@ def test_a_process_past_its_first_call_marks_the_jit_kept_where_the_cache_can_ho
     assert not gpu_build.note_jit_kept()  # once
 
 
-def test_the_budget_prices_the_jit_once_while_the_cache_is_cold(on: Any) -> None:
+def test_the_budget_prices_the_jit_and_the_peak_once_while_uncached(on: Any) -> None:
     from bench.adaptive.pricing import Pricer
 
     p = on("8xH100")
-    pricer = Pricer(detect())
-    [(what, seconds)] = pricer.one_time()
-    assert seconds == p.costs.jit_s and "sm_90" in what
+    [(jit, jit_s), (peak, peak_s)] = Pricer(detect()).one_time()
+    assert (jit_s, peak_s) == (p.costs.jit_s, p.costs.peak_probe_s)
+    assert "sm_90" in jit and "peak" in peak
     gpu_build.jit_marker().parent.mkdir(parents=True)
     gpu_build.jit_marker().touch()
+    assert [w for w, _ in Pricer(detect()).one_time()] == [peak]
+    (gpu_build.stratbench_cache() / "gpu-sim" / "8xH100" / "peak-float32.done").touch()
     assert Pricer(detect()).one_time() == []
-    on("4xL40S")  # sm_89: the wheel has its SASS
-    assert Pricer(detect()).one_time() == []
+    on("4xL40S")  # sm_89: the wheel has its SASS; its peak not measured yet
+    assert [w for w, _ in Pricer(detect()).one_time()] == [peak]
 
 
 def test_a_gpu_runs_windows_are_priced_at_their_time_bound_with_its_fixed_costs(

@@ -277,14 +277,19 @@ class Pricer:
     def one_time(self) -> list[tuple[str, float]]:
         """What the first run on this machine pays once, before anything is measured
         (what, seconds): the driver's JIT of TensorFlow's kernels where the wheel has no
-        SASS for the card and the CUDA cache does not hold them yet."""
+        SASS for the card and the CUDA cache does not hold them yet; the card's
+        achievable peak where no run measured it yet."""
         if not self.hw.gpus or self.measured:
             return []
+        out: list[tuple[str, float]] = []
         support = jit_support(self.hw)
-        if support is None or support.kind != "jit" or jit_cached():
-            return []
-        return [(f"the first call's JIT ({support.reason}; kept in "
-                 f"{gpu_build.cuda_cache_dir()} for later runs)", self.costs.jit_s)]
+        if support is not None and support.kind == "jit" and not jit_cached():
+            out.append((f"the first call's JIT ({support.reason}; kept in "
+                        f"{gpu_build.cuda_cache_dir()} for later runs)", self.costs.jit_s))
+        if not gpu_build.peak_cached():
+            out.append(("the card's achievable peak, measured once per machine",
+                        self.costs.peak_probe_s))
+        return out
 
 
 def unit_price(prices: Sequence[Price]) -> float:

@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.files import replace_whole
+from bench.gpu_build import PEAK_CACHE_FILE
 from bench.hardware import (  # the GPU datasheet table lives there: the sweep prices from it
     QUIET_OTHERS_SHARE,
     QUIET_STEAL_SHARE,
@@ -82,7 +83,7 @@ QUIET_SAMPLE_S = 0.5  # idle before each measurement, to see who else uses the c
 QUIET_MEASUREMENTS = 2  # quiet measurements to keep the best of
 MAX_MEASUREMENTS = 4  # then the best of what there is, marked not quiet
 METHOD_VERSION = "chained-matmul-1"
-CACHE_FILE = "peak_flops_v2.json"  # v1 held single-call figures of another method
+CACHE_FILE = PEAK_CACHE_FILE  # its keys: bench.gpu_build.peak_cached reads them too
 # How long a process waits for another one measuring a peak before measuring itself
 # (a measurement takes seconds; one stuck past this is not waited on forever).
 MEASURING_WAIT_S = 120.0
