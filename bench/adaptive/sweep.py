@@ -216,8 +216,8 @@ def first_guess_s(unit: Sequence[RunSpec], sessions: int) -> float:
 def affordable_part(unit: Sequence[RunSpec], hw: Hardware, sessions: int, left_s: float,
                     echo: Callable[[str], None]) -> list[RunSpec]:
     """Of ``unit``, what ``left_s`` seconds pay for by a first guess of its first
-    ``sessions`` sessions (builds, warm-ups, ``MIN_ROUNDS`` rounds): all of it where its
-    workload was measured or the guess fits; else its configurations from the plainest
+    ``sessions`` sessions (builds, warm-ups, ``MIN_ROUNDS`` rounds): all of it where the
+    guess fits; else its configurations from the plainest
     and cheapest while they fit (two at least, or none: one arm compares nothing). Each
     one left out is said with its guessed price."""
     runnable = [s for s in unit
