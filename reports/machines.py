@@ -56,7 +56,8 @@ def describe(machine_id: str, runs: list[RunView]) -> Machine:
     # The child's fingerprint carries TensorFlow's part; the parent's (unsupported,
     # timeout) lacks it, so prefer the richest one for single-valued facts.
     richest = max(envs, key=len) if envs else {}
-    gpus = richest.get("gpus") or []
+    # The machine's cards, not the few one process was shown (CUDA_VISIBLE_DEVICES).
+    gpus = richest.get("machine_gpus") or richest.get("gpus") or []
     cores = richest.get("cpu_cores")
     memory = richest.get("memory_bytes")
     gpu_names = [f"{g.get('name')} ({g.get('memory_mib')} MiB)" for g in gpus]
