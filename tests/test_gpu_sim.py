@@ -492,3 +492,17 @@ def test_an_unknown_fault_is_refused_before_anything_runs(
     assert "Received: 'boom=1'" in capsys.readouterr().err and not out.exists()
     assert Faults.parse("hang@mirrored,jit=3", "mirrored") == Faults(True, 3.0)
     assert Faults.parse("hang@mirrored", "one_device") == Faults()
+
+
+def test_on_one_gpu_the_probe_has_nothing_to_time(
+        on: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.cli.allreduce import default_devices
+    from bench.cli.main import main
+
+    assert default_devices(0) == [2] and default_devices(1) == []
+    assert default_devices(2) == [2] and default_devices(8) == [2, 8]
+    on("1xH100")
+    assert main(["allreduce", "--out", str(tmp_path / "probe")]) == 0
+    assert "nothing to all-reduce between" in capsys.readouterr().out
+    assert main(["list", "--preset", "default"]) == 0
+    assert "no all-reduce probe (one GPU)" in capsys.readouterr().out

@@ -77,7 +77,10 @@ def add_parser(sub: Any) -> None:
 
 
 def default_devices(gpus: int) -> list[int]:
-    """The probe's device counts unless asked: 2, and every GPU where there are more."""
+    """The probe's device counts unless asked: 2, and every GPU where there are more;
+    none on one GPU (nothing to all-reduce between); 2 logical devices on a CPU."""
+    if gpus == 1:
+        return []
     return sorted({2, gpus}) if gpus > 2 else [2]
 
 
@@ -104,6 +107,10 @@ def probe_specs(args: argparse.Namespace) -> list[RunSpec]:
 
 
 def cmd_allreduce(args: argparse.Namespace) -> int:
+    if args.devices is None and not default_devices(len(detect().gpus)):
+        print("stratbench allreduce: one GPU, nothing to all-reduce between: no probe "
+              "(--devices asks for one anyway)")
+        return Exit.OK
     specs = probe_specs(args)
     out = writable_dir(args.out or new_sweep_dir("allreduce"))
     print(f"stratbench allreduce: {len(specs)} configuration(s) -> {out}")

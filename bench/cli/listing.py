@@ -51,10 +51,12 @@ def _list_plan(args: argparse.Namespace, hw: Hardware, specs: list[RunSpec],
     """Each configuration with what the first pass does with it, its estimate and
     what was left out: what `bench run` with this budget measures first."""
     results = load_sweep(args.out).results if args.out and args.out.is_dir() else []
-    probe = " and ".join(str(n) for n in default_devices(len(hw.gpus)))
+    counts = default_devices(len(hw.gpus))
+    probe = (f"~{MAKE_BENCH_PROBE_S:.0f} s for the all-reduce probe it runs first, at "
+             f"{' and '.join(map(str, counts))} GPUs" if counts else "no all-reduce probe "
+             "(one GPU)")
     note = (f" (make bench: {MAKE_BENCH_S:.0f} s less {MAKE_BENCH_REPORT_S:.0f} s for the "
-            f"report and ~{MAKE_BENCH_PROBE_S:.0f} s for the all-reduce probe it runs first, "
-            f"at {probe} GPUs; --budget sets another)" if args.budget is None else "")
+            f"report and {probe}; --budget sets another)" if args.budget is None else "")
     first = plan_first_pass(specs, hw, budget_s=budget, preset=args.preset == "default",
                             results=results, links=topology_links(topology()),
                             evidence_steps=DEFAULT_STEPS, budget_note=note)
