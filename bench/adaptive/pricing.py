@@ -14,6 +14,7 @@ how far the guesses of the measured ones were off, component by component.
 from __future__ import annotations
 
 import math
+import os
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
@@ -21,6 +22,7 @@ from dataclasses import dataclass, fields
 from bench import gpu_build, sim
 from bench.hardware import Hardware, gpu_model
 from bench.results.schema import RunResult
+from bench.sim.faults import FAULTS_VAR, Faults
 from bench.sim_model import step_model
 from bench.spec import RunSpec
 from bench.strategies import STRATEGIES
@@ -88,8 +90,10 @@ class GpuCosts:
         if simulated is None:
             return cls()
         c = simulated.costs
+        # A JIT asked for as a fault (STRATBENCH_GPU_SIM_FAULTS=jit=S) is the one priced.
+        jit = Faults.parse(os.environ.get(FAULTS_VAR, ""), "").jit_s
         return cls(c.cudnn_autotune_s, c.nccl_init_s, c.cupti_s, c.trace_parse_per_gpu_s,
-                   c.jit_s, c.peak_probe_s,
+                   c.jit_s if jit is None else jit, c.peak_probe_s,
                    startup_s=c.process_start_s + c.import_tf_s + c.cuda_init_s,
                    build_s_per_hint=c.build_s, trace_s_per_hint=c.trace_s,
                    replica_trace_share=c.trace_per_replica_share)
