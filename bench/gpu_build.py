@@ -194,6 +194,19 @@ def cuda_cache_env(environ: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
+# What TensorFlow's JIT-compiled kernels take in the CUDA cache, where nothing says
+# better (on a simulated server, its profile's figure).
+JIT_CACHE_BYTES = 1 << 30
+
+
+def jit_cache_bytes() -> int:
+    """What the JIT leaves in the CUDA cache (a first guess; a simulated server's own)."""
+    from bench import sim
+
+    simulated = sim.active()
+    return simulated.costs.jit_cache_mib << 20 if simulated is not None else JIT_CACHE_BYTES
+
+
 def cache_bytes(environ: Mapping[str, str]) -> int:
     """What the CUDA cache may hold under ``environ`` (CUDA_CACHE_MAXSIZE, or CUDA's
     default)."""

@@ -409,6 +409,21 @@ def test_the_budget_prices_the_jit_and_the_peak_once_while_uncached(on: Any) -> 
     assert [w for w, _ in Pricer(detect()).one_time()] == [peak]
 
 
+def test_where_the_cache_cannot_keep_the_jit_every_process_is_priced_with_it(
+        on: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.adaptive.pricing import Pricer
+
+    p = on("8xH100")
+    kept = Pricer(detect())
+    monkeypatch.setenv("CUDA_CACHE_MAXSIZE", str(gpu_build.CUDA_CACHE_DEFAULT_BYTES))
+    lost = Pricer(detect())
+    assert not kept.jit_every_process and lost.jit_every_process
+    spec = _spec("one_device", 1)
+    assert lost.first_guess(spec).startup_s == pytest.approx(
+        kept.first_guess(spec).startup_s + p.costs.jit_s)
+    assert "JIT" not in " ".join(w for w, _ in lost.one_time())
+
+
 def test_a_gpu_runs_windows_are_priced_at_their_time_bound_with_its_fixed_costs(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from bench.adaptive.pricing import Pricer

@@ -199,6 +199,13 @@ class Pricer:
         self.hw = hw
         self.evidence_steps = evidence_steps
         self.costs = GpuCosts.here()
+        support = jit_support(hw)
+        # A card that JIT-compiles under a CUDA cache too small to keep the result
+        # (CUDA_CACHE_MAXSIZE set below what TensorFlow's kernels take): every process
+        # pays the JIT, not the machine once.
+        children = {**os.environ, **gpu_build.cuda_cache_env(os.environ)}  # child_env's
+        self.jit_every_process = support is not None and support.kind == "jit" and \
+            gpu_build.cache_bytes(children) < gpu_build.jit_cache_bytes()
         by_key: dict[str, list[Price]] = {}
         specs: dict[str, RunSpec] = {}
         for r in results:
@@ -255,6 +262,8 @@ class Pricer:
         gpu = self.gpu_fixed(spec, local)
         c = self.costs
         startup = c.startup_s if self.hw.gpus else CPU_STARTUP_S
+        if self.jit_every_process:  # the cache cannot keep it: each process compiles
+            startup += c.jit_s
         return Price(
             startup * (1 + EXTRA_PROCESS_SHARE * (len(tasks) - 1)) + gpu[2],
             c.build_s_per_hint * hint,
@@ -287,7 +296,8 @@ class Pricer:
             return []
         out: list[tuple[str, float]] = []
         support = jit_support(self.hw)
-        if support is not None and support.kind == "jit" and not jit_cached():
+        if support is not None and support.kind == "jit" and not jit_cached() \
+                and not self.jit_every_process:
             out.append((f"the first call's JIT ({support.reason}; kept in "
                         f"{gpu_build.cuda_cache_dir()} for later runs)", self.costs.jit_s))
         if not gpu_build.peak_cached():

@@ -2,7 +2,7 @@
 
 Comma-separated, each optionally ``@strategy`` (only that strategy's runs): ``hang``
 (the first collective never returns, the process idle), ``jit=SECONDS`` (the first
-call's JIT takes that long, the CUDA cache cold), ``memory_mib=MIB`` (the card holds
+call's JIT takes that long; kept in the CUDA cache as any JIT), ``memory_mib=MIB`` (the card holds
 that much: 23034, a 24 GB L4's, runs out at batch 128). Read by the stand-in child and
 checked by the parent before anything runs. Shared root: no TensorFlow.
 """

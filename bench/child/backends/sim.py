@@ -17,7 +17,7 @@ the configuration's life at the profile's costs, in real time, without TensorFlo
 
 Faults on demand, ``STRATBENCH_GPU_SIM_FAULTS`` (comma-separated, each optionally
 ``@strategy``): ``hang`` (the first collective never returns, the process idle),
-``jit=S`` (the JIT takes S seconds, cache cold), ``memory_mib=M`` (the card has M MiB).
+``jit=S`` (the JIT takes S seconds), ``memory_mib=M`` (the card has M MiB).
 ``STRATBENCH_FAULT`` (bench.child.main) still kills or hangs a task by name.
 """
 
@@ -243,14 +243,13 @@ class JitCache:
     needed_bytes: int
     directory: Path
     limit_bytes: int
-    forced: bool = False
 
     @property
     def marker(self) -> Path:
         return gpu_build.jit_marker(self.directory)
 
     def warm(self) -> bool:
-        return not self.forced and self.marker.exists()
+        return self.marker.exists()
 
     def compile_if_cold(self, say: Callable[[str], None]) -> float:
         """The JIT where the cache does not hold it (one core busy); its seconds."""
@@ -263,7 +262,7 @@ class JitCache:
         say(f"JIT-compiling TensorFlow's PTX for this card (~{self.jit_s:.0f} s, one core "
             f"busy): {self.support.reason}")
         busy(self.jit_s)
-        if self.needed_bytes <= self.limit_bytes and not self.forced:
+        if self.needed_bytes <= self.limit_bytes:
             self.directory.mkdir(parents=True, exist_ok=True)
             self.marker.touch()
             say("JIT done; kept in the CUDA cache")
@@ -281,7 +280,7 @@ def jit_cache(p: Profile, faults: Faults) -> JitCache:
     directory = Path(os.environ.get("CUDA_CACHE_PATH") or Path.home() / ".nv" / "ComputeCache")
     return JitCache(support, faults.jit_s if faults.jit_s is not None else p.costs.jit_s,
                     p.costs.jit_cache_mib * 2**20, directory,
-                    gpu_build.cache_bytes(os.environ), forced=faults.jit_s is not None)
+                    gpu_build.cache_bytes(os.environ))
 
 
 def visible_cards(p: Profile) -> int:
