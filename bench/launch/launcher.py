@@ -130,6 +130,10 @@ def child_env(task: Task, tf_config: dict[str, Any] | None, hw: Hardware) -> dic
     env.setdefault(CPU_ALLOCATOR_VAR, "1")
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONPATH"] = checkout_pythonpath(env)
+    # `python -m` puts the working directory first on sys.path: a user's own
+    # `workloads/` or `bench/` there would be imported instead of ours (Python 3.11+
+    # leaves it out with this; older interpreters ignore it).
+    env["PYTHONSAFEPATH"] = "1"
     env.pop("TF_CONFIG", None)
     if tf_config is not None:
         env["TF_CONFIG"] = json.dumps(tf_config)
