@@ -15,6 +15,12 @@ import tempfile
 from pathlib import Path
 
 
+def cache_dir() -> Path:
+    """stratbench's cache directory: $STRATBENCH_CACHE_DIR, else ~/.cache/stratbench."""
+    root = os.environ.get("STRATBENCH_CACHE_DIR")
+    return Path(root) if root else Path.home() / ".cache" / "stratbench"
+
+
 def replace_whole(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` in one step: into a temporary file beside it, then
     ``os.replace``. A reader sees the old file or the new one; a write that fails

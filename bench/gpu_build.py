@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.files import cache_dir
+
 # Where TensorFlow keeps its build info, relative to the package.
 BUILD_INFO_FILE = Path("python") / "platform" / "build_info.py"
 # The newest CUDA each driver branch runs (NVIDIA's CUDA compatibility table).
@@ -164,10 +166,11 @@ def _xla_problem(card: int, cuda: str) -> str | None:
             f"assembler knows sm_{newest} at most")
 
 
-def stratbench_cache() -> Path:
-    """stratbench's cache directory ($STRATBENCH_CACHE_DIR, else ~/.cache/stratbench)."""
-    root = os.environ.get("STRATBENCH_CACHE_DIR")
-    return Path(root) if root else Path.home() / ".cache" / "stratbench"
+def sim_state_dir(profile: Any) -> Path:
+    """What a simulated server (``bench.sim``) keeps across processes and sweeps: its
+    CUDA cache and the mark of its peak probe, apart per profile so that its first runs
+    can be replayed cold by removing the directory."""
+    return cache_dir() / "gpu-sim" / profile.name
 
 
 def cuda_cache_dir() -> Path:
@@ -179,8 +182,8 @@ def cuda_cache_dir() -> Path:
 
     simulated = sim.active()
     if simulated is not None:
-        return stratbench_cache() / "gpu-sim" / simulated.name / "cuda"
-    return stratbench_cache() / "cuda"
+        return sim_state_dir(simulated) / "cuda"
+    return cache_dir() / "cuda"
 
 
 def cuda_cache_env(environ: Mapping[str, str]) -> dict[str, str]:
@@ -204,7 +207,13 @@ def jit_cache_bytes() -> int:
     from bench import sim
 
     simulated = sim.active()
-    return simulated.costs.jit_cache_mib << 20 if simulated is not None else JIT_CACHE_BYTES
+    return int(simulated.costs.jit_cache_mib * 2**20) if simulated is not None \
+        else JIT_CACHE_BYTES
+
+
+def cache_keeps_jit(environ: Mapping[str, str]) -> bool:
+    """Whether a CUDA cache under ``environ`` holds TensorFlow's JIT-compiled kernels."""
+    return cache_bytes(environ) >= jit_cache_bytes()
 
 
 def cache_bytes(environ: Mapping[str, str]) -> int:
@@ -246,6 +255,16 @@ def compute_capability(gpu: Any) -> str | None:
                  if re.search(pattern, gpu.name, re.IGNORECASE)), None)
 
 
+def support_of(gpu: Any) -> CardSupport | None:
+    """How the installed wheel runs on ``gpu`` (a ``GpuInfo``); None without a CUDA
+    build's build info, or where the card's architecture is unknown."""
+    build = installed_build_info()
+    if not build or not build.get("is_cuda_build"):
+        return None
+    cc = compute_capability(gpu)
+    return card_support(cc, build, gpu.driver) if cc else None
+
+
 def note_jit_kept(cache: Path | None = None) -> bool:
     """After a process's first call on a card its wheel has no SASS for: mark the CUDA
     cache as holding TensorFlow's compiled kernels (where its size lets it keep them),
@@ -253,15 +272,14 @@ def note_jit_kept(cache: Path | None = None) -> bool:
     from bench.hardware import detect
 
     gpus = detect().gpus
-    build = installed_build_info() if gpus else None
-    if not gpus or not build or not build.get("is_cuda_build"):
+    if not gpus or not cache_keeps_jit(os.environ):
         return False
     marker = jit_marker(cache or (Path(os.environ["CUDA_CACHE_PATH"])
                                   if os.environ.get("CUDA_CACHE_PATH") else None))
-    cc = compute_capability(gpus[0])
-    if marker.exists() or cc is None or cache_bytes(os.environ) < CUDA_CACHE_MAXSIZE // 4:
+    if marker.exists():
         return False
-    if card_support(cc, build, gpus[0].driver).kind != "jit":
+    support = support_of(gpus[0])
+    if support is None or support.kind != "jit":
         return False
     try:
         marker.parent.mkdir(parents=True, exist_ok=True)
@@ -283,11 +301,11 @@ def peak_cached() -> bool:
 
     simulated = sim.active()
     if simulated is not None:
-        return any((stratbench_cache() / "gpu-sim" / simulated.name).glob("peak-*.done"))
+        return any(sim_state_dir(simulated).glob("peak-*.done"))
     from bench.env import fingerprint
 
     try:
-        text = (stratbench_cache() / PEAK_CACHE_FILE).read_text(encoding="utf-8")
+        text = (cache_dir() / PEAK_CACHE_FILE).read_text(encoding="utf-8")
     except OSError:
         return False
     return f"{fingerprint()['machine_id']}|" in text and "|GPU|" in text

@@ -10,15 +10,13 @@ from typing import Any
 
 from bench.errors import Unsupported
 from bench.sim.profile import Profile
-from bench.spec import RunSpec
+from bench.spec import OPTIMIZER_SLOTS, RunSpec
 from bench.strategies import STRATEGIES
 from workloads import Workload, find_workload
 from workloads.flops import ModelStats
 
 # The anchor workload's parameters (its FLOPs scale the others' step time).
 ANCHOR_PARAMS = {"image_size": 224, "classes": 1000}
-# A workload with convolutions has cuDNN autotune its first step on each GPU.
-CONVOLUTIONAL = ("resnet50", "cnn")
 
 
 def model_params(spec: RunSpec) -> tuple[Workload, dict[str, Any]]:
@@ -29,6 +27,13 @@ def model_params(spec: RunSpec) -> tuple[Workload, dict[str, Any]]:
                           f"and parameters are known without building them. Received: "
                           f"workload={spec.workload}")
     return workload, spec.workload_params()
+
+
+def convolutional(spec: RunSpec) -> bool:
+    """Whether ``spec``'s model autotunes cuDNN's convolutions (``Workload.convolutional``;
+    a model of the user's own is not inspected: no)."""
+    workload = find_workload(spec.workload)
+    return isinstance(workload, Workload) and workload.convolutional
 
 
 def parameters(spec: RunSpec) -> int:
@@ -70,22 +75,26 @@ def has_tf32(p: Profile) -> bool:
 
 def collective(spec: RunSpec) -> bool:
     """Whether ``spec``'s replicas all-reduce their gradients over NCCL."""
-    factory = STRATEGIES.get(spec.strategy)
-    return spec.replicas > 1 and factory.no_allreduce_reason is None and \
-        not factory.variables_on_host
+    return STRATEGIES.get(spec.strategy).all_reduces(spec)
+
+
+def flops_over_anchor(p: Profile, spec: RunSpec) -> float:
+    """``spec``'s training FLOPs per example over the profile's anchor workload's (its
+    step time and its activations scale with them)."""
+    workload, params = model_params(spec)
+    anchor = find_workload(p.throughput.anchor_workload)
+    assert workload.train_flops is not None
+    assert isinstance(anchor, Workload) and anchor.train_flops is not None
+    return workload.train_flops(params) / anchor.train_flops(
+        anchor.resolve("default", ANCHOR_PARAMS))
 
 
 def step_model(p: Profile, spec: RunSpec, local_replicas: int) -> StepModel:
     """The throughput model (``bench.sim.profile.Throughput``) for ``spec`` in a process
     holding ``local_replicas`` of its replicas."""
     tp = p.throughput
-    workload, params = model_params(spec)
-    assert workload.train_flops is not None
-    anchor = find_workload(tp.anchor_workload)
-    assert isinstance(anchor, Workload) and anchor.train_flops is not None
-    ratio = anchor.train_flops(anchor.resolve("default", ANCHOR_PARAMS)) / \
-        workload.train_flops(params)
-    best = tp.anchor_examples_s * (tp.anchor_batch + tp.half_batch) / tp.anchor_batch * ratio
+    best = tp.anchor_examples_s * (tp.anchor_batch + tp.half_batch) / tp.anchor_batch / \
+        flops_over_anchor(p, spec)
     if spec.precision != "float32":
         best *= tp.mixed_factor
     elif not spec.tf32 and has_tf32(p):
@@ -109,15 +118,10 @@ def device_memory_mib(p: Profile, spec: RunSpec, replicas: int) -> float:
     """What one card holds for ``spec``: the context, the weights with their gradients
     and optimizer slots, the activations of a replica's batch, NCCL's buffers."""
     tp = p.throughput
-    workload, params = model_params(spec)
-    assert workload.train_flops is not None
-    anchor = find_workload(tp.anchor_workload)
-    assert isinstance(anchor, Workload) and anchor.train_flops is not None
-    per_example = tp.activation_mib_per_example * workload.train_flops(params) / \
-        anchor.train_flops(anchor.resolve("default", ANCHOR_PARAMS))
+    per_example = tp.activation_mib_per_example * flops_over_anchor(p, spec)
     if spec.precision != "float32":
         per_example /= 2
-    slots = {"adam": 2, "sgd": 1}.get(spec.optimizer, 2)
+    slots = OPTIMIZER_SLOTS.get(spec.optimizer, 2)
     weights = 4 * parameters(spec) * (2 + slots) / 2**20
     nccl = tp.nccl_mib if collective(spec) else 0.0
     return tp.context_mib + weights + per_example * spec.per_replica_batch + nccl

@@ -20,6 +20,9 @@ BATCH_MODES = ("global", "per_replica")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 DATA_SOURCES = ("synthetic", "tfdata")
 OPTIMIZERS = ("sgd", "adam")
+# Copies an optimizer keeps of each weight besides the weight and its gradient (SGD's
+# momentum; Adam's two moments): the memory a configuration holds, priced before it runs.
+OPTIMIZER_SLOTS = {"sgd": 1, "adam": 2}
 SIZES = ("default", "tiny")
 COMMUNICATIONS = ("auto", "ring", "nccl")
 PARTITIONERS = ("none", "fixed", "min_size")

@@ -203,6 +203,12 @@ class StrategyFactory:
     # that a TensorFlow and Keras that fixed it simply run. A sweep's plan leaves it out.
     batch_norm_limit: LoopLimit | None = None
 
+    def all_reduces(self, spec: SpecView) -> bool:
+        """Whether ``spec``'s replicas all-reduce their gradients (NCCL's on GPUs): a
+        communicator to set up at the first collective, its buffers on every card."""
+        return self.replicas(spec) > 1 and self.no_allreduce_reason is None and \
+            not self.variables_on_host
+
     def batch_norm_reason(self, spec: SpecView) -> str | None:
         """Why this strategy cannot train ``spec``'s model, a built-in workload with
         BatchNormalization layers, on ``spec``'s lane and replicas (None: it can, or the

@@ -403,7 +403,7 @@ def test_the_budget_prices_the_jit_and_the_peak_once_while_uncached(on: Any) -> 
     gpu_build.jit_marker().parent.mkdir(parents=True)
     gpu_build.jit_marker().touch()
     assert [w for w, _ in Pricer(detect()).one_time()] == [peak]
-    (gpu_build.stratbench_cache() / "gpu-sim" / "8xH100" / "peak-float32.done").touch()
+    (gpu_build.sim_state_dir(p) / "peak-float32.done").touch()
     assert Pricer(detect()).one_time() == []
     on("4xL40S")  # sm_89: the wheel has its SASS; its peak not measured yet
     assert [w for w, _ in Pricer(detect()).one_time()] == [peak]

@@ -43,6 +43,7 @@ WORKLOADS.register("cnn", Workload(
     input_shape=lambda p: (p["image_size"], p["image_size"], p["channels"]),
     teacher_pool=4,
     cost_hint=1.2,
+    convolutional=True,
     train_flops=cnn_train_flops,
     params=cnn_params,
 ))
@@ -62,6 +63,7 @@ WORKLOADS.register("resnet50", Workload(
     train_flops=resnet50_train_flops,
     params=resnet50_params,
     batch_norm=True,
+    convolutional=True,
 ))
 WORKLOADS.register("transformer", Workload(
     name="transformer",

@@ -62,6 +62,9 @@ class Workload:
     # (``StrategyFactory.batch_norm_limit``). A model of the user's own is not
     # inspected before it runs: its run finds out.
     batch_norm: bool = False
+    # The model has convolutions: its first step on a GPU has cuDNN try their algorithms
+    # (autotuning), once per GPU and process, a cost a sweep prices.
+    convolutional: bool = False
 
     def resolve(self, size: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
         """Parameters for a variant with overrides applied; unknown keys are errors."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bench.hardware import Hardware
-from bench.spec import RunSpec
+from bench.spec import OPTIMIZER_SLOTS, RunSpec
 from bench.strategies import STRATEGIES
 from workloads import Workload, find_workload
 
@@ -28,8 +28,6 @@ ACTIVATION_BYTES_PER_FLOP = 0.02
 # session alone above ``ALONE_SHARE`` is said before it starts.
 SHARE = 0.6
 ALONE_SHARE = 0.85
-# Copies an optimizer keeps per weight besides the weight and its gradient.
-SLOTS = {"adam": 2, "adamw": 2, "sgd": 1}
 
 
 def arm_bytes(spec: RunSpec) -> tuple[int, int] | None:
@@ -42,7 +40,7 @@ def arm_bytes(spec: RunSpec) -> tuple[int, int] | None:
         return None
     p = spec.workload_params()
     copies = 1 if STRATEGIES.get(spec.strategy).variables_on_host else spec.devices
-    held = 4 * workload.params(p) * (2 + SLOTS.get(spec.optimizer, 2)) * copies
+    held = 4 * workload.params(p) * (2 + OPTIMIZER_SLOTS.get(spec.optimizer, 2)) * copies
     forward = workload.train_flops(p) / 3
     transient = ACTIVATION_BYTES_PER_FLOP * forward * spec.global_batch * spec.grad_accum
     return int(held), int(transient)

@@ -23,7 +23,7 @@ from bench import gpu_build, sim
 from bench.hardware import Hardware, gpu_model
 from bench.results.schema import RunResult
 from bench.sim.faults import FAULTS_VAR, Faults
-from bench.sim_model import step_model
+from bench.sim_model import convolutional, step_model
 from bench.spec import RunSpec
 from bench.strategies import STRATEGIES
 from workloads import find_workload
@@ -97,10 +97,6 @@ class GpuCosts:
                    startup_s=c.process_start_s + c.import_tf_s + c.cuda_init_s,
                    build_s_per_hint=c.build_s, trace_s_per_hint=c.trace_s,
                    replica_trace_share=c.trace_per_replica_share)
-
-
-# Workloads whose first step autotunes cuDNN's convolutions on each GPU.
-CONVOLUTIONAL = ("resnet50", "cnn")
 
 
 class PriceError(ValueError):
@@ -199,13 +195,13 @@ class Pricer:
         self.hw = hw
         self.evidence_steps = evidence_steps
         self.costs = GpuCosts.here()
-        support = jit_support(hw)
-        # A card that JIT-compiles under a CUDA cache too small to keep the result
-        # (CUDA_CACHE_MAXSIZE set below what TensorFlow's kernels take): every process
-        # pays the JIT, not the machine once.
+        # How the wheel runs on the card (nvidia-smi asked once): a JIT under a CUDA
+        # cache too small to keep it (CUDA_CACHE_MAXSIZE set below what TensorFlow's
+        # kernels take) is paid by every process, not the machine once.
+        self.support = gpu_build.support_of(hw.gpus[0]) if hw.gpus else None
         children = {**os.environ, **gpu_build.cuda_cache_env(os.environ)}  # child_env's
-        self.jit_every_process = support is not None and support.kind == "jit" and \
-            gpu_build.cache_bytes(children) < gpu_build.jit_cache_bytes()
+        self.jit_every_process = self.support is not None and self.support.kind == "jit" \
+            and not gpu_build.cache_keeps_jit(children)
         by_key: dict[str, list[Price]] = {}
         specs: dict[str, RunSpec] = {}
         for r in results:
@@ -280,11 +276,8 @@ class Pricer:
         if not self.hw.gpus:
             return 0.0, 0.0, 0.0
         c = self.costs
-        factory = STRATEGIES.get(spec.strategy)
-        collective = spec.devices > 1 and factory.no_allreduce_reason is None \
-            and not factory.variables_on_host
-        autotune = c.cudnn_autotune_s * local if spec.workload in CONVOLUTIONAL else 0.0
-        return (c.nccl_init_s if collective else 0.0,
+        autotune = c.cudnn_autotune_s * local if convolutional(spec) else 0.0
+        return (c.nccl_init_s if STRATEGIES.get(spec.strategy).all_reduces(spec) else 0.0,
                 c.cupti_s + c.trace_parse_per_gpu_s * local, autotune)
 
     def one_time(self) -> list[tuple[str, float]]:
@@ -295,7 +288,7 @@ class Pricer:
         if not self.hw.gpus or self.measured:
             return []
         out: list[tuple[str, float]] = []
-        support = jit_support(self.hw)
+        support = self.support
         if support is not None and support.kind == "jit" and not jit_cached() \
                 and not self.jit_every_process:
             out.append((f"the first call's JIT ({support.reason}; kept in "
@@ -328,16 +321,6 @@ def _factors(pairs: Sequence[tuple[Price, Price]]) -> dict[str, float]:
         if ratios:
             out[n] = statistics.median(ratios)
     return out
-
-
-def jit_support(hw: Hardware) -> gpu_build.CardSupport | None:
-    """How the installed wheel runs on ``hw``'s first card (None: no GPU, no wheel
-    build info, or the card's architecture unknown)."""
-    build = gpu_build.installed_build_info()
-    if not hw.gpus or not build or not build.get("is_cuda_build"):
-        return None
-    cc = gpu_build.compute_capability(hw.gpus[0])
-    return gpu_build.card_support(cc, build, hw.gpus[0].driver) if cc else None
 
 
 def jit_cached() -> bool:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bench import sim
 from bench.errors import UsageError
-from bench.files import replace_whole
+from bench.files import cache_dir, replace_whole
 from bench.launch.launcher import checkout_pythonpath
 
 # Importing TensorFlow cold (first time after an install, a slow disk) takes seconds.
@@ -206,8 +206,7 @@ def require_jax(gpus: int, python: str | None = None,
 
 def tensorflow_check_cache() -> Path:
     """Where ``require_tensorflow`` keeps its answers ($STRATBENCH_CACHE_DIR)."""
-    root = os.environ.get("STRATBENCH_CACHE_DIR") or Path.home() / ".cache" / "stratbench"
-    return Path(root) / "tensorflow-check.json"
+    return cache_dir() / "tensorflow-check.json"
 
 
 def _read_json(path: Path) -> dict[str, object]:

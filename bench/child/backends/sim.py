@@ -41,8 +41,8 @@ from bench.results.schema import AllReduceFigures, AllReducePoint
 from bench.sim.faults import FAULTS_VAR, Faults
 from bench.sim.profile import Profile
 from bench.sim_model import (
-    CONVOLUTIONAL,
     collective,
+    convolutional,
     device_memory_mib,
     has_tf32,
     model_stats,
@@ -94,14 +94,6 @@ def hang_forever() -> None:
     """A collective whose peers never answer: the process waits, idle, until killed."""
     while True:
         time.sleep(3600)
-
-
-def sim_state_dir(p: Profile) -> Path:
-    """Where the simulated machine keeps what outlives a process (the peak probe's
-    mark): per profile, under the cache directory."""
-    path = gpu_build.stratbench_cache() / "gpu-sim" / p.name
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 @dataclass
@@ -158,7 +150,7 @@ class SimBuilt:
         self.jit_paid_s = jit_cache(p, self.faults).compile_if_cold(say)
         hint = find_workload(self.spec.workload)
         cost = hint.cost_hint if isinstance(hint, Workload) else 1.0
-        if self.spec.workload in CONVOLUTIONAL:
+        if convolutional(self.spec):
             # cuDNN keeps what it tuned per GPU and shape for the process's life: an arm
             # after another of the same per-replica batch on a GPU tunes nothing there.
             new = {(g, self.spec.per_replica_batch) for g in range(self.local_replicas)}
@@ -262,7 +254,7 @@ class JitCache:
         say(f"JIT-compiling TensorFlow's PTX for this card (~{self.jit_s:.0f} s, one core "
             f"busy): {self.support.reason}")
         busy(self.jit_s)
-        if self.needed_bytes <= self.limit_bytes:
+        if gpu_build.cache_keeps_jit(os.environ):
             self.directory.mkdir(parents=True, exist_ok=True)
             self.marker.touch()
             say("JIT done; kept in the CUDA cache")
@@ -334,9 +326,10 @@ class SimBackend:
         390 of 494.7, bf16 793 of 989.4); measured once per simulated machine."""
         from bench.hardware import gpu_model
 
-        mark = sim_state_dir(self.profile) / f"peak-{dtype}.done"
+        mark = gpu_build.sim_state_dir(self.profile) / f"peak-{dtype}.done"
         if refresh or not mark.exists():
             idle(self.profile.costs.peak_probe_s)
+            mark.parent.mkdir(parents=True, exist_ok=True)
             mark.touch()
         model = gpu_model(self.profile.card.name)
         if model is None:

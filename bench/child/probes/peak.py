@@ -52,7 +52,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.files import replace_whole
+from bench.files import cache_dir, replace_whole
 from bench.gpu_build import PEAK_CACHE_FILE
 from bench.hardware import (  # the GPU datasheet table lives there: the sweep prices from it
     QUIET_OTHERS_SHARE,
@@ -395,8 +395,7 @@ def _lscpu_max_mhz() -> float | None:
 
 # -- achievable peak (measured with TensorFlow, cached) ----------------------------------
 def cache_path() -> Path:
-    root = os.environ.get("STRATBENCH_CACHE_DIR") or Path.home() / ".cache" / "stratbench"
-    return Path(root) / CACHE_FILE
+    return cache_dir() / CACHE_FILE
 
 
 def device_kind(device: str) -> str:
