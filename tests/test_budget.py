@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import random
 import time
@@ -846,3 +847,25 @@ def test_a_run_of_its_own_is_priced_from_the_launch_of_a_process_like_its_own() 
     both = [_heavy(one, 0.01, launch_s=20.0), _heavy(wide, 0.01, launch_s=80.0)]
     assert budget_mod.first_price([alone], both) == pytest.approx(m * (20.0 + 20 * 0.5))
     assert budget_mod.first_price([alone], both[1:]) == pytest.approx(m * (80.0 + 20 * 0.5))
+
+
+def test_a_once_per_machine_jit_stays_out_of_the_next_runs_prices() -> None:
+    """The driver's JIT a cold CUDA cache cost the first run (``Warmup.jit_s``) is paid
+    once per machine: neither the configuration's measured warm-up, nor its session's
+    fixed part, nor a run of its own's launch carries it into the next price."""
+    from bench.adaptive.pricing import measured_price
+
+    knobs = {"max_seconds": 0.5, "min_steps": 3, "max_steps": 400, "repeats": 20}
+    one = ONE.replace(batch=64, **knobs)
+    plain = _heavy(one, 0.01, launch_s=170.0)
+    jit = copy.deepcopy(plain)
+    assert jit.figures is not None and plain.figures is not None
+    jit.figures.warmup = dataclasses.replace(jit.figures.warmup, jit_s=150.0)
+    assert measured_price(plain).warmup_s - measured_price(jit).warmup_s == \
+        pytest.approx(min(150.0, plain.figures.warmup.total_s))
+    assert budget_mod.Cost.of(plain).fixed_s - budget_mod.Cost.of(jit).fixed_s == \
+        pytest.approx(min(150.0, budget_mod.Cost.of(plain).fixed_s))
+    alone = TWO.replace(strategy="independent", batch=64, **knobs)
+    m = budget_mod.COST_MARGIN
+    assert budget_mod.first_price([alone], [jit]) == pytest.approx(m * (20.0 + 20 * 0.5))
+    assert budget_mod.first_price([alone], [plain]) == pytest.approx(m * (170.0 + 20 * 0.5))

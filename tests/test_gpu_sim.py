@@ -248,6 +248,11 @@ def test_a_run_on_the_simulated_server_is_recorded_as_simulated(
     assert f.joules_per_example and f.joules_per_example > 0  # NVML's counter, simulated
     assert env["gpu_state"]["start"] and env["gpu_state"]["source"] == "nvml"
     assert env["env_vars"]["CUDA_CACHE_MAXSIZE"] == str(gpu_build.CUDA_CACHE_MAXSIZE)
+    # Nothing of it in a real machine's caches: its peak and CUDA cache stay apart.
+    from bench.files import cache_dir
+    assert not (cache_dir() / gpu_build.PEAK_CACHE_FILE).exists()
+    assert env["env_vars"]["CUDA_CACHE_PATH"].startswith(
+        str(gpu_build.sim_state_dir(sim.active())))
     # NVML's count of what the process holds on each card, beside the allocator's peak:
     # with NCCL's buffers a 2-GPU run holds more per card than one card alone.
     end = env["gpu_state"]["end"]
@@ -327,6 +332,8 @@ def test_the_jit_is_paid_once_when_the_cache_keeps_it_and_again_when_it_cannot(
     spec = _small("one_device", 1)
     first, second = _run(spec, tmp_path), _run(spec, tmp_path)
     assert first.figures.warmup.first_call_s >= 3 > second.figures.warmup.first_call_s
+    # The run says which of its seconds were the JIT: the budget keeps them apart.
+    assert first.figures.warmup.jit_s == 3.0 and second.figures.warmup.jit_s == 0.0
     assert gpu_build.jit_marker().exists()
     # CUDA's default cache (256 MiB) cannot hold the kernels: every process compiles.
     shutil.rmtree(gpu_build.cuda_cache_dir())

@@ -256,3 +256,15 @@ def test_readers_never_create_a_store(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["compare", "sweep=1", "sweep=2", "--history", str(missing)]) == 2
     assert "no history store at" in capsys.readouterr().err
     assert not missing.exists()
+
+
+def test_a_simulated_servers_results_never_enter_the_history(tmp_path: Path) -> None:
+    """A simulated GPU server's figures are its model's (bench.sim): ingest skips them,
+    saying why, and keeps the real ones beside them."""
+    real = result(STEADY, devices=1)
+    simulated = result(STEADY, devices=2, environment={**env(), "simulated": "8xH100"})
+    d = sweep(tmp_path, "mixed", [real, simulated])
+    with History(tmp_path / "h.sqlite") as h:
+        report = h.ingest(d)
+        assert report.added == 1 and len(h.rows()) == 1
+        assert len(report.skipped) == 1 and "simulated server 8xH100" in report.skipped[0]
