@@ -31,6 +31,7 @@ from bench.cli import (
     report,
     run,
     show,
+    slurm_script,
     tensorboard_export,
     worker,
 )
@@ -40,7 +41,8 @@ from bench.hardware import detect
 from bench.launch.interpreter import require_tensorflow
 
 COMMANDS = (run, listing, env, show, report, tensorboard_export, history, compare, nightly,
-            ab, allreduce, worker, cluster_demo, lab, k8s_manifest, project, gpu_smoke)
+            ab, allreduce, worker, cluster_demo, lab, k8s_manifest, slurm_script, project,
+            gpu_smoke)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -2,7 +2,7 @@
 
 Every host runs the same command with the same configuration; the cluster comes
 from TF_CONFIG (set by the user or by Kubernetes tooling) or, under Slurm, from
-Slurm's variables through TensorFlow's SlurmClusterResolver. The chief (the
+Slurm's variables (``bench.launch.slurm.step``). The chief (the
 MultiWorkerMirrored worker 0, or the ParameterServer coordinator) writes the
 run's result into ``--out`` like a sweep, with every host's figures gathered
 through the cluster; the other tasks print a line and exit (parameter-server and
@@ -35,8 +35,20 @@ def spec_from_file(path: Path) -> RunSpec:
                          f"Received: --spec={path}") from None
 
 
+def spec_from_json(text: str) -> RunSpec:
+    """The RunSpec written out as JSON text (``--spec-json``, as slurm-script does)."""
+    try:
+        return RunSpec.from_dict(json.loads(text))
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise UsageError(f"--spec-json must be a RunSpec as JSON: {exc}. "
+                         f"Received: --spec-json={text[:200]!r}") from None
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
-    specs = [spec_from_file(args.spec)] if args.spec else specs_from_args(args)
+    if args.spec_json:
+        specs = [spec_from_json(args.spec_json)]
+    else:
+        specs = [spec_from_file(args.spec)] if args.spec else specs_from_args(args)
     if len(specs) != 1:
         raise UsageError(f"worker runs exactly one configuration; the options give "
                          f"{len(specs)}")
@@ -61,6 +73,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--spec", type=Path,
                    help="the configuration as a RunSpec JSON file (or a stored result) "
                         "instead of the matrix options: every host runs the same file")
+    p.add_argument("--spec-json", help="the configuration as RunSpec JSON text (what "
+                                       "`stratbench slurm-script` writes into its job)")
     p.add_argument("--cluster", choices=["auto", "tf_config", "slurm"], default="auto",
                    help="where the cluster comes from (auto: TF_CONFIG if set, else Slurm)")
     p.set_defaults(func=cmd_worker, needs_tensorflow=True)

@@ -2,8 +2,7 @@
 
 Every host runs the same command with the same configuration; the cluster comes
 from TF_CONFIG (set by the user, Kubernetes tooling or ``bench cluster-demo``)
-or, under Slurm, from Slurm's variables through TensorFlow's SlurmClusterResolver
-(resolved in a short child process: this side never imports TensorFlow). The
+or, under Slurm, from Slurm's own variables (``bench.launch.slurm.step``). The
 task runs in a supervised child process; past the spec's timeout it dumps its
 stacks into its log and is killed.
 
@@ -37,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.env import now_iso
-from bench.errors import BenchError, UsageError
+from bench.errors import UsageError
 from bench.exits import Exit
-from bench.hardware import cpu_budget, detect
+from bench.hardware import GpuInfo, Hardware, cpu_budget, detect
 from bench.launch.launcher import (
     STACK_DUMP_WAIT_S,
     child_command,
@@ -49,6 +48,8 @@ from bench.launch.launcher import (
     process_group,
     task_args,
 )
+from bench.launch.slurm import step as slurm
+from bench.launch.slurm.step import SlurmStep
 from bench.results.combination import combine
 from bench.results.mfu import TaskPeak, run_mfu
 from bench.results.payload import TaskReport, read_report
@@ -56,9 +57,8 @@ from bench.results.schema import Figures
 from bench.results.store import SweepStore, save
 from bench.spec import RunSpec
 from bench.strategies import STRATEGIES
-from bench.tasks import Task
+from bench.tasks import RUN_GPUS, Task
 
-SLURM_RESOLVE_TIMEOUT_S = 120.0
 # Task.extra flag that makes the child gather every host's figures (bench.child.gather).
 GATHER_FLAG = "gather"
 # What an emulated host was given (CPU budget, link), as JSON set by the launcher that
@@ -71,22 +71,16 @@ PROBE_TIMEOUT_S = 2.0
 WATCH_INTERVAL_S = 1.0
 WATCH_MISSES = 3
 MAX_REPLICATES = 1000
+# A task under Slurm ends this long before its job's time limit, so that its stacks,
+# the gathering and the chief's result fit before Slurm kills the step.
+SLURM_MARGIN_S = 20.0
 
 
-def tf_config_from_slurm(strategy: str, ps_tasks: int) -> dict[str, Any]:
-    """TF_CONFIG for this Slurm task, from TensorFlow's SlurmClusterResolver (child)."""
-    cmd = child_command("bench.child.slurm", "--strategy", strategy, "--ps-tasks",
-                        str(ps_tasks))
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True,
-                             timeout=SLURM_RESOLVE_TIMEOUT_S, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired as exc:
-        raise BenchError(f"resolving the Slurm cluster took over "
-                         f"{SLURM_RESOLVE_TIMEOUT_S:g} s") from exc
-    except subprocess.CalledProcessError as exc:
-        raise BenchError(f"resolving the Slurm cluster failed: {exc.stderr.strip()[-500:]}"
-                         ) from exc
-    return dict(json.loads(out.stdout))
+def tf_config_from_slurm(strategy: str, ps_tasks: int) -> tuple[dict[str, Any], SlurmStep]:
+    """TF_CONFIG for this Slurm task, from Slurm's variables (``bench.launch.slurm``)."""
+    step = SlurmStep.from_env()
+    return (slurm.tf_config(step, strategy, ps_tasks, slurm.node_addresses(step.nodes)),
+            step)
 
 
 @dataclass(frozen=True)
@@ -95,42 +89,69 @@ class Member:
 
     name: str  # e.g. "worker1": TF_CONFIG job + index, as Task.name
     address: str  # host:port
+    node: str | None = None  # the Slurm node it runs on, where Slurm placed it
+
+    @property
+    def label(self) -> str:
+        """How a message names it: task, address and, under Slurm, node."""
+        where = f"{self.address} on node {self.node}" if self.node else self.address
+        return f"{self.name} ({where})"
 
     def endpoint(self) -> tuple[str, int]:
         host, _, port = self.address.rpartition(":")
         return host.strip("[]"), int(port)
 
 
-def members(tf_config: dict[str, Any]) -> list[Member]:
-    """Every task of TF_CONFIG's cluster, chief job first (TensorFlow's ranking)."""
+def members(tf_config: dict[str, Any], step: SlurmStep | None = None) -> list[Member]:
+    """Every task of TF_CONFIG's cluster, chief job first (TensorFlow's ranking); under
+    Slurm (``step``) each with its node."""
     cluster = tf_config.get("cluster") or {}
     jobs = sorted(cluster, key=lambda j: (j != "chief", j))
-    return [Member(f"{job}{i}", addr) for job in jobs for i, addr in enumerate(cluster[job])]
+    found = [Member(f"{job}{i}", addr) for job in jobs for i, addr in enumerate(cluster[job])]
+    if step is None:
+        return found
+    # The Slurm cluster lists its tasks in rank order, job after job (chief, ps, worker).
+    nodes = step.rank_nodes()
+    return [replace(m, node=nodes[i]) for i, m in enumerate(found)]
 
 
-def run_worker(spec: RunSpec, cluster: str, out: Path) -> int:
-    """Run this host's task of ``spec``; the chief stores the run's result in ``out``.
+@dataclass(frozen=True)
+class Placement:
+    """Where this task sits: its TF_CONFIG, its Slurm step (None outside Slurm) and
+    the epoch second by which it must end (the Slurm job's end; None: no such end)."""
 
-    Returns 0 when the task ended ok or unsupported, ``Exit.RUNS_FAILED`` (3) otherwise.
-    Raises UsageError for a cluster description that does not fit the spec.
-    """
+    tf_config: dict[str, Any]
+    step: SlurmStep | None = None
+    ends_at: float | None = None
 
-    factory = STRATEGIES.get(spec.strategy)
+
+def placement(spec: RunSpec, cluster: str) -> Placement:
+    """This task's cluster, from TF_CONFIG or Slurm's variables (``cluster``: auto,
+    tf_config or slurm). Raises UsageError for a description that cannot be read."""
     source = cluster
     if source == "auto":
         source = "tf_config" if os.environ.get("TF_CONFIG") else "slurm"
+    step = None
+    ends_at = None
     if source == "slurm":
         if "SLURM_JOB_ID" not in os.environ:
             raise UsageError("no TF_CONFIG and not inside a Slurm job (SLURM_JOB_ID unset)")
-        os.environ["TF_CONFIG"] = json.dumps(tf_config_from_slurm(spec.strategy,
-                                                                  spec.ps_tasks or 1))
+        config, step = tf_config_from_slurm(spec.strategy, spec.ps_tasks or 1)
+        os.environ["TF_CONFIG"] = json.dumps(config)
+        ends_at = slurm.job_end_epoch(step.job_id)
     try:
         tf_config = json.loads(os.environ["TF_CONFIG"])
-        job, index = tf_config["task"]["type"], int(tf_config["task"]["index"])
+        tf_config["task"]["type"], int(tf_config["task"]["index"])
     except (KeyError, ValueError, TypeError) as exc:
         raise UsageError(f"TF_CONFIG must be JSON with cluster and task.type/task.index. "
                          f"Received: TF_CONFIG={os.environ.get('TF_CONFIG')!r}") from exc
-    tasks = [t for t in factory.plan(spec, detect()) if t.cluster_job]
+    return Placement(tf_config, step, ends_at)
+
+
+def host_task(spec: RunSpec, tf_config: dict[str, Any], hw: Hardware) -> Task:
+    """This host's task of the run's plan, on this host's own cores and GPUs."""
+    job, index = tf_config["task"]["type"], int(tf_config["task"]["index"])
+    tasks = [t for t in STRATEGIES.get(spec.strategy).plan(spec, hw) if t.cluster_job]
     task = next((t for t in tasks if t.cluster_job == job and t.index == index), None)
     if task is None:
         raise UsageError(f"strategy {spec.strategy} has no task {job}:{index} for "
@@ -140,36 +161,78 @@ def run_worker(spec: RunSpec, cluster: str, out: Path) -> int:
     intra, inter = host_threads(task)
     task = replace(task, cores=(), intra_threads=intra, inter_threads=inter,
                    extra={**task.extra, GATHER_FLAG: True})
+    if not hw.gpus or task.no_gpu:
+        return task
+    gpus = host_gpus(hw.gpus, max(1, task.local_devices), local_rank(tf_config))
+    extra = {**task.extra, RUN_GPUS: gpus} if task.main else task.extra
+    return replace(task, gpus=gpus, extra=extra)
+
+
+def local_rank(tf_config: dict[str, Any]) -> int:
+    """How many GPU-using tasks (``worker`` job) come before this one on its address."""
+    everyone = members(tf_config)
+    own = f"{tf_config['task']['type']}{int(tf_config['task']['index'])}"
+    me = next((m for m in everyone if m.name == own), None)
+    if me is None:
+        raise UsageError(f"TF_CONFIG's cluster has no task {own}")
+    host = me.endpoint()[0]
+    before = everyone[:everyone.index(me)]
+    return sum(1 for m in before if m.name.startswith("worker") and m.endpoint()[0] == host)
+
+
+def host_gpus(visible: tuple[GpuInfo, ...], need: int, local: int) -> tuple[str, ...]:
+    """This task's GPUs among the host's visible ones: all of them where the host (or
+    Slurm, through CUDA_VISIBLE_DEVICES) gave the task exactly what it needs, else
+    the ``local``-th share of them."""
+    if len(visible) == need:
+        return tuple(g.cuda_id for g in visible)
+    share = visible[local * need:(local + 1) * need]
+    if len(share) < need:
+        raise UsageError(
+            f"this task needs {need} GPU(s) as the {local + 1}. GPU task on its host, but "
+            f"the host shows {len(visible)}. Received: CUDA_VISIBLE_DEVICES="
+            f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}")
+    return tuple(g.cuda_id for g in share)
+
+
+def run_worker(spec: RunSpec, cluster: str, out: Path) -> int:
+    """Run this host's task of ``spec``; the chief stores the run's result in ``out``.
+
+    Returns 0 when the task ended ok or unsupported, ``Exit.RUNS_FAILED`` (3) otherwise.
+    Raises UsageError for a cluster description that does not fit the spec.
+    """
+    where = placement(spec, cluster)
+    tf_config = where.tf_config
+    task = host_task(spec, tf_config, detect())
+    job, index = str(tf_config["task"]["type"]), task.index
     started = now_iso()
     t0 = time.monotonic()
     store = SweepStore(out)
     replicate = next(r for r in range(1, MAX_REPLICATES) if not store.has_result(spec, r))
     paths = store.paths(spec, replicate)
     log = paths.log.with_name(f"{paths.log.stem}.{task.name}.log")
-    everyone = members(tf_config)
+    everyone = members(tf_config, where.step)
     watch = None
     chief = next((m for m in everyone if m.name.startswith("chief")), None)
     if task.runner == "server" and chief is not None:
         watch = PortWatch(chief)
-    status, report = _run_supervised(spec, task, tf_config, log, paths.profile, watch)
-    if status == "timeout":
-        report = TaskReport("timeout", (
-            f"task {job}:{index} exceeded the {spec.timeout_s:g} s timeout (a peer that "
-            f"never started, or a blocked collective)\n--- log tail ---\n{log_tail(log)}"))
-    elif status == "peer_left":
-        report = TaskReport("ok", f"served until the coordinator ({chief}) left")
-    elif report is None:
-        report = TaskReport("failed", f"task {job}:{index} {status}"
-                                      f"\n--- log tail ---\n{log_tail(log)}")
+    deadline_s = spec.timeout_s
+    if where.ends_at is not None:  # end before Slurm's time limit, stacks dumped
+        deadline_s = min(deadline_s, max(1.0, where.ends_at - time.time() - SLURM_MARGIN_S))
+    status, report = _run_supervised(spec, task, tf_config, log, paths.profile, watch,
+                                     deadline_s)
+    report = task_report(status, report, job, index, deadline_s, spec.timeout_s, log, chief)
     if not task.main:
         print(f"task {job}:{index} finished: {report.status}; log: {log}")
         return 0 if report.status in ("ok", "unsupported") else Exit.RUNS_FAILED
     peers = [m for m in everyone if m.name != task.name]
     outcome = chief_outcome(spec, task.name, report, peers, unreachable)
-    info = {"tf_config": tf_config, "hosts": [
+    info: dict[str, Any] = {"tf_config": tf_config, "hosts": [
         {"task": m.name, "address": m.address,
          "peak_flops_per_s": outcome.peaks.get(m.name)} for m in everyone],
         "gather_s": report.gather_s}
+    if where.step is not None:
+        info["slurm"] = slurm.describe(where.step)
     budget = host_budget()
     if budget is not None:
         info["budget"] = budget
@@ -181,6 +244,29 @@ def run_worker(spec: RunSpec, cluster: str, out: Path) -> int:
     save(result, paths.result)
     print(f"chief result: {paths.result} ({result.status}); log: {log}")
     return 0 if result.status in ("ok", "unsupported") else Exit.RUNS_FAILED
+
+
+def task_report(status: str, report: TaskReport | None, job: str, index: int,
+                deadline_s: float, timeout_s: float, log: Path,
+                chief: Member | None) -> TaskReport:
+    """The task's report, with what ended it where the child could not say."""
+    if status == "timeout":
+        why = (f"the Slurm job's time limit (it ended {deadline_s:.0f} s in, before it)"
+               if deadline_s < timeout_s else f"the {timeout_s:g} s timeout")
+        return TaskReport("timeout", (
+            f"task {job}:{index} exceeded {why} (a peer that never started, or a blocked "
+            f"collective)\n--- log tail ---\n{log_tail(log)}"))
+    if status == "cancelled":
+        return TaskReport("failed", (
+            f"cancelled: task {job}:{index} was sent SIGTERM or SIGINT (scancel, Slurm's "
+            f"time limit or Ctrl-C) and ended with its stacks in its log"
+            f"\n--- log tail ---\n{log_tail(log)}"))
+    if status == "peer_left":
+        return TaskReport("ok", f"served until the coordinator ({chief}) left")
+    if report is None:
+        return TaskReport("failed", f"task {job}:{index} {status}"
+                                    f"\n--- log tail ---\n{log_tail(log)}")
+    return report
 
 
 def host_budget() -> dict[str, Any] | None:
@@ -239,9 +325,11 @@ def chief_outcome(spec: RunSpec, own: str, report: TaskReport, peers: list[Membe
     if status not in ("ok", "unsupported"):
         gone = probe(peers)
         if gone:
-            names = ", ".join(f"{m.name} ({m.address})" for m in gone)
-            reason = (f"host(s) not reachable: {names}: the task is gone or never started; "
-                      f"this task ({own}) ended with {status}: {reason}")
+            names = ", ".join(m.label for m in gone)
+            unreached = f"host(s) not reachable: {names}: the task is gone or never started"
+            # A cancelled run says so first: the peers it left are a consequence.
+            reason = (f"{reason}; {unreached}" if (reason or "").startswith("cancelled")
+                      else f"{unreached}; this task ({own}) ended with {status}: {reason}")
         return ChiefOutcome(status, reason, None, {})
     if status == "unsupported":
         return ChiefOutcome(status, reason, None, {})
@@ -249,7 +337,7 @@ def chief_outcome(spec: RunSpec, own: str, report: TaskReport, peers: list[Membe
     if hosts is None:
         why = report.hosts_error or "the chief's task returned no host reports"
         gone = probe(peers)
-        named = (f"; not reachable: {', '.join(f'{m.name} ({m.address})' for m in gone)}"
+        named = (f"; not reachable: {', '.join(m.label for m in gone)}"
                  if gone else "")
         return ChiefOutcome("failed", f"could not gather every host's figures: {why}{named}",
                             None, {})
@@ -322,8 +410,8 @@ class PortWatch:
 
 
 def _run_supervised(spec: RunSpec, task: Task, tf_config: dict[str, Any], log: Path,
-                    profile_dir: Path, watch: PortWatch | None = None
-                    ) -> tuple[str, TaskReport | None]:
+                    profile_dir: Path, watch: PortWatch | None = None,
+                    deadline_s: float | None = None) -> tuple[str, TaskReport | None]:
     """Run the task in a child process (``bench.child``) under the run's timeout.
 
     The watch has to come from outside: a MultiWorkerMirrored constructor waiting for
@@ -331,8 +419,10 @@ def _run_supervised(spec: RunSpec, task: Task, tf_config: dict[str, Any], log: P
     no thread of that process could end it. On timeout the child is asked for its
     stacks (into the log), then its process group is SIGKILLed; so is a server's
     once ``watch`` says the coordinator left.
-    Returns (``"done"``, ``"timeout"``, ``"peer_left"`` or a description of the exit,
-    the task's report or None).
+    SIGTERM (Slurm's scancel or time limit, which reach every process of the step)
+    or Ctrl-C ends the task the same way, as ``"cancelled"``.
+    Returns (``"done"``, ``"timeout"``, ``"cancelled"``, ``"peer_left"`` or a
+    description of the exit, the task's report or None).
     """
     log.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="stratbench-worker-") as tmp:
@@ -342,7 +432,7 @@ def _run_supervised(spec: RunSpec, task: Task, tf_config: dict[str, Any], log: P
         cmd = child_command("bench.child", *task_args(spec_file, run_dir, task, time.time(),
                                                       profile_dir))
         status = "done"
-        deadline = time.monotonic() + spec.timeout_s
+        deadline = time.monotonic() + (spec.timeout_s if deadline_s is None else deadline_s)
         # The group is killed as the block ends, also on Ctrl-C: nothing of the task
         # outlives it.
         with open(log, "ab") as fh, process_group(
@@ -354,16 +444,26 @@ def _run_supervised(spec: RunSpec, task: Task, tf_config: dict[str, Any], log: P
                     break
                 except subprocess.TimeoutExpired:
                     pass
+                except KeyboardInterrupt:  # SIGTERM (scancel, a time limit) or Ctrl-C
+                    status = "cancelled"
+                    _dump_stacks(proc)
+                    break
                 if watch is not None and watch.left():
                     status = "peer_left"
                     break
                 if time.monotonic() > deadline:
                     status = "timeout"
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(proc.pid, signal.SIGUSR1)
-                    time.sleep(STACK_DUMP_WAIT_S)
+                    _dump_stacks(proc)
                     break
         report = read_report(run_dir, task.name)
     if status == "done" and report is None:
         status = f"exited with code {proc.returncode} without a result"
     return status, report
+
+
+def _dump_stacks(proc: subprocess.Popen[Any]) -> None:
+    """Ask the task's process for its Python stacks (into its log), briefly."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, signal.SIGUSR1)
+    with contextlib.suppress(subprocess.TimeoutExpired, KeyboardInterrupt):
+        proc.wait(timeout=STACK_DUMP_WAIT_S)
