@@ -1,10 +1,10 @@
 """A process's progress file: one line per phase it finished, the launcher's heartbeat.
 
 A process that builds for minutes (eight ResNet50 arms at 224x224 on two cores) is
-not hung; one that stops finishing phases is (DESIGN.md, principle 15). Every child
-process appends a line to ``progress.<task>`` in its run directory when it finishes a
-phase of its start-up (interpreter up, TensorFlow imported, devices set up, a strategy
-or an arm built, a warm-up call...); the launcher watches the file grow
+not hung; one that stops finishing phases is. Every child process appends a line to
+``progress.<task>`` in its run directory when it finishes a phase of its start-up
+(interpreter up, TensorFlow imported, devices set up, a strategy or an arm built, a
+warm-up call...); the launcher watches the file grow
 (``bench.launch.liveness``) and declares the task hung only when it has stopped
 growing for a deadline, whatever the sum of the phases before. Shared root: written
 by the child, read by the parent, no TensorFlow.

@@ -36,8 +36,8 @@ LOOPS = ("custom", "fit")
 # Keras major version the child trains with: 3 (the `keras` package) or 2 (tf_keras,
 # selected with TF_USE_LEGACY_KERAS=1; the `keras2` extra installs it).
 KERAS_VERSIONS = (3, 2)
-# The framework a run trains with (DESIGN principle 14): "tf" (tf.distribute, the
-# default) or "jax" (Keras 3 on JAX, keras.distribution: bench.child.backends.jax).
+# The framework a run trains with: "tf" (tf.distribute, the default) or "jax" (Keras 3
+# on JAX, keras.distribution: bench.child.backends.jax).
 # Each strategy names the backends that run it (StrategyFactory.backends).
 BACKENDS = ("tf", "jax")
 # KERAS_BACKEND's values that name a lane: a side of `bench ab` that sets it trains on

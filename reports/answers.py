@@ -10,6 +10,8 @@ from the sentence's text.
 
 from __future__ import annotations
 
+import itertools
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -183,36 +185,90 @@ def answer_rows(report: SweepReport) -> list[AnswerRow]:
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]],
-               indent: str = "  ") -> list[str]:
-    """Left-aligned columns two spaces apart, for the terminal."""
+               indent: str = "  ", width: int | None = None) -> list[str]:
+    """Left-aligned columns two spaces apart, for the terminal.
+
+    Within ``width`` columns where one is given and a line a row would be wider: each
+    row folds onto as few lines as fit (its columns in order, the lines after the
+    first indented, each line's columns aligned across the rows, the header folded
+    alike); narrower still, a row's first cell on a line and each other cell on one of
+    its own under it, named by its header. Every cell is shown whole whatever the
+    width: one wider than it overruns its line.
+    """
+    lines = _aligned(headers, rows, indent)
+    if width is None or _widest(lines) <= width:
+        return lines
+    sub = indent + "  "
+    n = len(headers)
+    best: tuple[int, int, list[str]] | None = None
+    for cuts in range(1, 2 ** (n - 1)):  # each bit a cut between two columns
+        edges = [0, *(i + 1 for i in range(n - 1) if cuts >> i & 1), n]
+        parts = [_aligned(headers[lo:hi], [r[lo:hi] for r in rows], sub if lo else indent)
+                 for lo, hi in itertools.pairwise(edges)]
+        widest = max(_widest(p) for p in parts)
+        folded = [line for row in zip(*parts, strict=True) for line in row]
+        if widest <= width and (best is None or (len(parts), widest) < best[:2]):
+            best = (len(parts), widest, folded)
+    if best is not None:
+        return best[2]
+    out = []
+    for row in rows:
+        out.append(indent + row[0])
+        out += [f"{sub}{h}: {c}" for h, c in zip(headers[1:], row[1:], strict=True)]
+    return out
+
+
+def _aligned(headers: Sequence[str], rows: Sequence[Sequence[str]],
+             indent: str) -> list[str]:
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=True)]
     return [indent + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
             for row in (headers, *rows)]
 
 
-def answers_text(rows: Sequence[AnswerRow], explain: bool = False) -> list[str]:
+def _widest(lines: Sequence[str]) -> int:
+    return max((len(line) for line in lines), default=0)
+
+
+def _wrapped(text: str, indent: str, width: int | None, more: str = " ") -> list[str]:
+    """``text`` after ``indent``, on lines of at most ``width`` columns where one is
+    given (a word is never broken; the lines after the first indented by ``more``)."""
+    if width is None:
+        return [indent + text]
+    return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + more,
+                         break_long_words=False, break_on_hyphens=False)
+
+
+def answers_text(rows: Sequence[AnswerRow], explain: bool = False,
+                 width: int | None = None) -> list[str]:
     """The terminal's answers: a table per machine (headed by it where there are
-    several), then, with ``explain``, each answer's full sentence."""
+    several), then, with ``explain``, each answer's full sentence. ``width``: the
+    columns the lines may take (``text_table``; None: as wide as the cells)."""
     machines = list(dict.fromkeys(r.machine for r in rows))
     out: list[str] = []
     for m in machines:
         if len(machines) > 1:
             out.append(f"  on {m}:")
-        out += text_table(HEADERS, [r.cells for r in rows if r.machine == m])
+        out += text_table(HEADERS, [r.cells for r in rows if r.machine == m], width=width)
     if not rows:
         return out
-    out.append(f"  ({LEGEND}" + ("" if explain else "; --explain: each answer in full") + ")")
+    out += _wrapped(f"({LEGEND}" + ("" if explain else "; --explain: each answer in full") + ")",
+                    "  ", width)
     if explain:
         many = len(machines) > 1
-        out += ["", "the answers in full:",
-                *[f"  {f'[{r.machine}] ' if many else ''}{r.sentence}" for r in rows]]
+        out += ["", "the answers in full:"]
+        for r in rows:
+            out += _wrapped(f"{f'[{r.machine}] ' if many else ''}{r.sentence}", "  ", width,
+                            more="  ")
     return out
 
 
-def recommendations_text(report: SweepReport, explain: bool = False) -> str:
+def recommendations_text(report: SweepReport, explain: bool = False,
+                         width: int | None = None) -> str:
     """What to use at every place, for the terminal (``bench report``, the end of
-    ``bench run``): the answers' table, and with ``explain`` their sentences."""
+    ``bench run``): the answers' table, and with ``explain`` their sentences; within
+    ``width`` columns where one is given (``answers_text``)."""
     rows = answer_rows(report)
     if not rows:
         return "recommendations: none"
-    return "\n".join(["recommendations: one row per place", *answers_text(rows, explain)])
+    return "\n".join(["recommendations: one row per place",
+                      *answers_text(rows, explain, width)])

@@ -55,6 +55,8 @@ def places(results: Sequence[RunResult], source: Path, looks: Looks | None = Non
             for mr in report.machines for w in mr.workloads for rec in w.recommendations]
 
 
-def places_text(found: Sequence[Place], explain: bool = False) -> list[str]:
-    """The places' answers as the terminal shows them (``reports.answers``)."""
-    return answers_text([p.row for p in found], explain)
+def places_text(found: Sequence[Place], explain: bool = False,
+                width: int | None = None) -> list[str]:
+    """The places' answers as the terminal shows them (``reports.answers``), within
+    ``width`` columns where one is given."""
+    return answers_text([p.row for p in found], explain, width)

@@ -41,8 +41,8 @@ PLAN_EVENT = "look_plan"  # the sweep's LookPlan, journaled before its first loo
 # alpha less this (0.04), as it did with ten looks at 0.001.
 INTERIM_SHARE = 0.01
 # A budget plans one interim look for each this many seconds, 2 at least and 10 at
-# most: the 10-minute sweeps on 2 cores read their answers at about 220, 355 and 505 s
-# of 545-565 s (b46a), sessions of 25-60 s coming in rounds.
+# most: a 10-minute sweep on 2 cores, its sessions of 25-60 s coming in rounds, can
+# read its answers three or four times (at about 220, 355 and 505 s of 545-565 s).
 LOOK_EVERY_S = 150.0
 
 
@@ -96,9 +96,9 @@ class Looks:
     # A settled place's answer is the one its settling look read: from the results
     # stored by then (ISO time of the settlement, by place). Read again with what the
     # budget measured after it for other places, the machine's noise pool (which every
-    # place borrows from) has moved: b54b's MLP at 1024 settled at 503 s and read "not
+    # place borrows from) has moved: an MLP place settled at 503 s would read "not
     # settled" at the end, the pool having fallen just below its own variance, which
-    # then kept its own 3 degrees of freedom instead of the pool's 14. A stopped
+    # then keeps its own 3 degrees of freedom instead of the pool's 14. A stopped
     # comparison is not tested again (the looks' alpha covers one decision per place).
     settled_at: Mapping[str, str] = field(default_factory=dict)
 

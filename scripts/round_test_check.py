@@ -3,9 +3,9 @@ one look, by seeded simulation.
 
     .venv/bin/python -m scripts.round_test_check [--alpha 0.01] [--trials 200000]
 
-A sweep's session start-ups (import, every arm's build, first call, warm-up) were a
-quarter of its time on the 2-core machine (b48b: 142 s of 570): fewer sessions with more
-rounds each would measure more. A test on session means (df = sessions - 1) settles
+A sweep's session start-ups (import, every arm's build, first call, warm-up) can take a
+quarter of its time on a 2-core machine (142 s of 570): fewer sessions with more rounds
+each would measure more. A test on session means (df = sessions - 1) settles
 less from two sessions of 20 rounds than from four of 10. The tests compared:
 
 - ``sessions``: a t test on the place's own session means, df S - 1. The sweep's
@@ -44,7 +44,7 @@ from bench.results.stats import (
 )
 
 TESTS = ("sessions", "floored", "guarded")
-RATIOS = (1.0, 1.5, 2.0, 4.0, 6.6)  # 6.6: ResNet50 in b48a-c (scripts.session_noise)
+RATIOS = (1.0, 1.5, 2.0, 4.0, 6.6)  # 6.6: ResNet50's on 2 cores (scripts.session_noise)
 DESIGNS = ((2, 10), (3, 10), (4, 10), (2, 20), (3, 20))
 
 
@@ -140,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--alpha", type=float, default=0.01)
     parser.add_argument("--trials", type=int, default=200_000)
     parser.add_argument("--df-pool", type=int, default=8,
-                        help="df of the pooled session-noise ratio (b48a-c: 7-28)")
+                        help="df of the pooled session-noise ratio (7-28 in 10-minute sweeps)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--plan", action="store_true",
                         help="also the sequential plan's looks (plan_rates)")

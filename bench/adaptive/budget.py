@@ -303,11 +303,12 @@ def look(results: Sequence[RunResult], out: Path, plan: LookPlan, elapsed: float
 
 def print_answers(results: Sequence[RunResult], source: Path, heading: str,
                   echo: Callable[[str], None] = print, looks: Looks | None = None,
-                  explain: bool = False) -> None:
+                  explain: bool = False, width: int | None = None) -> None:
     """The answers' table under ``heading``, settled or not (read at ``looks``); with
-    ``explain``, each answer in full after it."""
+    ``explain``, each answer in full after it; within ``width`` columns where one is
+    given."""
     echo(heading)
-    for line in places_text(places(results, source, looks), explain):
+    for line in places_text(places(results, source, looks), explain, width):
         echo(line)
 
 

@@ -1,8 +1,8 @@
 """What a configuration costs on this machine, before it runs and after.
 
-A sweep plans what its budget buys (DESIGN.md, principle 15), so every configuration
-has a price: its process start-up, its build, its warm-up (tracing, graph
-optimisation, the first steps), its measured windows and its evidence profile. The
+A sweep plans what its budget buys, so every configuration has a price: its process
+start-up, its build, its warm-up (tracing, graph optimisation, the first steps), its
+measured windows and its evidence profile. The
 first guess comes from the model's training FLOPs (``Workload.train_flops``) over the
 card's datasheet peak (``bench.hardware.gpu_model``), and from the strategy's process
 layout (``StrategyFactory.plan``: how many processes start, how many replicas one

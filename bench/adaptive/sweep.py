@@ -43,7 +43,7 @@ from reports.sequential import LookPlan, Looks, looks_taken
 # settle an answer on its own noise (two give one degree of freedom: t = 191 at alpha
 # 0.0033, 17.3 with three). An answer still open then gets another session and another
 # look while one ends within the first third of the budget (t = 8.6 at four sessions:
-# one disturbed session of three kept b47b's ResNet50 open at its look), up to half of
+# one disturbed session of three can keep a clear answer open at its look), up to half of
 # the plan's interim looks, so that the budget's sessions keep the rest.
 OPENING_SESSIONS = 3
 
@@ -51,14 +51,16 @@ OPENING_SESSIONS = 3
 def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: float,
                    interleave: bool, evidence: Evidence, passes: Replication | None = None,
                    explain: bool = False, preset: bool = False,
-                   echo: Callable[[str], None] = print) -> SweepOutcome:
+                   echo: Callable[[str], None] = print,
+                   width: int | None = None) -> SweepOutcome:
     """Run ``specs`` into ``out`` within ``budget_s`` seconds from ``started``
     (``time.monotonic``): the opening (``opening_unit``: ``OPENING_SESSIONS``
     sessions and a look, more while it is open; none with ``passes``), each other
     answer's in-process configurations, as one process each, then the provisional
-    answers (with ``explain``, in full), then everything else once, then ``passes`` (an
-    explicit ``--runs``) of every configuration, then sessions where answers are open.
-    Returns the whole sweep's outcome.
+    answers (with ``explain``, in full; within ``width`` columns where one is given),
+    then everything else once, then ``passes`` (an explicit ``--runs``) of every
+    configuration, then sessions where answers are open. Returns the whole sweep's
+    outcome.
 
     On GPUs the first pass is priced (``bench.adaptive.plan``): what the budget cannot
     pay for, and with ``preset`` (the default preset's matrix) what is not worth
@@ -144,7 +146,7 @@ def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, star
                                      + (", the multi-process configurations still to come"
                                         if phases[0] and phases[1] else "") + "):",
                           echo=echo, looks=Looks(default=plan.interim),
-                          explain=explain)
+                          explain=explain, width=width)
     if passes is not None:
         outcome = merge(outcome, run_sweep(specs, out, replication=passes,
                                            interleave=interleave, evidence=evidence,

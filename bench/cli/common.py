@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 import tempfile
 import typing
@@ -56,6 +57,41 @@ def add_explain(p: argparse.ArgumentParser) -> None:
     p.add_argument("--explain", action="store_true",
                    help="after the answers' table, each answer in full: what was shown, "
                         "against what, and what would settle it")
+
+
+def positive_int(text: str) -> int:
+    """A whole number above 0 (``--width``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number above 0. Received: {text!r}")
+    return value
+
+
+def add_width(p: argparse.ArgumentParser) -> None:
+    """``--width``, on every command that prints the answers' table."""
+    p.add_argument("--width", type=positive_int, default=None,
+                   help="columns the answers' table may take: where a row is wider, it "
+                        "folds onto two lines, every cell kept (default: COLUMNS, else "
+                        "the terminal's width; printed to a file or a pipe, as wide as "
+                        "the cells)")
+
+
+def answers_width(given: int | None) -> int | None:
+    """The columns the answers may take: ``given`` (``--width``), else the environment's
+    COLUMNS, else the terminal's width where stdout is one; None (as wide as the cells)
+    for a file or a pipe, so that a log keeps one line a row."""
+    if given is not None:
+        return given
+    with contextlib.suppress(ValueError):
+        if (columns := int(os.environ.get("COLUMNS", ""))) > 0:
+            return columns
+    if sys.stdout.isatty():
+        with contextlib.suppress(OSError):
+            return os.get_terminal_size(sys.stdout.fileno()).columns
+    return None
 
 
 def on_off(text: str) -> bool:

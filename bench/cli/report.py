@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.cli.common import add_explain, writable_dir
+from bench.cli.common import add_explain, add_width, answers_width, writable_dir
 from bench.errors import UsageError
 from bench.exits import Exit
 from bench.results.store import SweepStore
@@ -31,10 +31,12 @@ def generate(sweep_dir: Path, out_dir: Path | None = None) -> tuple[SweepReport,
     return report, write(report, out_dir or SweepStore(sweep_dir).report_dir)
 
 
-def report_after_sweep(sweep_dir: Path, explain: bool = False) -> Written | None:
+def report_after_sweep(sweep_dir: Path, explain: bool = False,
+                       width: int | None = None) -> Written | None:
     """The report at the end of ``bench run``; any failure is printed, never raised.
 
-    ``explain``: each answer's full sentence after the table. A sweep's results are
+    ``explain``: each answer's full sentence after the table; ``width``: the columns
+    the answers may take (``reports.answers.text_table``). A sweep's results are
     already stored when this runs, and its exit code says how the runs went; a bug in
     the report must not turn either into a crash.
     """
@@ -48,7 +50,7 @@ def report_after_sweep(sweep_dir: Path, explain: bool = False) -> Written | None
               f"{type(exc).__name__}: {exc}. Results are intact; retry with "
               f"`python -m bench report {sweep_dir}`", file=sys.stderr)
         return None
-    print(f"\n{recommendations_text(report, explain)}\nreport: {paths.html} (summary: "
+    print(f"\n{recommendations_text(report, explain, width)}\nreport: {paths.html} (summary: "
           f"{paths.markdown}, csv: {paths.csv}; {time.monotonic() - t0:.1f} s)")
     return paths
 
@@ -62,7 +64,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     t0 = time.monotonic()
     report, paths = generate(args.sweep_dir, out)
-    print(recommendations_text(report, args.explain))
+    print(recommendations_text(report, args.explain, answers_width(args.width)))
     print(f"report: {paths.html}\nsummary: {paths.markdown}\ncsv: {paths.csv}\n"
           f"({time.monotonic() - t0:.1f} s)")
     if args.print_markdown:
@@ -82,4 +84,5 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--print-markdown", action="store_true", dest="print_markdown",
                    help="also print the Markdown summary after the file locations")
     add_explain(p)
+    add_width(p)
     p.set_defaults(func=cmd_report)

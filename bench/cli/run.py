@@ -11,7 +11,14 @@ from typing import Any
 
 from bench import sim
 from bench.cli.ab import duration
-from bench.cli.common import add_explain, add_matrix_args, specs_from_args, writable_dir
+from bench.cli.common import (
+    add_explain,
+    add_matrix_args,
+    add_width,
+    answers_width,
+    specs_from_args,
+    writable_dir,
+)
 from bench.cli.report import report_after_sweep
 from bench.cli.tensorboard_export import export_after_sweep
 from bench.errors import UsageError
@@ -71,7 +78,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         outcome = budgeted_sweep(specs, out, budget_s=budget, started=t0,
                                  interleave=args.interleave, evidence=evidence,
                                  passes=replication if args.runs is not None else None,
-                                 explain=args.explain, preset=args.preset == "default")
+                                 explain=args.explain, preset=args.preset == "default",
+                                 width=answers_width(args.width))
     else:
         extra = replication.passes - replication.runs
         print(f"each configuration in {replication.runs} separate process(es), alternating "
@@ -103,7 +111,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return Exit.INTERRUPTED
     # The report never decides the exit code: a report failure is printed and the
     # sweep's results and status stand.
-    report_after_sweep(out, args.explain)
+    report_after_sweep(out, args.explain, answers_width(args.width))
     export_after_sweep(out)
     if outcome.problems:
         print(f"\n{len(outcome.problems)} configuration(s) failed, ran out of memory or timed "
@@ -160,4 +168,5 @@ def add_parser(sub: Any) -> None:
                         "answers after the first pass (default 10m for --preset default, "
                         "else none; 0 turns it off)")
     add_explain(p)
+    add_width(p)
     p.set_defaults(func=cmd_run, needs_tensorflow=True)
