@@ -25,8 +25,10 @@ from typing import Any
 import pytest
 
 from bench.launch.cgroups import CpuBudget
-from bench.launch.netns import ours, pids_in
+from bench.launch.netns import LinkShape, ours, pids_in
 from bench.launch.slurm.private import PrivateSlurm, unavailable
+from bench.launch.slurm_demo import run_on_slurm
+from bench.spec import RunSpec
 from conftest import shared_dir
 
 REASON = unavailable()
@@ -77,13 +79,6 @@ def _cluster(tmp_path_factory: pytest.TempPathFactory, name: str,
 def one_node(netns_turn: None, tmp_path_factory: pytest.TempPathFactory
              ) -> Iterator[PrivateSlurm]:
     yield from _cluster(tmp_path_factory, "slurm1", nodes=1)
-
-
-@pytest.fixture(scope="module")
-def two_nodes(netns_turn: None, tmp_path_factory: pytest.TempPathFactory
-              ) -> Iterator[PrivateSlurm]:
-    # The scaling lab's hosts: one CPU's worth of time each.
-    yield from _cluster(tmp_path_factory, "slurm2", nodes=2, budget=CpuBudget(1.0))
 
 
 @pytest.fixture(scope="module")
@@ -204,19 +199,25 @@ def test_parameter_server_runs_a_chief_a_ps_and_two_workers(one_node: PrivateSlu
     assert strays(one_node, job) == []
 
 
-def test_multi_worker_mirrored_spans_two_nodes(two_nodes: PrivateSlurm,
-                                               tmp_path: Path) -> None:
-    done, job = srun(two_nodes, ["-N2", "-n2"], MWM, tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = only_result(tmp_path)
-    assert result["status"] == "ok", result["reason"]
-    assert result["launcher"]["slurm"]["nodes"] == ["node1", "node2"]
-    hosts = {h["address"].rsplit(":", 1)[0] for h in result["launcher"]["hosts"]}
-    assert hosts == {h.address for h in two_nodes.network.hosts[1:]}  # type: ignore[union-attr]
-    tasks = result["figures"]["tasks"]
-    assert [t["task"] for t in tasks] == ["worker0", "worker1"]
-    assert all(t["throughput"] > 0 for t in tasks)
-    assert strays(two_nodes, job) == []
+def test_the_labs_hosts_as_slurm_nodes_run_multi_worker_mirrored_across_two(
+        netns_turn: None, tmp_path: Path) -> None:
+    # The scaling lab's engine: each host a node with its own slurmd and CPU quota.
+    spec = RunSpec(workload="mlp", strategy="multi_worker_mirrored", devices=2, batch=256,
+                   warmup_steps=2, min_steps=3, max_steps=10, max_seconds=1.0, repeats=2,
+                   timeout_s=120.0)
+    demo = run_on_slurm(spec, tmp_path, LinkShape(rate_bps=1e9), cpu=CpuBudget(1.0))
+    assert demo.result is not None and demo.result.status == "ok", demo.result
+    assert demo.clean and demo.leftovers == {}
+    launcher = demo.result.launcher or {}
+    assert launcher["slurm"]["nodes"] == ["node1", "node2"]
+    assert launcher["budget"]["cpu"]["cpus"] == 1.0
+    hosts = {h["address"].rsplit(":", 1)[0] for h in launcher["hosts"]}
+    assert len(hosts) == 2 and all(h.startswith("198.18.") for h in hosts)
+    assert demo.result.figures is not None
+    tasks = demo.result.figures.tasks or []
+    assert [t.task for t in tasks] == ["worker0", "worker1"]
+    assert all((t.throughput or 0) > 0 for t in tasks)
+    assert set(demo.cpu_stats) >= {"host1", "host2"}
 
 
 # -- faults ----------------------------------------------------------------------------

@@ -9,7 +9,9 @@ an all-reduce probe over two hosts per link. Runs resume from ``--out``; every
 invocation ends with the report of everything stored there (``<out>/report/lab.md``
 and its speed-up plots): speed-up tables with intervals, the projection fitted on one
 and two hosts against the measured three and four, the order check, and the lab's
-compute-to-link ratio. ``--report-only`` prints it without running anything. Run it
+compute-to-link ratio. ``--engine slurm`` makes every host a Slurm node (its own
+slurmd) and places the tasks with ``srun``, as users' jobs are placed.
+``--report-only`` prints it without running anything. Run it
 in pieces (one workload and link per invocation) to leave the machine to others in
 between. Needs root.
 """
@@ -26,7 +28,7 @@ from bench.errors import UsageError
 from bench.exits import Exit
 from bench.launch.cgroups import CgroupError, CpuBudget
 from bench.launch.cgroups import unavailable_reason as cgroups_unavailable
-from bench.launch.lab import LAB_WORKLOADS, STRATEGIES, LabError, plan, run_lab
+from bench.launch.lab import ENGINES, LAB_WORKLOADS, STRATEGIES, LabError, plan, run_lab
 from bench.launch.netns import NetnsError, parse_rate
 from bench.launch.netns import unavailable_reason as netns_unavailable
 from bench.results.store import SweepStore, new_sweep_dir
@@ -61,6 +63,9 @@ def add_parser(sub: Any) -> None:
                    help="start no run after this many minutes (re-run to resume)")
     p.add_argument("--resamples", type=int, default=2000,
                    help="bootstrap resamples of the projection's intervals (default 2000)")
+    p.add_argument("--engine", choices=ENGINES.names(), default="demo",
+                   help="how the hosts get their tasks: " + "; ".join(
+                       f"{name}: {e.description}" for name, e in ENGINES.items()))
     p.add_argument("--report-only", action="store_true",
                    help="print the report of what --out holds; run nothing")
     p.add_argument("--out", type=Path, help="lab directory (re-use it to add pieces and "
@@ -81,7 +86,8 @@ def cmd_lab(args: argparse.Namespace) -> int:
             points = plan(args.workload, args.strategy, args.hosts, rates)
         except (CgroupError, NetnsError, LabError) as exc:
             raise UsageError(str(exc)) from None
-        why = netns_unavailable() or cgroups_unavailable()
+        engine = ENGINES.get(args.engine)
+        why = netns_unavailable() or cgroups_unavailable() or engine.unavailable()
         if why is not None:
             raise UsageError(f"bench lab cannot run here: {why}")
         cores = len(os.sched_getaffinity(0))
@@ -94,7 +100,7 @@ def cmd_lab(args: argparse.Namespace) -> int:
         print(f"stratbench lab: {len(points)} point(s) x {args.runs} run(s) -> {out}",
               flush=True)
         outcome = run_lab(points, out, cpu, args.runs, probe_runs=args.probe_runs,
-                          max_minutes=args.max_minutes,
+                          max_minutes=args.max_minutes, runner=engine.runner,
                           progress=lambda m: print(m, flush=True))
         print(f"\n{len(outcome.runs)} run(s) made, {outcome.skipped} point(s) resumed"
               + (f", {len(outcome.failed)} failed" if outcome.failed else ""))

@@ -244,7 +244,7 @@ def run_demo(spec: RunSpec, out: Path, shape: LinkShape | None = None, *,
             for fh in files:
                 fh.close()
     # The network is gone here (Network.__exit__ killed anything left in it).
-    result = _new_result(out, spec, before)
+    result = new_result(out, spec, before)
     return DemoOutcome(result, outcomes, shape, time.monotonic() - t0, leftovers, budget,
                        cpu_stats)
 
@@ -291,7 +291,8 @@ def _wait(procs: dict[str, subprocess.Popen[Any]], outcomes: list[HostOutcome],
             o.returncode = None
 
 
-def _new_result(out: Path, spec: RunSpec, before: set[Path]) -> RunResult | None:
+def new_result(out: Path, spec: RunSpec, before: set[Path]) -> RunResult | None:
+    """The newest result of ``spec`` in ``out`` not among ``before`` (None: none)."""
     new = sorted(SweepStore(out).result_files_of(spec) - before, key=lambda p: p.stat().st_mtime)
     return load(new[-1]) if new else None
 

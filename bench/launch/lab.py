@@ -37,6 +37,8 @@ from bench.errors import BenchError
 from bench.launch.cgroups import CpuBudget
 from bench.launch.cluster_demo import DemoOutcome, run_demo
 from bench.launch.netns import LinkShape, rate_text
+from bench.launch.slurm.private import unavailable as slurm_unavailable
+from bench.launch.slurm_demo import run_on_slurm
 from bench.registry import Registry
 from bench.results.store import SweepStore
 from bench.spec import RunSpec
@@ -172,6 +174,25 @@ class Runner(Protocol):
     def __call__(self, spec: RunSpec, out: Path, shape: LinkShape | None = None, *,
                  cpu: CpuBudget | None = None,
                  progress: Callable[[str], None] = ...) -> DemoOutcome: ...
+
+
+@dataclass(frozen=True)
+class Engine:
+    """How the lab's hosts get their tasks: straight from the lab, or through the
+    engine users run multi-host jobs on."""
+
+    runner: Runner
+    unavailable: Callable[[], str | None]  # why it cannot run here (None: it can)
+    description: str
+
+
+ENGINES: Registry[Engine] = Registry("lab engine")
+ENGINES.register("demo", Engine(run_demo, lambda: None,
+                                "each host's task started in its namespace "
+                                "(bench cluster-demo)"))
+ENGINES.register("slurm", Engine(run_on_slurm, slurm_unavailable,
+                                 "each host a Slurm node (its own slurmd), the tasks "
+                                 "placed by one srun"))
 
 
 @dataclass

@@ -61,9 +61,15 @@ class SlurmError(BenchError):
     """The private Slurm could not start or answer (the message says which part)."""
 
 
+def tool(name: str) -> str | None:
+    """The path of a Slurm or munge program: on PATH, or in the sbin directories that
+    Debian installs the daemons into (not on every user's PATH)."""
+    return shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin")
+
+
 def unavailable() -> str | None:
     """Why a private Slurm cannot run here (None: it can)."""
-    missing = [t for t in TOOLS if shutil.which(t) is None]
+    missing = [t for t in TOOLS if tool(t) is None]
     if missing:
         return (f"Slurm and munge are not installed (missing: {', '.join(missing)}); on "
                 f"Debian: apt-get install slurm-wlm munge")
@@ -111,6 +117,13 @@ def config_text(work: Path, hosts: Sequence[Host], cpus: int) -> str:
     lines.append("PartitionName=main Nodes=ALL Default=YES MaxTime=INFINITE State=UP "
                  "OverSubscribe=FORCE")
     return "\n".join(lines) + "\n"
+
+
+def _tool(name: str) -> str:
+    found = tool(name)
+    if found is None:
+        raise SlurmError(f"{name} is not installed (apt-get install slurm-wlm munge)")
+    return found
 
 
 def node_name(i: int) -> str:
@@ -175,15 +188,15 @@ class PrivateSlurm:
         self.conf.write_text(config_text(work, self.network.hosts, self.cpus_per_node),
                              encoding="utf-8")
         login = self.network.hosts[0]
-        self._daemon(login, ["munged", "-F", "-f", f"--socket={work / 'munge.socket'}",
+        self._daemon(login, [_tool("munged"), "-F", "-f", f"--socket={work / 'munge.socket'}",
                              f"--key-file={key}", f"--pid-file={work / 'run/munged.pid'}",
                              f"--log-file={work / 'log/munged.log'}",
                              f"--seed-file={work / 'run/munged.seed'}"], "munged")
         self._wait(lambda: (work / "munge.socket").exists(), "munged's socket")
-        self._daemon(login, ["slurmctld", "-D", "-f", str(self.conf)], "slurmctld")
+        self._daemon(login, [_tool("slurmctld"), "-D", "-f", str(self.conf)], "slurmctld")
         for name, host in zip(self.node_names, self.network.hosts[1:], strict=True):
-            self._daemon(host, [*CGROUP_VIEW, "slurmd", "-D", "-f", str(self.conf), "-N", name],
-                         f"slurmd.{name}")
+            self._daemon(host, [*CGROUP_VIEW, _tool("slurmd"), "-D", "-f", str(self.conf),
+                                "-N", name], f"slurmd.{name}")
         self._wait(self._all_idle, f"{self.nodes} idle node(s) in sinfo")
 
     def _daemon(self, host: Host, cmd: list[str], label: str) -> None:

@@ -82,11 +82,12 @@ def layout(spec: RunSpec, opts: SlurmOptions) -> tuple[int, int]:
     return ntasks, per_node
 
 
-def worker_command(spec: RunSpec, opts: SlurmOptions) -> list[str]:
-    """What every task runs."""
-    return [str(opts.venv / "bin" / "stratbench"), "worker", "--cluster", "slurm",
-            "--spec-json", json.dumps(spec.to_dict(), sort_keys=True, separators=(",", ":")),
-            "--out", str(opts.out)]
+def worker_command(spec: RunSpec, out: Path, program: list[str]) -> list[str]:
+    """What every task runs: ``program`` (``stratbench``, or an interpreter's
+    ``python -m bench``) as the worker of ``spec``, its result into ``out``."""
+    return [*program, "worker", "--cluster", "slurm", "--spec-json",
+            json.dumps(spec.to_dict(), sort_keys=True, separators=(",", ":")),
+            "--out", str(out)]
 
 
 def sbatch_script(spec: RunSpec, opts: SlurmOptions) -> str:
@@ -113,6 +114,7 @@ def sbatch_script(spec: RunSpec, opts: SlurmOptions) -> str:
         "# the run's: 0 ok, 3 failed or timed out, 2 a configuration that does not fit.",
         "set -euo pipefail",
         f"mkdir -p {shlex.quote(str(opts.out))}",
-        "exec srun " + " ".join(shlex.quote(a) for a in worker_command(spec, opts)),
+        "exec srun " + " ".join(shlex.quote(a) for a in worker_command(
+            spec, opts.out, [str(opts.venv / "bin" / "stratbench")])),
     ]
     return "\n".join(lines) + "\n"
