@@ -240,6 +240,7 @@ def test_scancel_of_a_running_step_is_recorded_and_leaves_nothing(one_node: Priv
     assert len(running) >= 4, running
     one_node.run(["scancel", str(job)])
     output, _ = proc.communicate(timeout=60)
+    assert one_node.wait_job(job, 30)["JobState"] == "CANCELLED"
     result = only_result(tmp_path)
     assert result["status"] == "failed"
     assert result["reason"].startswith("cancelled"), result["reason"]
@@ -253,6 +254,8 @@ def test_a_killed_task_fails_the_run_naming_its_node(one_node: PrivateSlurm,
     done, job = srun(one_node, ["-N1", "-n2", "--overcommit"], MWM, tmp_path,
                 env={"STRATBENCH_FAULT": "worker1:kill_after_warmup"})
     assert done.returncode == 3, done.stderr[-3000:]
+    fields = one_node.wait_job(job, 30)
+    assert (fields["JobState"], fields["ExitCode"]) == ("FAILED", "3:0"), fields
     result = only_result(tmp_path)
     assert result["status"] == "failed"
     assert "worker1" in result["reason"] and "node node1" in result["reason"], result["reason"]
