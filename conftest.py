@@ -79,10 +79,13 @@ def hardware_skip_reason(markers: set[str], gpus: int) -> str | None:
 # module fixtures (TensorFlow runs, often two lanes at once) are built once. The files
 # go in collection order: the longest first (seconds under two workers), so that none
 # of them starts last and runs on while the other worker idles.
-LONGEST_FIRST = ("test_multiprocess.py", "test_user_models.py", "test_training.py",
-                 "test_cli.py", "test_multihost.py", "test_fit.py", "test_jax_lane.py",
-                 "test_allreduce.py", "test_sequential.py", "test_error_rates.py",
-                 "test_report_browser.py", "test_preflight.py", "test_duet.py")
+# The Slurm tests hold the namespace lock for their whole module: they go first, so
+# that the other worker's namespace tests do not queue behind them late in the run.
+LONGEST_FIRST = ("test_slurm.py", "test_multiprocess.py", "test_user_models.py",
+                 "test_training.py", "test_cli.py", "test_multihost.py", "test_fit.py",
+                 "test_jax_lane.py", "test_allreduce.py", "test_sequential.py",
+                 "test_error_rates.py", "test_k8s_pods.py", "test_report_browser.py",
+                 "test_preflight.py", "test_duet.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
