@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from bench.launch.cgroups import CpuBudget
+from bench.launch.interpreter import require_tensorflow
 from bench.launch.netns import LinkShape, ours, pids_in
 from bench.launch.slurm.private import PrivateSlurm, unavailable
 from bench.launch.slurm_demo import run_on_slurm
@@ -78,6 +79,9 @@ def _cluster(tmp_path_factory: pytest.TempPathFactory, name: str,
 @pytest.fixture(scope="module")
 def one_node(netns_turn: None, tmp_path_factory: pytest.TempPathFactory
              ) -> Iterator[PrivateSlurm]:
+    # Every task checks that TensorFlow imports before it runs (cached per interpreter):
+    # checked once here, not by four tasks at once on two cores.
+    require_tensorflow(0)
     yield from _cluster(tmp_path_factory, "slurm1", nodes=1)
 
 
@@ -200,7 +204,7 @@ def test_parameter_server_runs_a_chief_a_ps_and_two_workers(one_node: PrivateSlu
 
 
 def test_the_labs_hosts_as_slurm_nodes_run_multi_worker_mirrored_across_two(
-        netns_turn: None, tmp_path: Path) -> None:
+        one_node: PrivateSlurm, tmp_path: Path) -> None:
     # The scaling lab's engine: each host a node with its own slurmd and CPU quota.
     spec = RunSpec(workload="mlp", strategy="multi_worker_mirrored", devices=2, batch=256,
                    warmup_steps=2, min_steps=3, max_steps=10, max_seconds=1.0, repeats=2,
