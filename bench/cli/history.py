@@ -147,20 +147,23 @@ def add_parser(sub: Any) -> None:
         description="The A/B nightly stores each night's candidate/baseline ratio per "
                     "configuration (drift-free: both sides ran in the same session). This "
                     "looks for lasting steps in each configuration's series on each machine "
-                    "that single nights could not call: change points of the mean log "
-                    "ratio by PELT (ruptures, L2 cost, penalty 3 sigma^2 ln n with sigma "
-                    "the night-to-night noise), each kept when the nights either side "
-                    "differ by Welch's t at --alpha (shared among the change points) and "
-                    "by at least --threshold. Prints each step with what single nights "
-                    "said after it and what either side changed that night. Exit 0 "
-                    "whatever it finds (a report; the nightly's own exit code judges "
-                    "tonight), 2 on a usage error.")
+                    "that single nights could not call: a permutation test of the largest "
+                    "difference of mean log ratio over every split with --min-nights each "
+                    "side (segments either side of a step tested again), each night's "
+                    "read at --alpha shared among the reads of 40 nights (35 at 3 a "
+                    "side), so that a series without a step prints one on some night of "
+                    "its first 40 at most --alpha of the time; a step is reported by at "
+                    "least --threshold. Prints each step with the test's p-value, what "
+                    "single nights said after it and what either side changed that night. "
+                    "Exit 0 whatever it finds (a report; the nightly's own exit code "
+                    "judges tonight), 2 on a usage error.")
     ch.add_argument("--key", help="only configurations whose spec key starts with this")
     ch.add_argument("--machine", help="only this machine id")
     ch.add_argument("--threshold", type=fraction, default=DEFAULT_THRESHOLD,
                     help="smallest step that counts, 5%% or 0.05 (default %(default)s)")
     ch.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
-                    help="significance of a step (default %(default)s)")
+                    help="false-alarm probability of a series without a step, over 40 "
+                         "nights of reads (default %(default)s)")
     ch.add_argument("--min-nights", type=int, default=DEFAULT_MIN_NIGHTS,
                     help="nights each side of a step (default %(default)s)")
     ch.add_argument("--json", action="store_true")
