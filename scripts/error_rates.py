@@ -16,6 +16,9 @@ The cases (docs/how-it-decides.md, "Error rates"):
   one is called REGRESSED or IMPROVED;
 - ``place``: five truly equal configurations at one place, 3 runs each: how often any
   of them is set aside as "shown slower beyond the noise" (per place);
+- ``margin``: the simplest of five configurations and four exactly at the margin below
+  it, 3 runs each: how often some row of the place claims "beyond the margin" or
+  "within it" wrongly (per place);
 - ``one run``: a configuration measured once (a multi-process one, 3x noisier than the
   arms) against one measured three times, truly equal: how often a direction is stated,
   and, at a true gap exactly at the margin, how often EQUIVALENT is;
@@ -32,6 +35,7 @@ import math
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -42,6 +46,8 @@ from bench.results.stats import (
     DEFAULT_ALPHA,
     DEFAULT_MARGIN,
     EQUIVALENT,
+    FASTER,
+    SLOWER,
     Settlement,
     settle_pairs,
     settle_runs,
@@ -49,7 +55,8 @@ from bench.results.stats import (
 from bench.spec import RunSpec
 from reports.configs import group_configs, pool_noise
 from reports.noise import Measured, NoisePool
-from reports.recommend import beaten_by
+from reports.recommend import Recommendation, beaten_by
+from reports.report import build_from_results
 from reports.runs import views
 from tests.helpers import fake_figures
 
@@ -154,6 +161,55 @@ def place_case(trials: int, seed: int) -> Rate:
                 count, trials)
 
 
+AT_MARGIN = 1.0 + DEFAULT_MARGIN
+
+
+# -- margin: several configurations exactly at the margin of the answer -------------------
+def _false_margin(s: Settlement, true_ratio: float) -> bool:
+    """Whether ``s``'s claim against the margin is false for ``true_ratio`` (beyond it
+    where the truth is not strictly beyond, within it where it is not strictly within;
+    a truth exactly at the margin makes either false)."""
+    bound, truth = math.log1p(s.margin), abs(math.log(true_ratio))
+    if s.verdict == EQUIVALENT:
+        return truth >= bound - 1e-9
+    if s.verdict in (FASTER, SLOWER):
+        return truth <= bound + 1e-9 or (s.verdict == FASTER) != (true_ratio > 1.0)
+    return False
+
+
+def margin_place(rng: np.random.Generator, gap: float, runs: int = 3,
+                 sd: float = 0.03) -> tuple[Recommendation, dict[str, float]]:
+    """One draw: a place of five configurations (``PLACE_CONFIGS``), the first (the
+    simplest) at 1,000 examples/s and the other four at 1,000 x ``gap``, ``runs`` runs
+    each at ``sd`` run noise, read by the reports; returns its recommendation and each
+    configuration's true level by key."""
+    levels = {_spec(s, d, 256).key(): 1000.0 * (1.0 if k == 0 else gap)
+              for k, (s, d) in enumerate(PLACE_CONFIGS)}
+    results = [_result(_spec(s, d, 256),
+                       [levels[_spec(s, d, 256).key()] * math.exp(rng.normal(0.0, sd))] * 3,
+                       i + 1) for s, d in PLACE_CONFIGS for i in range(runs)]
+    (rec,) = build_from_results(results, Path("/simulated")).machines[0] \
+        .workloads[0].recommendations
+    return rec, levels
+
+
+def margin_case(trials: int, seed: int, gap: float = 1.0 / AT_MARGIN) -> Rate:
+    """``margin_place`` ``trials`` times, four configurations exactly at the margin below
+    the simplest: how often some row of the place (a configuration against the answer,
+    what the answer's sentence, the short table and the lines print) claims beyond the
+    margin or within it, wrongly."""
+    rng = np.random.default_rng(seed)
+    count = 0
+    for _ in range(trials):
+        rec, levels = margin_place(rng, gap)
+        best = rec.best
+        count += best is not None and any(
+            _false_margin(s, levels[key] / levels[best.key])
+            for key, s in rec.settlements.items())
+    return Rate("margin", f"four configurations {gap - 1:+.1%} from the simplest, exactly "
+                          f"at the margin: a false margin row", count, trials)
+
+
 # -- one run: a side whose noise was never measured ----------------------------------------
 def one_run_case(trials: int, seed: int, gap: float) -> Rate:
     """A configuration measured once (run noise 6%) against one measured three times
@@ -223,11 +279,11 @@ def member_case(trials: int, seed: int, gap: float) -> Rate:
     return Rate("member", what, count, trials)
 
 
-AT_MARGIN = 1.0 + DEFAULT_MARGIN
 CASES: dict[str, Callable[[int, int], Rate]] = {
     "compare-change": lambda n, seed: compare_case(n, seed, 0.96),
     "compare-same": lambda n, seed: compare_case(n, seed + 1, 1.0),
     "place": place_case,
+    "margin": margin_case,
     "one-run-equal": lambda n, seed: one_run_case(n, seed, 1.0),
     "one-run-margin": lambda n, seed: one_run_case(n, seed + 1, AT_MARGIN),
     "member-coverage": lambda n, seed: member_case(n, seed, 1.0),

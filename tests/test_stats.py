@@ -88,6 +88,30 @@ def test_one_run_a_side_cannot_measure_noise() -> None:
     assert "2+ runs" in r.note and r.ratio == pytest.approx(0.5)
 
 
+@pytest.mark.parametrize("one_side", ["baseline", "current"])
+def test_a_side_of_one_run_borrows_no_noise_either_way(one_side: str) -> None:
+    """One run against three, as ``settle_runs``: the single run's noise is unknown, so
+    nothing is decided, whichever side it is on, with or without Welch or a pool. Before,
+    it was judged on the other side's noise: equal configurations, the single run 3x
+    noisier, were called apart in 25% of draws (measured at 2,000)."""
+    from bench.results.stats import LogSpread, RunNoise
+
+    rng = np.random.default_rng(4)
+    pool = LogSpread(0.02**2 * 40, 40)  # a large, quiet pool: still not lent
+    for _ in range(300):
+        once = [[1000.0 * math.exp(rng.normal(0.0, 0.06))]]
+        thrice = [[1000.0 * math.exp(v)] for v in rng.normal(0.0, 0.02, 3)]
+        sides = (once, thrice) if one_side == "baseline" else (thrice, once)
+        for r in (compare_runs(*sides), compare_runs(*sides, welch=True),
+                  compare_runs(*sides, noise=RunNoise(pool, pool, pool))):
+            assert r.p_value is None and not r.significant and r.mde == math.inf
+            assert math.isnan(r.low) and math.isnan(r.high)
+            assert "none is lent to it" in r.note
+    # Two runs on that side: its own noise, measured and decided.
+    two = compare_runs([[1000.0], [1010.0]], [[1200.0], [1190.0], [1205.0]])
+    assert two.p_value is not None and two.significant
+
+
 def test_identical_deterministic_runs() -> None:
     same = compare_runs([[5.0, 5.0], [5.0, 5.0]], [[5.0, 5.0], [5.0, 5.0]])
     assert same.p_value == 1.0 and not same.significant and same.mde == 0.0

@@ -478,9 +478,10 @@ def _difference(b: LogSpread, c: LogSpread, common: LogSpread, wb: float, wc: fl
     each side's own variance and the Welch-Satterthwaite df when the counts differ
     (there, when the smaller side is the noisier, Student's t alarms above alpha) or
     the F test finds the noise different (balanced, both tests have the same standard
-    error: the F test only decides whether the pooled df can be trusted). A side
-    without degrees of freedom has no variance of its own: the common one stands for
-    it (a single run judged against the other side's noise)."""
+    error: the F test only decides whether the pooled df can be trusted). A side of
+    several runs without degrees of freedom at this level (each run its own group) has
+    the common variance stand for it; its group-level spread is weighed beside it
+    (``compare_runs``). A side of one run never gets here: nothing stands for it."""
     differs = noise_differs_p(b, c)
     unequal = not math.isclose(wb, wc, rel_tol=1e-9) or (
         differs is not None and differs < NOISE_DIFFERS_ALPHA)
@@ -523,9 +524,11 @@ def compare_runs(baseline: Runs, current: Runs, *, alpha: float = DEFAULT_ALPHA,
     The change is the difference of the sides' log means (means of group means);
     its standard error follows from the chosen noise; the interval and the
     two-sided p-value use the t distribution of the chosen test, and the minimum
-    detectable change is ``(t[1 - alpha/2] + t[power]) x SE``. With no replicated
-    runs (one run a side, no ``noise``) no noise can be measured: ``p_value`` None,
-    ``mde`` inf.
+    detectable change is ``(t[1 - alpha/2] + t[power]) x SE``. A side of one run has no
+    noise of its own and none is lent to it, as in ``settle_runs``: neither the other
+    side's spread nor a pool (``noise``) says how its single figure varies, and where
+    it is the noisier its borrowed interval is too narrow. Then nothing is decided:
+    ``p_value`` None, ``mde`` inf.
     """
     if not 0 < alpha < 1 or not 0 < power < 1:
         raise ValueError(f"alpha and power must be between 0 and 1. Received: "
@@ -574,6 +577,11 @@ def compare_runs(baseline: Runs, current: Runs, *, alpha: float = DEFAULT_ALPHA,
         window_floor_cv=_log_sd_to_cv(math.sqrt(floor_var)),
         baseline=summarize_runs(baseline), current=summarize_runs(current),
         test=STUDENT if chosen is None else chosen.test)
+    if min(len(baseline), len(current)) < 2:
+        return replace(undecided, note=(
+            f"{len(baseline)} baseline and {len(current)} current run(s): a side of one "
+            f"run has no run-to-run noise of its own, and none is lent to it (2+ runs on "
+            f"each side needed)"))
     if chosen is None:
         return replace(undecided, note=(
             f"{len(baseline)} baseline and {len(current)} current run(s): the run-to-run "
@@ -865,6 +873,17 @@ class Settlement:
     # Two-sided p-value of "no difference" (None: no noise measured): what a correction
     # over several comparisons (Holm's, ``reports.recommend.beaten_by``) orders them by.
     p_value: float | None = None
+    # The p-value of its claim against the margin (None: no noise measured): the level
+    # below which ``verdict`` is FASTER / SLOWER (twice the one-sided p of a gap beyond
+    # the margin: its 1 - alpha interval lies past it) or EQUIVALENT (TOST's p), the
+    # smaller of the two (at alpha < 0.5 at most one of them can be claimed). What a
+    # correction of the margin claims over a place's comparisons orders them by
+    # (``reports.recommend.PlaceComparisons``).
+    margin_p: float | None = None
+    # The standard error of the log ratio and its degrees of freedom (None, 0: no noise
+    # measured): what a comparison of two sweeps' estimates reads (``reports.stability``).
+    se: float | None = None
+    df: float = 0.0
 
     @property
     def decided(self) -> bool:
@@ -976,12 +995,16 @@ def _settle(mean: float, se: float | None, df: float, sd_pair: float | None, *,
     bound = math.log1p(margin)
     nan = math.nan
     p_value: float | None = None
+    margin_p: float | None = None
     if se is None:
         low = high = eq_low = eq_high = half = nan
         same = False
     else:
         p_value = (2.0 * t_sf(abs(mean) / se, df) if se > 0
                    else float(mean == 0.0))
+        margin_p = (min(1.0, 2.0 * t_sf((abs(mean) - bound) / se, df),
+                        t_sf((bound - abs(mean)) / se, df)) if se > 0
+                    else float(abs(mean) == bound))
         half = t_ppf(1.0 - alpha / 2.0, df) * se
         eq_half = t_ppf(1.0 - alpha, df) * se
         low, high = math.exp(mean - half), math.exp(mean + half)
@@ -1010,7 +1033,8 @@ def _settle(mean: float, se: float | None, df: float, sd_pair: float | None, *,
     return Settlement(verdict=verdict, ratio=math.exp(mean), low=low, high=high, eq_low=eq_low,
                       eq_high=eq_high, margin=margin, alpha=alpha, power=power,
                       evidence=evidence, sizes=sizes, sd_log=sd_log, needed=needed,
-                      pooled_df=pooled_df, rounds_df=rounds_df, p_value=p_value)
+                      pooled_df=pooled_df, rounds_df=rounds_df, p_value=p_value,
+                      margin_p=margin_p, se=se, df=df if se is not None else 0.0)
 
 
 def settle_runs(reference: Sequence[float], candidate: Sequence[float], *,
