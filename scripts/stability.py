@@ -12,13 +12,17 @@ For every machine, workload and batch setting either sweep answers, prints one l
 - ``only in A`` / ``only in B`` / ``no answer``: nothing to compare there.
 
 Places are keyed by machine (fingerprint ``machine_id``): two machines' sweeps share
-none. Then ``median half-width: X%``, the median relative half-width of the intervals
-the answers rest on (both sweeps; each sweep's just above it).
+none. Each answer holds per place, not jointly across places, so each disagreement is
+printed with its p-value (how far the two sweeps' estimates of the two choices lie
+apart for their noise) and that p-value corrected over the places compared (Holm).
+Then ``median half-width: X%``, the median relative half-width of the intervals the
+answers rest on (both sweeps; each sweep's just above it).
 
 Reads stored results only (no TensorFlow). Exit codes: 0 every place agrees (or is
 equivalent-consistent); 2 usage error (not a sweep directory) or sweeps that cannot be
-compared: they share fewer places than either has, or none; 4 at least one
-disagreement; 5 some place is not settled (or has no answer) and none disagrees.
+compared: they share fewer places than either has, or none; 4 a disagreement beyond
+what that many places give by chance (its Holm-corrected p-value at most 5%); 5 some
+place is not settled (or has no answer), or disagrees within chance.
 """
 
 from __future__ import annotations

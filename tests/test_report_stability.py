@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from pathlib import Path
 
@@ -19,10 +20,13 @@ from reports.stability import (
     NOT_SETTLED,
     ONLY_A,
     ONLY_B,
+    Agreement,
     Answer,
     agreement,
     answers_of,
     compare_answers,
+    corrected,
+    counted,
     disagreements,
     exit_code,
     median_half_width,
@@ -66,6 +70,10 @@ def test_the_same_choice_agrees_and_a_changed_one_disagrees() -> None:
     assert changed.a.choice == "one_device on 1 device"
     assert changed.a.within == {"mirrored on 2 devices"} and not changed.b.within
     assert disagreements(list(rows.values())) == [changed]
+    # 0.5% apart in one sweep, 50% in the other, at 1% noise: far beyond chance even
+    # corrected over the two places.
+    assert changed.p_value is not None and changed.adjusted is not None
+    assert changed.adjusted == pytest.approx(2 * changed.p_value) and changed.adjusted < 1e-3
     assert exit_code(list(rows.values())) == Exit.REGRESSION
     text = stability_text(list(rows.values()))
     assert "1 agree, 1 disagree" in text
@@ -104,6 +112,57 @@ def test_consistency_needs_each_side_to_have_shown_the_other_choice_equivalent()
         == DISAGREE  # each faster than the other: contradicted
     assert agreement(eq_x, None) == ONLY_A and agreement(None, eq_x) == ONLY_B
     assert agreement(eq_x, Answer("w", None, frozenset(), "")) == NO_ANSWER
+
+
+X, Y = "one_device on 1 device", "mirrored on 2 devices"
+
+
+def _places(gap_a: float, gap_b: float, se: float, agreeing: int) -> list[Agreement]:
+    """One place where A answers X with Y ``gap_a`` from it and B answers Y with X
+    ``gap_b`` from it (each estimate at standard error ``se``, 10 df), and ``agreeing``
+    more places where both answer X, corrected together."""
+    a = Answer("[m] w, global batch 1", X, frozenset(), "",
+               versus=((Y, math.log1p(gap_a), se, 10.0),))
+    b = Answer("[m] w, global batch 1", Y, frozenset(), "",
+               versus=((X, math.log1p(gap_b), se, 10.0),))
+    same = [Answer(f"[m] w, global batch {k + 2}", X, frozenset(), "")
+            for k in range(agreeing)]
+    return corrected([Agreement(a.where, agreement(a, b), a, b),
+                      *(Agreement(x.where, AGREE, x, x) for x in same)])
+
+
+def test_a_disagreement_fails_the_check_only_beyond_what_the_places_give_by_chance() -> None:
+    """Each answer holds per place. A: Y 5% behind X; B: X 1% behind Y, at 2% standard
+    error each: 2.2 standard errors apart, p 0.04. Alone it fails the check; among five
+    places compared, Holm's correction puts it at 0.21, within what five places give by
+    chance: not settled, not a regression. The same disagreement at 0.5% standard
+    errors (p about 1e-7) fails it among five as well."""
+    alone = _places(-0.05, -0.01, 0.02, agreeing=0)
+    (row,) = disagreements(alone)
+    assert row.p_value == pytest.approx(0.04, abs=0.01) and row.adjusted == row.p_value
+    assert counted(alone) == [row] and exit_code(alone) == Exit.REGRESSION
+    among = _places(-0.05, -0.01, 0.02, agreeing=4)
+    (row,) = disagreements(among)
+    assert row.p_value is not None and row.adjusted == pytest.approx(5 * row.p_value)
+    assert counted(among) == [] and exit_code(among) == Exit.CANNOT_TELL
+    text = stability_text(among)
+    assert "each answer holds per place, not jointly across places" in text
+    assert "over the 5 place(s) compared (Holm at 5%): 0 of 1 beyond" in text
+    assert f"(p={row.p_value:.2g}; {row.adjusted:.2g} over the places compared" in row.line()
+    clear = _places(-0.05, -0.01, 0.005, agreeing=4)
+    assert exit_code(clear) == Exit.REGRESSION and len(counted(clear)) == 1
+
+
+def test_a_disagreement_the_noise_cannot_weigh_counts() -> None:
+    """Where either sweep did not compare the two choices (a configuration that ran in
+    one sweep only), nothing in the noise explains the disagreement: it counts."""
+    a = Answer("w", X, frozenset(), "")
+    b = Answer("w", Y, frozenset(), "", versus=((X, -0.01, 0.02, 10.0),))
+    rows = corrected([Agreement("w", agreement(a, b), a, b),
+                      *(Agreement(f"v{k}", AGREE, a, a) for k in range(4))])
+    (row,) = disagreements(rows)
+    assert row.p_value is None and row.adjusted == 0.0 and exit_code(rows) == Exit.REGRESSION
+    assert "did not both compare the two choices" in row.line()
 
 
 def test_a_choice_set_aside_yet_shown_within_the_margin_is_shown_within_it() -> None:
