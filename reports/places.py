@@ -19,6 +19,7 @@ from bench.spec import RunSpec
 from reports.answers import AnswerRow, answer_row, answers_text
 from reports.recommend import Recommendation, place_of
 from reports.report import build_from_results
+from reports.runs import place_identity
 from reports.sequential import Looks
 
 
@@ -37,6 +38,11 @@ class Place:
     is_open: bool
     needs: tuple[str, ...]
     measured: Mapping[str, RunSpec]
+
+    def holds(self, spec: RunSpec) -> bool:
+        """Whether ``spec`` is a configuration of this place (on this place's machine:
+        the sweep measures one)."""
+        return any(place_identity(m) == place_identity(spec) for m in self.measured.values())
 
 
 def _place(where: str, row: AnswerRow, rec: Recommendation) -> Place:

@@ -196,6 +196,16 @@ def variant_of(result: RunResult) -> Variant:
                    spec_type=spec_type)
 
 
+def place_identity(spec: RunSpec) -> tuple[Any, ...]:
+    """What the place of ``spec`` is made of, its machine aside: the variant (workload
+    parameters and every field declared ``variant``) and the batch setting. Two
+    configurations of one place differ in strategy, devices and their knobs only."""
+    values = tuple((f.name, getattr(spec, f.name, f.default))
+                   for f in declaration(type(spec)) if f.info.variant)
+    return (json.dumps(dict(spec.params), sort_keys=True), values, spec.batch_mode,
+            spec.batch)
+
+
 def machine_of(result: RunResult) -> str:
     """The fingerprint's machine_id: results of different machines are never mixed."""
     return str(result.environment.get("machine_id") or "unknown")

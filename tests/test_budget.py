@@ -524,6 +524,45 @@ def test_a_look_reads_only_the_places_it_could_settle(tmp_path: Path) -> None:
         still[0].where.replace("32", "64")}
 
 
+def test_a_look_waits_for_every_configuration_planned_at_the_place(tmp_path: Path) -> None:
+    """A configuration that runs alone comes after the sessions; a look before it ran
+    would settle the place without it, for good. The place waits (no look, no alpha
+    spent) until it has a result, then a look settles it with it in. A planned
+    baseline (independent copies: a ceiling, not a choice) does not hold a place."""
+    from bench.results.store import load_sweep
+
+    clear = (ONE.replace(batch=64), TWO.replace(batch=64))  # 1.5x at 1%
+    alone = ONE.replace(strategy="parameter_server", devices=2, batch=64)
+    baseline = ONE.replace(strategy="independent", devices=2, batch=64)
+    plan = LookPlan.for_budget(600.0)
+    for n in (1, 2, 3):
+        _session(tmp_path, clear, n, 1.5, 0.01)
+
+    def look(planned: Sequence[RunSpec]) -> list[budget_mod.OpenAnswer]:
+        return budget_mod.look(load_sweep(tmp_path).results, tmp_path, plan, 10.0, 600.0,
+                               lambda _: None, planned=planned)
+
+    def looks() -> int:
+        return sum(e.get("event") == "look" for e in SweepStore(tmp_path).journal_events())
+
+    (waiting,) = look([*clear, alone, baseline])
+    assert waiting.waiting == 1 and looks() == 0
+    for n in (1, 2, 3):  # clearly slower, in runs of its own
+        _store(tmp_path, alone, n, [300.0 + n, 305.0, 298.0, 302.0])
+    assert look([*clear, alone, baseline]) == [] and looks() == 1
+
+
+def test_a_planned_baseline_alone_does_not_hold_a_look(tmp_path: Path) -> None:
+    clear = (ONE.replace(batch=64), TWO.replace(batch=64))
+    baseline = ONE.replace(strategy="independent", devices=2, batch=64)
+    for n in (1, 2, 3):
+        _session(tmp_path, clear, n, 1.5, 0.01)
+    still = budget_mod.look(load_sweep(tmp_path).results, tmp_path,
+                            LookPlan.for_budget(600.0), 10.0, 600.0, lambda _: None,
+                            planned=[*clear, baseline])
+    assert still == []
+
+
 @pytest.mark.parametrize("wall_s, sessions", [(150.0, 3), (250.0, 2)])
 def test_the_sweep_opens_with_the_answer_of_fewest_configurations(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, wall_s: float, sessions: int

@@ -29,7 +29,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Container, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -203,6 +203,7 @@ class OpenAnswer:
     keys: tuple[str, ...]
     members: int = 0
     sessions: int = 0
+    waiting: int = 0  # configurations planned here with no result yet (not looked at)
 
 
 def open_answers(results: Sequence[RunResult], source: Path, looks: Looks | None = None
@@ -261,7 +262,8 @@ def look_plan(store: SweepStore, budget_s: float) -> LookPlan:
 
 
 def look(results: Sequence[RunResult], out: Path, plan: LookPlan, elapsed: float,
-         budget_s: float, echo: Callable[[str], None] = print) -> list[OpenAnswer]:
+         budget_s: float, echo: Callable[[str], None] = print,
+         planned: Sequence[RunSpec] = ()) -> list[OpenAnswer]:
     """One interim look at the sweep's places; returns the answers still open.
 
     A place is looked at (read at ``plan.interim``, the look journaled and counted
@@ -272,6 +274,11 @@ def look(results: Sequence[RunResult], out: Path, plan: LookPlan, elapsed: float
     settled and measured no more; one that had its last look is closed. Every other
     place is open as last read, whatever the interim read says now: it is measured
     again until a look settles it or the last one reads it.
+
+    A place is not looked at while a configuration ``planned`` there (a choice, not a
+    baseline) has no result yet: one that runs alone, after the sessions. A settled
+    place is never read again, so a look before it ran would answer without it. It
+    stays open, ``waiting``.
     """
     store = SweepStore(out)
     events = store.journal_events()
@@ -281,10 +288,15 @@ def look(results: Sequence[RunResult], out: Path, plan: LookPlan, elapsed: float
     still: list[OpenAnswer] = []
     found = [p for p in places(results, out, Looks(default=plan.interim))
              if not taken.get(p.where, Taken()).final and p.where not in settled]
+    tried = {r.key for r in results}
+    # Only the configurations a user can pick: a baseline is a ceiling, not compared.
+    pending = [s for s in planned if s.key() not in tried and STRATEGIES.get(s.strategy).is_choice]
     for p in found:
         answer, was = _open(p, runs), taken.get(p.where, Taken())
+        answer = replace(answer, waiting=sum(1 for s in pending if p.holds(s)))
         can_settle = not p.is_open or answer.sessions > max(1, was.sessions)
-        lookable = was.interim < plan.max_interim and can_settle
+        lookable = (was.interim < plan.max_interim and can_settle
+                    and not answer.waiting)
         if lookable:
             due.append((p, answer.sessions))
         if p.is_open or not lookable:
