@@ -37,6 +37,7 @@ from reports.recommend import (
 )
 from reports.report import MachineReport, SweepReport
 from reports.runs import Variant
+from reports.worth import worth
 
 HEADERS = ("place", "answer", "kind", "against", "answer vs it", "noise", "to settle")
 # A row a person reads at a glance: about the median sentence of the docs this project
@@ -68,6 +69,10 @@ class AnswerRow:
     noise: str  # "cv 3%"
     to_settle: str  # "~28 pairs"
     sentence: str  # "cnn, global batch 64: NOT SETTLED at this precision, ...": --explain
+    # What the answer is worth, jointly over the place's comparisons and looks
+    # (``reports.worth``): "use default on 1 device: no configuration is shown faster;
+    # none is more than 4% faster (95%, ...)". Every rendering leads with it.
+    worth: str = ""
 
     @property
     def cells(self) -> tuple[str, ...]:
@@ -156,11 +161,13 @@ def answer_row(machine: Machine, variant: Variant, r: Recommendation) -> AnswerR
     """The row of one place's answer (``r``, of ``variant`` on ``machine``)."""
     place = f"{variant.label()}, {BATCH_WORDS[r.ranking.batch_mode]} {r.ranking.batch}"
     sentence = f"{variant.label()}, {answer_line(r)}"
+    found = worth(r)
+    what = f"{place}: {found.sentence()}" if found is not None else f"{place}: {r.text}"
     if r.best is None:
         # No configuration to name: none ran, or the evidence runs in a circle (kind
         # NOT SETTLED, its text naming the circle).
         return AnswerRow(machine.hardware, place, r.text, KIND_WORDS[r.kind], NONE, NONE,
-                         NONE, NONE, sentence)
+                         NONE, NONE, sentence, what)
     if r.kind not in VERSUS:
         raise ValueError(f"an answer's kind must be one of {sorted(VERSUS)}. "
                          f"Received: kind={r.kind!r}")
@@ -170,7 +177,8 @@ def answer_row(machine: Machine, variant: Variant, r: Recommendation) -> AnswerR
     return AnswerRow(machine.hardware, place, answer, KIND_WORDS[r.kind],
                      vs.against if vs else NONE, vs.change if vs else NONE,
                      r.spread.short if r.spread is not None else NONE,
-                     plan_cell(hardest[1]) if hardest is not None else NONE, sentence)
+                     plan_cell(hardest[1]) if hardest is not None else NONE, sentence,
+                     what)
 
 
 def machine_rows(mr: MachineReport) -> list[AnswerRow]:
@@ -248,7 +256,12 @@ def answers_text(rows: Sequence[AnswerRow], explain: bool = False,
     for m in machines:
         if len(machines) > 1:
             out.append(f"  on {m}:")
-        out += text_table(HEADERS, [r.cells for r in rows if r.machine == m], width=width)
+        mine = [r for r in rows if r.machine == m]
+        # What each answer is worth first: the sentence a user acts on.
+        for r in mine:
+            out += _wrapped(r.worth, "  ", width, more="    ")
+        out.append("")
+        out += text_table(HEADERS, [r.cells for r in mine], width=width)
     if not rows:
         return out
     out += _wrapped(f"({LEGEND}" + ("" if explain else "; --explain: each answer in full") + ")",
@@ -257,8 +270,8 @@ def answers_text(rows: Sequence[AnswerRow], explain: bool = False,
         many = len(machines) > 1
         out += ["", "the answers in full:"]
         for r in rows:
-            out += _wrapped(f"{f'[{r.machine}] ' if many else ''}{r.sentence}", "  ", width,
-                            more="  ")
+            out += _wrapped(f"{f'[{r.machine}] ' if many else ''}{r.worth}. {r.sentence}",
+                            "  ", width, more="  ")
     return out
 
 

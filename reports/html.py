@@ -26,6 +26,7 @@ from reports.recommend import WorkloadAnswer
 from reports.report import MachineReport, SweepReport
 from reports.runs import RunView
 from reports.tables import comparison
+from reports.worth import worth
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;
@@ -110,8 +111,9 @@ def _notes(lines: Sequence[str]) -> str:
 
 
 def _recommendation(w: WorkloadAnswer) -> str:
-    """Each place's answer in full; the profiles' paths it names are taken out of its
-    sentences and linked under them."""
+    """Each place's answer in one sentence, what it is worth (``reports.worth``), the
+    full reasoning folded beneath it; the profiles' paths the reasoning names are taken
+    out of its sentences and linked under them."""
     items, dirs = [], []
     for rec in w.recommendations:
         text, found = split_profiles(rec.text)
@@ -121,8 +123,12 @@ def _recommendation(w: WorkloadAnswer) -> str:
             line, more = split_profiles(o)
             others.append(f"<li>{e(line)}</li>")
             dirs += more
-        items.append(f"<li><b>{e(rec.ranking.label)}</b>: {rec.verb}{e(text)}"
-                     + (f"<ul>{''.join(others)}</ul>" if others else "") + "</li>")
+        found_worth = worth(rec)
+        short = found_worth.sentence() if found_worth is not None else text
+        items.append(f"<li><b>{e(rec.ranking.label)}</b>: {e(short)}."
+                     f"<details><summary>why</summary><p>{rec.verb}{e(text)}</p>"
+                     + (f"<ul>{''.join(others)}</ul>" if others else "")
+                     + "</details></li>")
     return (f"<div class='box rec'><b>Recommendation</b><ul>{''.join(items)}</ul>"
             f"{_profile_links(list(dict.fromkeys(dirs)))}</div>")
 

@@ -53,7 +53,10 @@ def _machine(mr: MachineReport, n: int, many: bool) -> list[str]:
                 if sep else [f"> **Note.** {m.disclaimer}", ""])
     answers = machine_rows(mr)
     if answers:
-        out += [f"**Answers** (one row per place, each in full under its workload; "
+        # One item a paragraph: a place's sentence is read alone.
+        out += ["**What each answer is worth:**", "",
+                *[line for r in answers for line in (f"- {r.worth}", "")],
+                f"**Answers** (one row per place, each in full under its workload; "
                 f"{LEGEND}):", "", md_table(HEADERS, [r.cells for r in answers]), ""]
     for w in mr.workloads:
         out += [f"### {w.variant.label()}", "", *_brief(w),

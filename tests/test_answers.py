@@ -40,6 +40,7 @@ from reports.html import render_html
 from reports.markdown import render_markdown
 from reports.recommend import ALONE, STANDS, Recommendation, answer_line
 from reports.report import SweepReport, build_from_results
+from reports.worth import worth
 from tests.helpers import fake_environment, measured, replicated
 
 GPU = fake_environment("gpu-box", gpus=2)
@@ -242,7 +243,13 @@ def test_every_rendering_carries_the_answer_and_its_evidence(
         # The terminal with --explain, the Markdown and the HTML answers in full
         assert line in cli and line in md and line in page
         assert f"**{label}**: {rec.verb}{rec.text}" in md  # the Markdown details
-        assert f"{label}: {rec.verb}{rec.text}" in page  # the HTML recommendation box
+        # The HTML recommendation box: what the answer is worth, the reasoning folded.
+        found = worth(rec)
+        assert found is not None
+        assert f"{label}: {found.sentence()}." in page
+        assert f"why{rec.verb}{rec.text}" in page
+        # Every rendering leads with what the answer is worth.
+        assert found.sentence() in cli and found.sentence() in md
         kind = CASES[case][3]
         said = {FASTER: "faster beyond the noise than", EQUIVALENT: "equivalent within +-5% to",
                 NOT_SETTLED: "NOT SETTLED at this precision"}[kind]
@@ -370,7 +377,10 @@ def test_the_terminal_shows_the_table_and_explain_adds_the_sentences(tmp_path: P
                    *(["--explain"] if explain else [])])
         out = capsys.readouterr().out
         assert rc == 0
-        header = out.splitlines()[1].split()
-        assert header[:3] == ["place", "answer", "kind"]
+        lines = out.splitlines()
+        # What each answer is worth leads, one line a place, then the table.
+        assert lines[1].startswith("  mlp[tiny], batch 8: use mirrored on 2 devices: faster")
+        assert lines[2].startswith("  mlp[tiny], batch 16: ")
+        assert lines[4].split()[:3] == ["place", "answer", "kind"]
         assert all((s in out) == explain for s in sentences), out
         assert ("--explain: each answer in full" in out) != explain

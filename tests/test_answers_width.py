@@ -114,8 +114,8 @@ def test_report_takes_the_width_from_the_flag_then_columns(tmp_path: Path, capsy
         out = capsys.readouterr().out.splitlines()
         return out[:out.index(next(line for line in out if line.startswith("report: ")))]
 
-    full = table()  # a pipe, no COLUMNS: one line a row
-    assert len(full) == 2 + 2 + 1 and max(map(len, full)) > 100
+    full = table()  # a pipe, no COLUMNS: one line a row, after one line a place's worth
+    assert len(full) == 1 + 2 + 1 + 1 + 2 + 1 and max(map(len, full)) > 100
     assert full == recommendations_text(build_from_results(_results(), sweep)).splitlines()
     assert max(map(len, table("--width", "100"))) <= 100
     monkeypatch.setenv("COLUMNS", "90")

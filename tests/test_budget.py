@@ -442,7 +442,8 @@ def test_a_budgeted_sweep_runs_shared_arms_first_then_says_its_provisional_answe
     assert lines[0].startswith("budget 1 s: the answer that can settle first, then "
                                "provisional answers after each answer's first session")
     assert lines[1].startswith("\nprovisional answers (") and "still to come" in lines[1]
-    assert lines[2].split()[:3] == ["place", "answer", "kind"]  # the answers' table
+    assert lines[2].startswith("  mlp[tiny], batch 32: ")  # what the answer is worth
+    assert lines[4].split()[:3] == ["place", "answer", "kind"]  # the answers' table
     assert lines[-1].startswith("budget: ")  # then the budget's looks
 
 

@@ -1,0 +1,74 @@
+"""What an answer is worth: one bound over every comparison of its place, held jointly
+(``reports.worth``): constructed places both ways, and the joint level by simulation."""
+
+from __future__ import annotations
+
+import math
+import random
+
+from bench.results.stats import t_ppf
+from reports.report import build_from_results
+from reports.worth import highest_ratio, worth
+from tests.helpers import fake_environment, replicated
+from tests.test_answers import MWM, ONE, TWO, _place
+
+
+def _worth(*configs: tuple[str, int, float, float]) -> str:
+    results = _place(*configs)
+    (mr,) = build_from_results(results, None).machines  # type: ignore[arg-type]
+    (rec,) = mr.workloads[0].recommendations
+    found = worth(rec)
+    assert found is not None
+    return found.sentence()
+
+
+def test_a_clearly_faster_answer_states_its_least_gain() -> None:
+    text = _worth((ONE, 1, 1000.0, 0.01), (TWO, 2, 1500.0, 0.01), (MWM, 2, 1200.0, 0.01))
+    assert text.startswith("use mirrored on 2 devices: faster than every other "
+                           "configuration by at least ")
+    gain = int(text.split("at least ")[1].split("%")[0])
+    assert 15 <= gain < 25  # 1500 / 1200 = +25%, less its joint interval
+    assert "its 2 comparisons together" in text
+
+
+def test_equal_configurations_state_how_much_could_be_given_up() -> None:
+    tight = _worth((ONE, 1, 1000.0, 0.01), (TWO, 2, 1000.0, 0.01))
+    loose = _worth((ONE, 1, 1000.0, 0.10), (TWO, 2, 1000.0, 0.10))
+    for text in (tight, loose):
+        assert "no configuration is shown faster; none is more than " in text
+    bound = [int(t.split("more than ")[1].split("%")[0]) for t in (tight, loose)]
+    assert bound[0] <= 5 < bound[1]  # the precision reached, stated
+
+
+def test_a_one_run_comparison_bounds_nothing_and_is_named() -> None:
+    env = fake_environment("rows-box", gpus=2)
+    results = [*replicated(ONE, 1, 8, 1000.0, env=env, run_cv=0.01, cv=0.01),
+               *replicated(TWO, 2, 8, 900.0, env=env, run_cv=0.01, cv=0.01, runs=1)]
+    (mr,) = build_from_results(results, None).machines  # type: ignore[arg-type]
+    (rec,) = mr.workloads[0].recommendations
+    found = worth(rec)
+    assert found is not None and found.loss is None
+    assert "not bounded against mirrored on 2 devices" in found.sentence()
+
+
+def test_the_bound_holds_jointly_at_its_level_and_not_comparison_by_comparison() -> None:
+    """Four configurations equal to the answer: the bound "none is more than L faster"
+    is wrong when every upper end lies below 1. Read jointly it is wrong at most alpha
+    of the time; read at alpha each, more often than alpha."""
+    rng = random.Random(7)
+    se, df, k, places = 0.03, 5.0, 4, 4000
+
+    def draws() -> list[tuple[float, float, float]]:
+        # A t-distributed estimate around the true log ratio 0.
+        return [(se * rng.gauss(0, 1) / math.sqrt(rng.gammavariate(df / 2, 2 / df)), se, df)
+                for _ in range(k)]
+
+    samples = [draws() for _ in range(places)]
+    joint = sum(highest_ratio(d, 0.05) < 1.0 for d in samples) / places
+    assert joint <= 0.05
+    # The two-sided misses of the joint intervals, and of per-comparison ones:
+    misses = sum(any(abs(e) > t_ppf(1 - 0.05 / k / 2, f) * s for e, s, f in d)
+                 for d in samples) / places
+    naive = sum(any(abs(e) > t_ppf(0.975, f) * s for e, s, f in d) for d in samples) / places
+    assert misses <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / places)
+    assert naive > 0.1  # comparison by comparison, four comparisons miss far more often
