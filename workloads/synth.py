@@ -8,7 +8,11 @@ average-pooled, inputs). This is the same teacher for what a model says it takes
 token inputs the mean of a fixed random vector per token id (a bag of tokens, which an
 embedding followed by pooling can learn), and the labels are read from a random linear
 map of all features, in the form the loss takes (class ids, one-hot rows, 0/1 targets
-or real values). Numpy only: the parent side may import it.
+or real values). A model of several outputs (``PackedLabels``: one LabelSpec per head)
+gets every head's labels from one teacher, packed side by side into one float32 array
+(a class id takes one column), so that every loop, sharder and pipeline that moves one
+label array moves them unchanged; the loss unpacks the columns (bench.child.description).
+Numpy only: the parent side may import it.
 """
 
 from __future__ import annotations
@@ -56,6 +60,37 @@ class LabelSpec:
         return LABEL_MAKERS.get(self.kind).describe.format(width=self.width)
 
 
+    @property
+    def columns(self) -> int:
+        """Columns this head's labels take in a packed array: 1 for a class id."""
+        return 1 if self.kind == "class_ids" else self.width
+
+
+@dataclass(frozen=True)
+class PackedLabels:
+    """The labels of a model of several outputs: ``heads`` (name, LabelSpec) in the
+    model's order, packed side by side into one float32 array of ``width`` columns
+    (``kind`` ``packed``: what a loop that shapes a label tensor reads)."""
+
+    heads: tuple[tuple[str, LabelSpec], ...]
+    kind: str = "packed"
+
+    @property
+    def width(self) -> int:
+        return sum(spec.columns for _, spec in self.heads)
+
+    def spans(self) -> list[tuple[int, int]]:
+        """``(start, stop)`` columns of each head, in order."""
+        out, at = [], 0
+        for _, spec in self.heads:
+            out.append((at, at + spec.columns))
+            at += spec.columns
+        return out
+
+    def describe(self) -> str:
+        return "; ".join(f"{name}: {spec.describe()}" for name, spec in self.heads)
+
+
 @dataclass(frozen=True)
 class LabelMaker:
     """Labels of one kind from the teacher's scores (examples x width)."""
@@ -97,13 +132,14 @@ def _numpy_dtype(dtype: str) -> Any:
     return np.float32 if dtype == "bfloat16" else np.dtype(dtype)
 
 
-def make_pool(inputs: Sequence[InputSpec], labels: LabelSpec, examples: int, seed: int,
-              pool: int = TEACHER_POOL) -> tuple[Any, np.ndarray]:
+def make_pool(inputs: Sequence[InputSpec], labels: LabelSpec | PackedLabels, examples: int,
+              seed: int, pool: int = TEACHER_POOL) -> tuple[Any, np.ndarray]:
     """``examples`` synthetic examples and their labels from the teacher.
 
     ``x`` is the array of the only input, or a dict of arrays by input name for several
-    (a functional model takes a dict keyed by its inputs' names). Deterministic in
-    ``seed``: every strategy and every process sees the same pool.
+    (a functional model takes a dict keyed by its inputs' names); ``y`` the labels, for
+    ``PackedLabels`` every head's side by side (float32). Deterministic in ``seed``:
+    every strategy and every process sees the same pool.
     """
     rng = np.random.default_rng(seed)
     xs: dict[str, np.ndarray] = {}
@@ -120,12 +156,20 @@ def make_pool(inputs: Sequence[InputSpec], labels: LabelSpec, examples: int, see
             xs[spec.name] = x.astype(_numpy_dtype(spec.dtype), copy=False)
             feats.append(_features(x, pool))
     features = np.concatenate(feats, axis=1)
+    heads = labels.heads if isinstance(labels, PackedLabels) else (("", labels),)
     teacher = np.random.default_rng(seed + 1).standard_normal(
-        (features.shape[1], labels.width), dtype=np.float32)
+        (features.shape[1], sum(head.width for _, head in heads)), dtype=np.float32)
     # Scaled per example (not by the pool's statistics): an example's label must not
     # depend on how many examples the pool holds.
     scores = features @ teacher / np.float32(np.sqrt(features.shape[1]))
-    y = LABEL_MAKERS.get(labels.kind).make(scores)
+    parts, at = [], 0
+    for _, head in heads:  # each head reads its own columns of the teacher's scores
+        parts.append(LABEL_MAKERS.get(head.kind).make(scores[:, at:at + head.width]))
+        at += head.width
+    if isinstance(labels, PackedLabels):
+        y = np.concatenate([p.reshape(examples, -1).astype(np.float32) for p in parts], axis=1)
+    else:
+        y = parts[0]
     return (xs[inputs[0].name] if len(inputs) == 1 else xs), y
 
 

@@ -5,7 +5,9 @@ the custom loop's (bench.child.trainer): the same model and optimizer from
 ``build_task`` (seed, precision policy, loss scaling), the same loss (the task's:
 sparse categorical cross-entropy on float32 logits for the built-in workloads, a
 user's model's own compile() loss or the harness default, averaged over the global
-batch), the same examples in the same order (global batch j of the same synthetic pool, each
+batch; a model of several heads compiles a loss per head with its weights, and its
+packed labels are unpacked into the model's output structure in the pipeline), the
+same examples in the same order (global batch j of the same synthetic pool, each
 replica and input pipeline taking its shard with ``shard_rows``), so loss parity
 with the custom loop can be tested. XLA is pinned from the spec (``jit_compile`` is
 ``spec.xla``: Keras 3 would otherwise compile outside a strategy scope and not inside
@@ -298,6 +300,7 @@ class FitTrainer:
             min(self.variables, key=lambda v: int(np.prod(v.shape))))
         with strategy.scope():
             self.model.compile(optimizer=self.optimizer, loss=self.task.keras_loss,
+                               loss_weights=self.task.loss_weights,
                                jit_compile=spec.xla, steps_per_execution=spec.steps_per_call)
 
         g, b = spec.global_batch, spec.per_replica_batch
@@ -322,6 +325,9 @@ class FitTrainer:
                 ds = tf.data.Dataset.from_tensor_slices(tuple(
                     map_inputs(lambda a: a.reshape(-1, b, *a.shape[1:]), r)
                     for r in rows)).repeat()
+            unpack = self.task.unpack_labels
+            if unpack is not None:  # several heads: their packed labels as fit matches them
+                ds = ds.map(lambda xb, yb: (xb, unpack(yb)))
             return ds.prefetch(tf.data.AUTOTUNE)
 
         self.dataset = strategy.distribute_datasets_from_function(pipeline)

@@ -126,7 +126,8 @@ def traced_step_flops(tf: Any, model: Any, inputs: Any, batch: int, labels: Any 
                       loss: Callable[[Any, Any], Any] | None = None
                       ) -> tuple[dict[str, float], dict[str, float]]:
     """``(forward, training step)`` FLOPs per op type of ``model`` at ``batch``
-    examples, ``inputs`` its InputSpecs and ``labels`` its LabelSpec (workloads.synth),
+    examples, ``inputs`` its InputSpecs and ``labels`` its LabelSpec or, for several
+    heads, PackedLabels (workloads.synth: one float32 array of every head's columns),
     ``loss`` the per-example loss (the task's). Without labels (a model fed by its own
     dataset_fn) the loss is the mean output: the backward pass through the model is
     the same ops, but a gradient of unknown shape leaves a matmul uncounted (the MLP's

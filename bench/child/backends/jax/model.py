@@ -1,5 +1,16 @@
 """What the JAX lane trains: a built-in workload or a model of the user's own, with its
-inputs, its synthetic pool and how its outputs are scored (Keras 3, no TensorFlow)."""
+inputs, its synthetic pool, its loss and its optimizer (Keras 3, no TensorFlow).
+
+A user's model is read by bench.child.description, the description the TensorFlow lane
+trains from too: the same inputs, heads, loss per head (the model's ``compile()``'s or
+the harness's default), labels and optimizer, with the loss written in ``keras.ops``.
+Whatever this lane cannot train is ``Unsupported`` here, while the run is built and
+before anything is measured, with its reason: a model that does not load or is not
+a Keras model (the TF lane's preflight refuses those up front), a model whose file
+imports TensorFlow, data the teacher cannot make (the JAX lane has no ``dataset_fn``:
+``--data tfdata`` is TensorFlow's), and a step Keras on JAX cannot trace
+(bench.child.backends.jax.step).
+"""
 
 from __future__ import annotations
 
@@ -10,21 +21,34 @@ from typing import Any
 
 import numpy as np
 
+from bench.child.description import (
+    ModelDescription,
+    UserModelError,
+    describe,
+    harness_optimizer,
+    keras_ops,
+    load_user_model,
+    optimizer_text,
+    record,
+    synth_problem,
+)
 from bench.errors import Unsupported
 from bench.spec import RunSpec
 from workloads import UserWorkload, find_workload
-from workloads.synth import InputSpec, LabelSpec, make_pool
+from workloads.synth import InputSpec, LabelSpec
 
 
 @dataclass
 class JaxTask:
-    """A built model, its inputs and pool, and whether its outputs are logits."""
+    """A built model and optimizer, its inputs and pool, and its per-example loss."""
 
     model: Any
+    optimizer: Any
     inputs: tuple[InputSpec, ...]
     pool: Callable[[int, int], tuple[Any, np.ndarray]]
-    from_logits: bool
+    per_example_loss: Callable[[Any, Any], Any]
     record: dict[str, Any]
+    user: bool = False  # a model of the user's own (its step may not trace on JAX)
 
 
 def calls_tensorflow(before: set[str]) -> bool:
@@ -34,46 +58,55 @@ def calls_tensorflow(before: set[str]) -> bool:
 
 
 def build_task(spec: RunSpec) -> JaxTask:
-    """The spec's model (call inside the distribution's scope), seeded by the spec."""
+    """The spec's model and optimizer (call inside the distribution's scope), seeded by
+    the spec."""
     workload = find_workload(spec.workload)
     if isinstance(workload, UserWorkload):
         return _user_task(spec, workload)
     params = spec.workload_params()
     labels = LabelSpec("class_ids", workload.num_classes(params))
     inputs = workload.input_specs(params)
-    return JaxTask(workload.build(params), inputs,
-                   lambda n, seed: workload.make_pool(params, n, seed), True,
-                   _record(inputs, labels, "sparse categorical cross-entropy on float32 "
-                                           "logits"))
+    from keras import losses, ops
+
+    def per_example(y: Any, out: Any) -> Any:
+        return losses.sparse_categorical_crossentropy(y, ops.cast(out, "float32"),
+                                                      from_logits=True)
+
+    return JaxTask(workload.build(params), harness_optimizer(spec), inputs,
+                   lambda n, seed: workload.make_pool(params, n, seed), per_example,
+                   record([s.describe() for s in inputs], labels,
+                          "sparse categorical cross-entropy on float32 logits",
+                          optimizer_text(spec, None), "synthetic (teacher)"))
 
 
-def _record(inputs: tuple[InputSpec, ...], labels: LabelSpec, loss: str) -> dict[str, Any]:
-    return {"inputs": [s.describe() for s in inputs], "labels": labels.describe(),
-            "loss": loss, "data": "synthetic (teacher)"}
+def _tensorflow_reason(spec: RunSpec, workload: UserWorkload) -> str:
+    return (f"{workload.ref.display} imports TensorFlow, which the JAX backend does not run "
+            f"(Keras 3 on JAX needs a model of Keras layers and keras.ops only); train it "
+            f"with --backend tf. Received: workload={spec.workload!r}, backend='jax'")
+
+
+def describe_for_jax(spec: RunSpec, workload: UserWorkload) -> ModelDescription:
+    """The user's model loaded and described as the TF lane describes it, or
+    Unsupported with the reason this lane cannot train it."""
+    before = set(sys.modules)
+    try:
+        model, _ = load_user_model(spec, workload.ref)
+        if calls_tensorflow(before):
+            raise Unsupported(_tensorflow_reason(spec, workload))
+        desc = describe(model, workload.ref)  # a subclassed model is called here
+    except UserModelError as exc:  # the TF lane's preflight refuses these up front
+        raise Unsupported(str(exc)) from None
+    if calls_tensorflow(before):
+        raise Unsupported(_tensorflow_reason(spec, workload))
+    problem = synth_problem(desc, workload.ref, has_pipeline=False, lane="jax")
+    if problem is not None:
+        raise Unsupported(problem)
+    return desc
 
 
 def _user_task(spec: RunSpec, workload: UserWorkload) -> JaxTask:
-    # The TF lane's readers of a user's model (bench.child.task) are Keras-only at these
-    # points: loading it and reading its inputs and output activation.
-    from bench.child.task import _final_activation, _input_specs, load_user_model
-
-    before = set(sys.modules)
-    model, _ = load_user_model(spec, workload.ref)
-    if calls_tensorflow(before):
-        raise Unsupported(f"{workload.ref.display} imports TensorFlow, which the JAX backend "
-                          f"does not run (Keras 3 on JAX needs a model of Keras layers and "
-                          f"keras.ops only); train it with --backend tf. Received: "
-                          f"workload={spec.workload!r}, backend='jax'")
-    inputs, problems, _, _ = _input_specs(model, workload.ref)
-    if problems:
-        raise Unsupported("; ".join(problems))
-    width = int(model.outputs[0].shape[-1]) if getattr(model, "outputs", None) else 0
-    if width < 2:
-        raise Unsupported(f"the JAX lane scores a model of your own with sparse categorical "
-                          f"cross-entropy only so far, which needs 2+ output units. "
-                          f"Received: outputs={width}")
-    labels = LabelSpec("class_ids", width)
-    from_logits = _final_activation(model) != "softmax"
-    return JaxTask(model, inputs, lambda n, seed: make_pool(inputs, labels, n, seed),
-                   from_logits, _record(inputs, labels, "sparse categorical cross-entropy"
-                                        + (" on logits" if from_logits else "")))
+    desc = describe_for_jax(spec, workload)
+    pool = desc.pool()
+    assert pool is not None  # describe_for_jax refused a model without one
+    return JaxTask(desc.model, desc.optimizer(spec), desc.inputs, pool,
+                   desc.per_example_loss(keras_ops()), desc.record(spec), user=True)

@@ -7,7 +7,11 @@ once, ahead of time, with the variables laid out by the spec's ``keras.distribut
 and the batch sharded along the mesh's ``batch`` axis; XLA inserts the collectives
 (the gradient all-reduce of data parallelism, the activations' of model parallelism).
 The state is donated to each call and pinned to its layout (``out_shardings``), so
-no step copies or re-lays it.
+no step copies or re-lays it. The loss and the optimizer are the task's (model.py): for
+a model of the user's own, what bench.child.description read from it, as the TF lane
+trains it (the loss of each head, its compile()'s or the default, summed; its own
+optimizer where its compile() gave one). A user's model whose step Keras on JAX cannot
+trace is ``unsupported`` before any step runs.
 
 Data is a pool of synthetic batches placed on the devices once, as in the TF lane's
 custom loop. A call's loss is fetched with ``float()`` (it blocks until the step is
@@ -24,9 +28,10 @@ import numpy as np
 
 from bench.child.backends.jax.distribution import DISTRIBUTIONS
 from bench.child.backends.jax.model import build_task
-from bench.child.task import harness_optimizer
+from bench.child.description import last_line
 from bench.child.trainer import pool_batches
 from bench.child.windows import Loop
+from bench.errors import Unsupported
 from bench.spec import RunSpec
 from workloads.flops import model_stats
 from workloads.synth import input_bytes
@@ -110,9 +115,8 @@ class JaxTrainer:
         keras.mixed_precision.set_global_policy(spec.precision)
         seed_without_tensorflow(spec.seed)  # the same initial weights in every run
         with placement.distribution.scope():
-            task = build_task(spec)
-            model = task.model
-            optimizer = harness_optimizer(spec)
+            task = build_task(spec)  # Unsupported: what this lane cannot train, and why
+            model, optimizer = task.model, task.optimizer
             optimizer.build(model.trainable_variables)
         stats = model_stats(model)
         self.memory = JaxDeviceMemory(devices)
@@ -131,14 +135,14 @@ class JaxTrainer:
         self.state = ([v.value for v in model.trainable_variables],
                       [v.value for v in model.non_trainable_variables],
                       [v.value for v in optimizer.variables])
-        from_logits = task.from_logits
+        per_example_loss = task.per_example_loss
+        # As Keras' own JAX trainer: ``training`` only to a call() that takes it (a
+        # subclassed model's may not).
+        mode = {"training": True} if getattr(model, "_call_has_training_arg", True) else {}
 
         def loss_of(trainable: Any, non_trainable: Any, xb: Any, yb: Any) -> Any:
-            out, non_trainable = model.stateless_call(trainable, non_trainable, xb,
-                                                      training=True)
-            per_example = keras.losses.sparse_categorical_crossentropy(
-                yb, out.astype("float32"), from_logits=from_logits)
-            return per_example.mean(), non_trainable
+            out, non_trainable = model.stateless_call(trainable, non_trainable, xb, **mode)
+            return keras.ops.mean(per_example_loss(yb, out)), non_trainable
 
         grad = jax.value_and_grad(loss_of, has_aux=True)
 
@@ -149,14 +153,23 @@ class JaxTrainer:
             return loss, (trainable, non_trainable, opt_vars)
 
         def forward(state: Any, xb: Any) -> Any:
-            return model.stateless_call(state[0], state[1], xb, training=True)[0]
+            return model.stateless_call(state[0], state[1], xb, **mode)[0]
 
         layout = jax.tree.map(lambda a: a.sharding, self.state)
         scalar = jax.sharding.NamedSharding(placement.mesh, jax.sharding.PartitionSpec())
         x0, y0 = self._batches[0]
-        lowered = jax.jit(step, donate_argnums=0,
-                          out_shardings=(scalar, layout)).lower(self.state, x0, y0)
-        self._step = lowered.compile()  # ahead of time: the first call only runs
+        try:
+            lowered = jax.jit(step, donate_argnums=0,
+                              out_shardings=(scalar, layout)).lower(self.state, x0, y0)
+            self._step = lowered.compile()  # ahead of time: the first call only runs
+        except Exception as exc:
+            if not task.user:
+                raise
+            # Before any step ran: a model of the user's own that Keras on JAX cannot
+            # trace is this lane's limit, said as such, never a run that failed.
+            raise Unsupported(f"Keras on JAX cannot trace the training step of "
+                              f"{spec.workload}: {last_line(exc)}. Received: "
+                              f"workload={spec.workload!r}, backend='jax'") from None
         train = cost_flops(lowered)
         fwd = cost_flops(jax.jit(forward).lower(self.state, x0))
         self.stats = dataclasses.replace(
@@ -164,8 +177,7 @@ class JaxTrainer:
             stats.forward_flops_per_example,
             train_flops_per_example=(train / g) if train else stats.train_flops_per_example,
             flops_method=FLOPS_METHOD if train else
-            f"{stats.flops_method} (XLA's cost_analysis gave no flops)",
-            optimizer=f"{spec.optimizer} lr={spec.learning_rate:g}", **task.record)
+            f"{stats.flops_method} (XLA's cost_analysis gave no flops)", **task.record)
         self._i = 0
 
     def call(self) -> Any:
