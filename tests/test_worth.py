@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 
 from bench.results.stats import t_ppf
 from reports.report import build_from_results
@@ -72,3 +73,37 @@ def test_the_bound_holds_jointly_at_its_level_and_not_comparison_by_comparison()
     naive = sum(any(abs(e) > t_ppf(0.975, f) * s for e, s, f in d) for d in samples) / places
     assert misses <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / places)
     assert naive > 0.1  # comparison by comparison, four comparisons miss far more often
+
+
+def test_the_bound_holds_jointly_over_the_budgets_looks() -> None:
+    """A place read at every look of a budget's plan (each at its own alpha, as the
+    budget reads it), a session more at each: the bound it states at any look is wrong
+    in at most the sweep's 5% of places, whichever look stops it (the union bound
+    over the looks); read at 5% at every look, far more often."""
+    from reports.sequential import LookPlan
+
+    rng = random.Random(11)
+    plan = LookPlan.for_budget(600.0)
+    alphas = [plan.interim] * plan.max_interim + [plan.final]
+    k, sd, places = 3, 0.05, 1500
+    bound_wrong = joint_missed = naive_missed = 0
+    for _ in range(places):
+        # Each comparison's per-session log ratios (true ratio 1); its noise estimated
+        # from them, as the runs give it.
+        seen: list[list[float]] = [[rng.gauss(0, sd)] for _ in range(k)]
+        wrong = missed = naive = False
+        for n, alpha in enumerate(alphas, start=2):
+            for xs in seen:
+                xs.append(rng.gauss(0, sd))
+            est = [(statistics.fmean(xs), statistics.stdev(xs) / math.sqrt(n), n - 1.0)
+                   for xs in seen]
+            wrong = wrong or highest_ratio(est, alpha) < 1.0
+            # Every interval of the place, two-sided, at alpha / k (the bound's) and at 5%.
+            missed = missed or any(abs(e) > t_ppf(1 - alpha / k / 2, f) * s for e, s, f in est)
+            naive = naive or any(abs(e) > t_ppf(0.975, f) * s for e, s, f in est)
+        bound_wrong += wrong
+        joint_missed += missed
+        naive_missed += naive
+    assert bound_wrong / places <= 0.05
+    assert joint_missed / places <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / places)
+    assert naive_missed / places > 0.3  # every look at 5%: the misses add up
