@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from bench import hardware
+from bench.hardware import gpu_sampler
 from bench.results.schema import RunResult
 from reports.report import build_from_results
 from reports.verdicts import Verdict
@@ -85,7 +86,7 @@ def test_a_driver_that_never_answers_costs_one_bounded_wait(
         release.wait(30)
         return {}
 
-    monkeypatch.setattr(hardware, "gpu_fingerprint", stuck)
+    monkeypatch.setattr(gpu_sampler, "gpu_fingerprint", stuck)  # where GpuRun reads it
     try:
         run = hardware.GpuRun(timeout_s=0.05)
         t = time.monotonic()
@@ -173,7 +174,7 @@ def test_a_thermal_slowdown_at_the_start_of_a_single_run() -> None:
 def test_gpu_row_fields_cover_the_state() -> None:
     # The fake answers every field gpu_state asks for (else the tests above test less).
     row = gpu_row(0)
-    for f in [*hardware._STATE_FIELDS, *hardware._REASON_FIELDS]:
+    for f in [*gpu_sampler._STATE_FIELDS, *gpu_sampler._REASON_FIELDS]:
         assert f in row
 
 
