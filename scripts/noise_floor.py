@@ -115,7 +115,8 @@ def baseline_for(i: int, nights: int, k: int) -> list[int]:
     return before + after
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
+    """The command line, checked (``ap.error`` exits 2 on a bad value)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nightlies", type=int, default=10, help="unchanged nightlies (N)")
     ap.add_argument("--slowed", type=int, default=5,
@@ -137,42 +138,44 @@ def main() -> int:
     if args.nightlies < 2:
         ap.error(f"--nightlies must be >= 2 (one compared with others). "
                  f"Received: {args.nightlies}")
-    thresholds = Thresholds.parse([args.threshold])
-    k = min(args.baseline_nightlies, args.nightlies - 1)
-    specs = BENCHMARK_MATRICES.get(args.matrix)(detect())
-    out: Path = args.analyse or args.out
-    t0 = time.monotonic()
-    print(f"load average before: {load_avg()}", flush=True)
+    return args
 
-    def nightly(name: str, slowdown: Callable[[RunSpec], float] | None = None
-                ) -> list[RunResult]:
-        if args.analyse:
-            return load_sweep(out / name).results
-        return run_nightly(specs, args.runs, out / name, slowdown)
 
-    unchanged = [nightly(f"unchanged-{i + 1:02d}") for i in range(args.nightlies)]
+def unchanged_verdicts(unchanged: list[list[RunResult]], k: int, thresholds: Thresholds,
+                       alpha: float) -> dict[str, list[dict[str, Any]]]:
+    """Per configuration key, each unchanged nightly's verdict against the ``k`` others
+    of its baseline (``baseline_for``)."""
     per_config: dict[str, list[dict[str, Any]]] = {}
     for i, night in enumerate(unchanged):
         base = [unchanged[j] for j in baseline_for(i, len(unchanged), k)]
-        for key, v in time_verdicts(base, night, thresholds, args.alpha).items():
+        for key, v in time_verdicts(base, night, thresholds, alpha).items():
             per_config.setdefault(key, []).append(v)
-    stated = {key: float(np.nanmedian([v["mde"] for v in vs])) for key, vs in per_config.items()}
+    return per_config
 
+
+def slowed_verdicts(nightly: Callable[..., list[RunResult]], slowed_nights: int,
+                    last: list[list[RunResult]], stated: dict[str, float],
+                    thresholds: Thresholds, alpha: float) -> dict[int, list[dict[str, Any]]]:
+    """Per size, the verdicts of ``slowed_nights`` nightlies slowed by that many times
+    each configuration's ``stated`` MDE, each compared with the unchanged ``last``."""
     detected: dict[int, list[dict[str, Any]]] = {size: [] for size in SIZES}
-    if args.slowed:
-        last = unchanged[-k:]
-        for size in SIZES:
-            def slowed(spec: RunSpec, size: int = size) -> float:
-                return size * stated.get(spec.key(), 0.0)
+    if not slowed_nights:
+        return detected
+    for size in SIZES:
+        def slowed(spec: RunSpec, size: int = size) -> float:
+            return size * stated.get(spec.key(), 0.0)
 
-            for j in range(args.slowed):
-                night = nightly(f"slowed{size}x-{j + 1:02d}", slowed)
-                for key, v in time_verdicts(last, night, thresholds, args.alpha).items():
-                    detected[size].append({**v, "key": key, "injected": size * stated[key]})
-    print(f"load average after:  {load_avg()}  ({time.monotonic() - t0:.0f} s)")
+        for j in range(slowed_nights):
+            night = nightly(f"slowed{size}x-{j + 1:02d}", slowed)
+            for key, v in time_verdicts(last, night, thresholds, alpha).items():
+                detected[size].append({**v, "key": key, "injected": size * stated[key]})
+    return detected
 
-    print(f"\nmatrix {args.matrix}, {args.runs} runs per configuration per nightly, baseline "
-          f"{k} nightlies, threshold {thresholds.default:.0%}, alpha {args.alpha:g}\n")
+
+def false_alarm_rows(per_config: dict[str, list[dict[str, Any]]], stated: dict[str, float]
+                     ) -> tuple[list[dict[str, Any]], int, int]:
+    """Per configuration, its unchanged comparisons' verdicts (printed as a table row);
+    returns the rows, the false alarms and the comparisons in all."""
     print(f"{'configuration':34s} {'compared':>8s} {'false alarms':>13s} {'ok':>4s} "
           f"{'cannot tell':>11s} {'run CV':>7s} {'stated MDE':>10s}")
     alarms_total = compared_total = 0
@@ -189,9 +192,14 @@ def main() -> int:
                      "run_cv": run_cv, "stated_mde": stated[key], "verdicts": vs})
         print(f"{vs[0]['label']:34s} {len(vs):8d} {alarms:6d} ({alarms / len(vs):4.0%}) "
               f"{ok:4d} {unsure:11d} {run_cv:7.1%} {stated[key]:10.1%}")
-    rate = alarms_total / compared_total if compared_total else float("nan")
-    print(f"\nfalse alarms (regressed or improved on unchanged code): {alarms_total} of "
-          f"{compared_total} = {rate:.1%} (target <= {args.alpha:.0%})")
+    return rows, alarms_total, compared_total
+
+
+def detection_rates(detected: dict[int, list[dict[str, Any]]],
+                    per_config: dict[str, list[dict[str, Any]]], stated: dict[str, float]
+                    ) -> dict[int, float]:
+    """Per size slowed, the share of its comparisons that said ``regressed`` (printed
+    with each configuration's catches)."""
     rates = {}
     for size in SIZES:
         found = detected[size]
@@ -207,6 +215,38 @@ def main() -> int:
               f"{rates[size]:.0%} ({by_cfg})")
     if rates:
         print("(target: >= 90% at 3x)")
+    return rates
+
+
+def main() -> int:
+    args = parse_args()
+    thresholds = Thresholds.parse([args.threshold])
+    k = min(args.baseline_nightlies, args.nightlies - 1)
+    specs = BENCHMARK_MATRICES.get(args.matrix)(detect())
+    out: Path = args.analyse or args.out
+    t0 = time.monotonic()
+    print(f"load average before: {load_avg()}", flush=True)
+
+    def nightly(name: str, slowdown: Callable[[RunSpec], float] | None = None
+                ) -> list[RunResult]:
+        if args.analyse:
+            return load_sweep(out / name).results
+        return run_nightly(specs, args.runs, out / name, slowdown)
+
+    unchanged = [nightly(f"unchanged-{i + 1:02d}") for i in range(args.nightlies)]
+    per_config = unchanged_verdicts(unchanged, k, thresholds, args.alpha)
+    stated = {key: float(np.nanmedian([v["mde"] for v in vs])) for key, vs in per_config.items()}
+    detected = slowed_verdicts(nightly, args.slowed, unchanged[-k:], stated, thresholds,
+                               args.alpha)
+    print(f"load average after:  {load_avg()}  ({time.monotonic() - t0:.0f} s)")
+
+    print(f"\nmatrix {args.matrix}, {args.runs} runs per configuration per nightly, baseline "
+          f"{k} nightlies, threshold {thresholds.default:.0%}, alpha {args.alpha:g}\n")
+    rows, alarms_total, compared_total = false_alarm_rows(per_config, stated)
+    rate = alarms_total / compared_total if compared_total else float("nan")
+    print(f"\nfalse alarms (regressed or improved on unchanged code): {alarms_total} of "
+          f"{compared_total} = {rate:.1%} (target <= {args.alpha:.0%})")
+    rates = detection_rates(detected, per_config, stated)
     doc = {"matrix": args.matrix, "runs": args.runs, "nightlies": args.nightlies,
            "slowed_per_size": args.slowed, "baseline_nightlies": k,
            "threshold": thresholds.default, "alpha": args.alpha, "configurations": rows,

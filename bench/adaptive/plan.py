@@ -198,72 +198,101 @@ def plan_first_pass(specs: Sequence[RunSpec], hw: Hardware, *, budget_s: float,
             candidates.append(spec)
     batches = list(dict.fromkeys(s.batch for s in specs))
     prices = {s.key(): pricer.price(s) for s in candidates}
-    one_time = pricer.one_time()
+    buyer = _Buyer(entries, prices, pricer.one_time(), done, batches, budget_s, runs,
+                   interleave)
+    for spec in sorted(candidates, key=lambda s: priority(s, gpus, batches)):
+        buyer.consider(spec, preset and spec.strategy == reference and spec.devices == 1)
+    buyer.leave_out_waiting(candidates)
+    for key in done & entries.keys():
+        if entries[key].state == "will run":
+            entries[key] = Planned(entries[key].spec, "done", None, entries[key].price)
+    sources: dict[str, int] = {}
+    for s in buyer.chosen:
+        src = prices[s.key()].source
+        sources[src] = sources.get(src, 0) + 1
+    names = sorted({g.name for g in hw.gpus})
+    return FirstPass(list(entries.values()), budget_s, buyer.spent, priced=True,
+                     where=f"{gpus} GPU(s) ({', '.join(names)})", budget_note=budget_note,
+                     sources=sources, one_time=buyer.one_time if buyer.chosen else [])
 
-    def cost(chosen: Sequence[RunSpec]) -> float:
-        todo = [s for s in chosen if s.key() not in done]
-        units = sweep_units(todo) if interleave else [(s,) for s in todo]
-        fixed = sum(s for _, s in one_time) if todo else 0.0  # the first run pays it
-        return fixed + runs * sum(unit_price([session_price(prices[s.key()], s, len(u))
-                                              for s in u]) for u in units)
 
-    chosen: list[RunSpec] = []
-    spent = 0.0
+@dataclass
+class _Buyer:
+    """The first pass bought configuration by configuration, in ``priority``'s order:
+    ``entries`` (by key) say what became of each, ``chosen`` what is bought, ``spent``
+    what it costs."""
+
+    entries: dict[str, Planned]
+    prices: dict[str, Price]
+    one_time: list[tuple[str, float]]
+    done: set[str]
+    batches: list[int]
+    budget_s: float
+    runs: int
+    interleave: bool
+    chosen: list[RunSpec] = field(default_factory=list)
+    spent: float = 0.0
     short_of: int | None = None  # the first batch the budget could not pay in full
     # The preset's single-device reference is what the others at its batch are compared
     # with: alone it answers nothing. Unless one is in already, it waits for the first
     # configuration of its batch that the budget pays for beside it, and the two are
     # bought together; one that none joins is left out. (An explicit sweep's axes are
     # the user's: kept as asked.)
-    waiting: dict[int, RunSpec] = {}  # batch -> its reference, not bought yet
-    for spec in sorted(candidates, key=lambda s: priority(s, gpus, batches)):
-        rank = batches.index(spec.batch)
-        if short_of is not None and rank > short_of:
-            entries[spec.key()] = Planned(
+    waiting: dict[int, RunSpec] = field(default_factory=dict)  # batch -> its reference
+
+    def cost(self, chosen: Sequence[RunSpec]) -> float:
+        """The first pass of ``chosen``: what is not done yet, as it runs."""
+        todo = [s for s in chosen if s.key() not in self.done]
+        units = sweep_units(todo) if self.interleave else [(s,) for s in todo]
+        fixed = sum(s for _, s in self.one_time) if todo else 0.0  # the first run pays it
+        return fixed + self.runs * sum(
+            unit_price([session_price(self.prices[s.key()], s, len(u)) for s in u])
+            for u in units)
+
+    def consider(self, spec: RunSpec, reference: bool) -> None:
+        """Buy ``spec`` (with the reference waiting at its batch) if the budget pays,
+        else leave it out with why. ``reference``: it is the preset's single-device
+        reference, which waits for a partner."""
+        rank = self.batches.index(spec.batch)
+        if self.short_of is not None and rank > self.short_of:
+            self.entries[spec.key()] = Planned(
                 spec, "left out", f"batch {spec.batch} comes after every configuration of "
-                f"batch {batches[short_of]} is in, and the budget could not pay for them all",
-                prices[spec.key()])
-            continue
-        if preset and spec.strategy == reference and spec.devices == 1 \
-                and spec.key() not in done and spec.batch not in waiting \
-                and not any(c.batch == spec.batch for c in chosen):
-            waiting[spec.batch] = spec
-            continue
-        partner = waiting.get(spec.batch)
+                f"batch {self.batches[self.short_of]} is in, and the budget could not pay "
+                f"for them all", self.prices[spec.key()])
+            return
+        if reference and spec.key() not in self.done and spec.batch not in self.waiting \
+                and not any(c.batch == spec.batch for c in self.chosen):
+            self.waiting[spec.batch] = spec
+            return
+        partner = self.waiting.get(spec.batch)
         buying = [spec] if partner is None else [partner, spec]
-        with_it = cost([*chosen, *buying])
-        if with_it <= budget_s:
-            chosen += buying
-            spent = with_it
-            waiting.pop(spec.batch, None)
+        with_it = self.cost([*self.chosen, *buying])
+        if with_it <= self.budget_s:
+            self.chosen += buying
+            self.spent = with_it
+            self.waiting.pop(spec.batch, None)
             for s in buying:
-                entries[s.key()] = Planned(s, "done" if s.key() in done else "will run",
-                                           None, prices[s.key()])
+                self.entries[s.key()] = Planned(s, "done" if s.key() in self.done
+                                                else "will run", None, self.prices[s.key()])
         else:
-            short_of = rank if short_of is None else short_of
+            self.short_of = rank if self.short_of is None else self.short_of
             beside = f" and the reference ({partner.strategy}) beside it" if partner else ""
-            entries[spec.key()] = Planned(
+            budget_s, spent = self.budget_s, self.spent
+            self.entries[spec.key()] = Planned(
                 spec, "left out", f"the budget cannot pay for it{beside}: "
                 f"~{with_it - spent:.0f} s more, {budget_s - spent:.0f} s of {budget_s:.0f} s "
-                f"left", prices[spec.key()])
-    for batch, spec in waiting.items():
-        why = ("the budget cannot pay for any of the others beside it"
-               if any(s.batch == batch and s.key() != spec.key() for s in candidates)
-               else "no other is worth measuring")
-        entries[spec.key()] = Planned(
-            spec, "left out", f"the single-device reference answers nothing alone, and "
-            f"nothing else at batch {batch} is planned to run ({why})", prices[spec.key()])
-    for key in done & entries.keys():
-        if entries[key].state == "will run":
-            entries[key] = Planned(entries[key].spec, "done", None, entries[key].price)
-    sources: dict[str, int] = {}
-    for s in chosen:
-        src = prices[s.key()].source
-        sources[src] = sources.get(src, 0) + 1
-    names = sorted({g.name for g in hw.gpus})
-    return FirstPass(list(entries.values()), budget_s, spent, priced=True,
-                     where=f"{gpus} GPU(s) ({', '.join(names)})", budget_note=budget_note,
-                     sources=sources, one_time=one_time if chosen else [])
+                f"left", self.prices[spec.key()])
+
+    def leave_out_waiting(self, candidates: Sequence[RunSpec]) -> None:
+        """Every reference still waiting for a partner: left out, with why."""
+        for batch, spec in self.waiting.items():
+            why = ("the budget cannot pay for any of the others beside it"
+                   if any(s.batch == batch and s.key() != spec.key() for s in candidates)
+                   else "no other is worth measuring")
+            self.entries[spec.key()] = Planned(
+                spec, "left out", f"the single-device reference answers nothing alone, and "
+                f"nothing else at batch {batch} is planned to run ({why})",
+                self.prices[spec.key()])
 
 
 def session_price(price: Price, spec: RunSpec, arms: int) -> Price:

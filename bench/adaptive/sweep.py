@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.adaptive.budget import (
@@ -48,6 +49,28 @@ from reports.sequential import LookPlan, Looks, looks_taken
 OPENING_SESSIONS = 3
 
 
+@dataclass(frozen=True)
+class _Budget:
+    """What every phase of one budgeted sweep reads: where it stores, its budget from
+    ``started`` (``time.monotonic``), how it runs, where it speaks."""
+
+    out: Path
+    budget_s: float
+    started: float
+    interleave: bool
+    evidence: Evidence
+    echo: Callable[[str], None]
+
+    @property
+    def until(self) -> float:
+        """When the budget ends (``time.monotonic``)."""
+        return self.started + self.budget_s
+
+    def units(self, specs: Sequence[RunSpec]) -> list[tuple[RunSpec, ...]]:
+        """``specs`` as the sweep runs them: sessions of shared arms, or one run each."""
+        return sweep_units(specs) if self.interleave else [(s,) for s in specs]
+
+
 def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: float,
                    interleave: bool, evidence: Evidence, passes: Replication | None = None,
                    explain: bool = False, preset: bool = False,
@@ -69,21 +92,15 @@ def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, star
     workload was measured already is left out where its least price no longer fits
     (``_within``): a user's model slower than the preset's points were sized for ends
     on time with what it measured."""
+    sweep = _Budget(out, budget_s, started, interleave, evidence, echo)
     hw = detect()
     pairs = together_on(hw)
     echo(f"budget {budget_s:.0f} s: the answer that can settle first, then provisional "
          f"answers after each answer's first session"
          + (f"s ({pairs} measured together)" if pairs > 1 else "")
          + ", then more runs where answers are not settled while the budget allows")
-    first = plan_first_pass(
-        specs, hw, budget_s=budget_s - (time.monotonic() - started), preset=preset,
-        results=load_sweep(out).results if out.is_dir() else [],
-        links=topology_links(topology()) if hw.gpus else [], interleave=interleave,
-        runs=passes.runs if passes is not None else 1, evidence_steps=evidence.steps)
-    for line in first.summary():
-        echo(line)
-    specs = first.runs  # the later sessions measure only what the first pass ran
-    units = sweep_units(specs) if interleave else [(s,) for s in specs]
+    specs = _first_pass(sweep, specs, hw, preset=preset, passes=passes)
+    units = sweep.units(specs)
     keys = {s.key() for s in specs}
     plan = look_plan(SweepStore(out), budget_s)
     outcome = SweepOutcome(out)
@@ -101,68 +118,102 @@ def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, star
     # Each other answer's first sessions, on CPUs two measured together: their
     # start-ups overlap, and the provisional answers rest on two sessions, not one.
     together = 1 if passes is not None else pairs
-    until = started + budget_s
     for i, phase in enumerate(p for p in phases if p):
         runs = together if i == 0 and phase is phases[0] else 1
-        # Sessions measured together hold their arms side by side: no more of them at
-        # once than the machine's memory holds (bench.adaptive.footprint).
-        runs = together_fitting(sweep_units(phase) if interleave else [(s,) for s in phase],
-                                hw, runs)
-        if passes is None:
-            # Unit by unit, each unit's rounds stopping early enough to leave the units
-            # after it their least price: a first unit measured whole must not leave the
-            # next to start after the budget's end. Where nothing was priced (the
-            # preset's own workloads), one call, as one progress count for the phase.
-            # What a run found unsupported at another batch is not built again, nor
-            # priced.
-            known = {r.spec.key() for r in found_unsupported(phase, SweepStore(out), echo)}
-            kept = _within([s for s in phase if s.key() not in known], out,
-                           until - time.monotonic(), runs, interleave, echo)
-            if not any(price for _, price in kept):
-                kept = [([s for unit, _ in kept for s in unit], 0.0)] if kept else []
-            for j, (unit, _) in enumerate(kept):
-                reserve = sum(price for _, price in kept[j + 1:])
-                outcome = merge(outcome, run_sweep(
-                    unit, out, replication=Replication(runs=runs), interleave=interleave,
-                    evidence=evidence, shared_from=1, together=runs,
-                    windows_until=until - ENDS_S - reserve))
-                if outcome.interrupted:
-                    return outcome
-        else:
-            outcome = merge(outcome, run_sweep(
-                phase, out, replication=Replication(runs=runs), interleave=interleave,
-                evidence=evidence, shared_from=1, together=runs))
+        outcome = _first_sessions(sweep, phase, hw, runs, passes, outcome)
         if outcome.interrupted:
             return outcome
         if i == 0:
-            mine = stored(out, keys)
             each = "one session each" if together == 1 else \
                 f"{together} sessions each, measured together"
-            # Read as the budget's looks are: at the interim alpha (reports.sequential).
-            print_answers(mine, out, f"\nprovisional answers ({time.monotonic() - started:.0f} "
-                                     f"s; {each}"
-                                     + (f", {opened_runs} of the opening's" if opened_runs > 1
-                                        else "")
-                                     + (", the multi-process configurations still to come"
-                                        if phases[0] and phases[1] else "") + "):",
-                          echo=echo, looks=Looks(default=plan.interim),
-                          explain=explain, width=width)
+            _provisional(sweep, keys, each + (f", {opened_runs} of the opening's"
+                                              if opened_runs > 1 else "")
+                         + (", the multi-process configurations still to come"
+                            if phases[0] and phases[1] else ""),
+                         plan, explain=explain, width=width)
     if passes is not None:
         outcome = merge(outcome, run_sweep(specs, out, replication=passes,
                                            interleave=interleave, evidence=evidence,
                                            shared_from=1))
     if not outcome.interrupted:
-        for session in spend(specs, out, budget_s=budget_s, started=started,
-                             interleave=interleave, echo=echo, plan=plan):
-            outcome = merge(outcome, session)
-        events = SweepStore(out).journal_events()
-        looked_at = len(looks_taken(events))  # every place of the sweep had a look
-        if looked_at:
-            echo(f"budget: {settlement_line(events, looked_at)}")
-            left = open_line(events)
-            if left:
-                echo(f"budget: {left}")
+        outcome = _spend(sweep, specs, plan, outcome)
     outcome.wall_s = time.monotonic() - started
+    return outcome
+
+
+def _first_pass(sweep: _Budget, specs: Sequence[RunSpec], hw: Hardware, *, preset: bool,
+                passes: Replication | None) -> list[RunSpec]:
+    """The first pass planned (priced on GPUs: ``bench.adaptive.plan``) and said; what it
+    runs, which is all the later sessions measure."""
+    out = sweep.out
+    first = plan_first_pass(
+        specs, hw, budget_s=sweep.budget_s - (time.monotonic() - sweep.started),
+        preset=preset, results=load_sweep(out).results if out.is_dir() else [],
+        links=topology_links(topology()) if hw.gpus else [], interleave=sweep.interleave,
+        runs=passes.runs if passes is not None else 1, evidence_steps=sweep.evidence.steps)
+    for line in first.summary():
+        sweep.echo(line)
+    return first.runs
+
+
+def _first_sessions(sweep: _Budget, phase: list[RunSpec], hw: Hardware, runs: int,
+                    passes: Replication | None, outcome: SweepOutcome) -> SweepOutcome:
+    """A phase's first sessions (``runs`` measured together where memory holds them),
+    merged into ``outcome``; with ``passes``, one call for the whole phase."""
+    out = sweep.out
+    # Sessions measured together hold their arms side by side: no more of them at
+    # once than the machine's memory holds (bench.adaptive.footprint).
+    runs = together_fitting(sweep.units(phase), hw, runs)
+    if passes is not None:
+        return merge(outcome, run_sweep(
+            phase, out, replication=Replication(runs=runs), interleave=sweep.interleave,
+            evidence=sweep.evidence, shared_from=1, together=runs))
+    # Unit by unit, each unit's rounds stopping early enough to leave the units
+    # after it their least price: a first unit measured whole must not leave the
+    # next to start after the budget's end. Where nothing was priced (the
+    # preset's own workloads), one call, as one progress count for the phase.
+    # What a run found unsupported at another batch is not built again, nor
+    # priced.
+    known = {r.spec.key() for r in found_unsupported(phase, SweepStore(out), sweep.echo)}
+    kept = _within([s for s in phase if s.key() not in known], out,
+                   sweep.until - time.monotonic(), runs, sweep.interleave, sweep.echo)
+    if not any(price for _, price in kept):
+        kept = [([s for unit, _ in kept for s in unit], 0.0)] if kept else []
+    for j, (unit, _) in enumerate(kept):
+        reserve = sum(price for _, price in kept[j + 1:])
+        outcome = merge(outcome, run_sweep(
+            unit, out, replication=Replication(runs=runs), interleave=sweep.interleave,
+            evidence=sweep.evidence, shared_from=1, together=runs,
+            windows_until=sweep.until - ENDS_S - reserve))
+        if outcome.interrupted:
+            return outcome
+    return outcome
+
+
+def _provisional(sweep: _Budget, keys: set[str], sessions: str, plan: LookPlan, *,
+                 explain: bool, width: int | None) -> None:
+    """The provisional answers after the first phase (``sessions``: what they rest on),
+    read as the budget's looks are: at the interim alpha (reports.sequential)."""
+    mine = stored(sweep.out, keys)
+    print_answers(mine, sweep.out, f"\nprovisional answers "
+                                   f"({time.monotonic() - sweep.started:.0f} s; {sessions}):",
+                  echo=sweep.echo, looks=Looks(default=plan.interim),
+                  explain=explain, width=width)
+
+
+def _spend(sweep: _Budget, specs: list[RunSpec], plan: LookPlan,
+           outcome: SweepOutcome) -> SweepOutcome:
+    """The budget's sessions where answers are open, then how the looks settled."""
+    for session in spend(specs, sweep.out, budget_s=sweep.budget_s, started=sweep.started,
+                         interleave=sweep.interleave, echo=sweep.echo, plan=plan):
+        outcome = merge(outcome, session)
+    events = SweepStore(sweep.out).journal_events()
+    looked_at = len(looks_taken(events))  # every place of the sweep had a look
+    if looked_at:
+        sweep.echo(f"budget: {settlement_line(events, looked_at)}")
+        left = open_line(events)
+        if left:
+            sweep.echo(f"budget: {left}")
     return outcome
 
 

@@ -104,7 +104,7 @@ from bench.child.windows import (
 from bench.energy import energy_meter
 from bench.errors import Unsupported
 from bench.gpu_build import note_jit_kept
-from bench.hardware import first_cards
+from bench.hardware import GpuRun, first_cards
 from bench.matrix import block_rounds, round_orders
 from bench.progress import beat
 from bench.results.mfu import at_sustained_clock
@@ -266,6 +266,240 @@ def arms_lane() -> ArmsLane:
     return TfArms()
 
 
+@dataclass
+class _Session:
+    """One process's arms and what they share: the lane that builds them, the process's
+    phases, devices and environment, the GPU sampler, the random order, the launcher's
+    turns (``pacer``) and how the windows run (``rewarm_calls``, ``slowdown``)."""
+
+    task: Task
+    run_dir: Path
+    launch_ts: float
+    say: Callable[[str], None]
+    lane: ArmsLane
+    phases: dict[str, float]
+    devices: DeviceSetup
+    env: dict[str, Any]
+    gpu: GpuRun
+    rng: random.Random
+    arms: list[Arm]
+    pacer: Pacer | None = None
+    rewarm_calls: int = 0
+    slowdown: float = 0.0
+
+    @classmethod
+    def start(cls, specs: list[RunSpec], task: Task, run_dir: Path, *, launch_ts: float,
+              seed: int, pacer: Pacer | None, rewarm_calls: int) -> _Session:
+        """The process set up (its lane, devices, fingerprint), its arms not built yet."""
+        say = progress_log(run_dir, task)
+        # Every phase of the arms' build is a heartbeat: the launcher waits on progress,
+        # not on the sum of the arms' builds (bench.launch.liveness).
+        lane = arms_lane()
+        phases, devices, env, allocator = lane.start(task, say)
+        gpu = gpu_run(task)  # one sampler for the process; each arm keeps its own windows'
+        gpu.begin()
+        env.update(gpu.environment())
+        rng = random.Random(seed)
+        arms = [Arm(i, s, ArmMemory(allocator)) for i, s in enumerate(specs)]
+        return cls(task, run_dir, launch_ts, say, lane, phases, devices, env, gpu, rng, arms,
+                   pacer, rewarm_calls)
+
+    # -- building ----------------------------------------------------------------------
+    def build_all(self, first: bool) -> float:
+        """Build and warm every live arm in a random order (whatever the first-built
+        arm gains or loses, allocator state or caches, is then noise over sessions,
+        not a bias); returns the seconds it took."""
+        set_up, t0 = time.time(), time.perf_counter()
+        for arm in self.rng.sample(self.arms, len(self.arms)):
+            if not arm.live:
+                continue
+            try:
+                self._build_arm(arm, first, set_up)
+            except BaseException as exc:
+                _fail(arm, exc)
+                self.say(f"arm {arm.index} failed to build")
+        return time.perf_counter() - t0
+
+    def _build_arm(self, arm: Arm, first: bool, set_up: float) -> None:
+        """Build ``arm`` (again, unless ``first``) and warm it up."""
+        say, task = self.say, self.task
+        # Its start-up as its own process would have it: the process's import and
+        # device set-up, then its own build and first step, not the arms built
+        # before. A rebuild's start-up is not reported: the first build's is.
+        own_launch = self.launch_ts + (time.time() - set_up)
+        # A cluster worker's strategy (MultiWorkerMirrored) configures the
+        # collective ops, which must come before anything starts the context:
+        # reading the allocator does. Its own process holds nothing else yet.
+        worker = task.cluster_job is not None
+        if first and not worker:
+            arm.memory.building()
+        elif not first:
+            arm.trainer = arm.current = None
+            gc.collect()
+        t = time.perf_counter()
+        devices = self.devices
+        own = DeviceSetup(devices.kind, devices.names[:arm.spec.devices], devices.logical)
+        arm.trainer = self.lane.build(arm.spec, own, arm.memory.building
+                                      if first and worker else lambda: None)
+        arm_phases = {**self.phases, "build_s": time.perf_counter() - t}
+        say(f"arm {arm.index} built in {arm_phases['build_s']:.1f}s: {arm.spec.label()}")
+        # Several workers time a few warm-up calls, then agree on one step
+        # count a window (as Trainer.measure does in a run of their own).
+        agreeing = multi_worker(arm.trainer)
+        arm.current = warm_up(
+            arm.trainer.loop(), Rules.of(arm.spec), launch_ts=own_launch,
+            phases=arm_phases, progress=say,
+            warm_target=max(arm.spec.warmup_steps, 3 * arm.spec.steps_per_call)
+            if agreeing else None,
+            agree=arm.trainer.agreed_window_steps if agreeing else None)
+        if first:
+            arm.warm = arm.current
+            arm.memory.built()
+        say(f"arm {arm.index} built and warm: {arm.spec.label()}")
+
+    # -- the rounds --------------------------------------------------------------------
+    def measure(self, blocks: list[int], rounds: int, set_up_s: float,
+                rebuild_share: float) -> None:
+        """Every block's rounds, the arms rebuilt before each block while that pays."""
+        pacer = self.pacer
+        r, build, rebuilding, block_s = 0, 0, True, 0.0
+        for b, block in enumerate(blocks):
+            # Paced, the rebuild waits for the block's first turn: no other process of the
+            # session measures while this one builds.
+            if pacer is not None and b and rebuilding and not pacer.wait_turn():
+                child_log(f"the launcher ended the rounds before round {r + 1}")
+                break
+            turn_held = pacer is not None and b > 0 and rebuilding
+            if b and rebuilding:
+                rebuilding = rebuild_pays(set_up_s, block_s, rebuild_share)
+                if rebuilding:
+                    set_up_s = self.build_all(first=False)
+                    build = b
+                else:
+                    child_log(f"building the arms took {set_up_s:.1f} s against a block's "
+                              f"{block_s:.1f} s of windows: the remaining rounds run on "
+                              f"build {build}")
+            t_block = time.perf_counter()
+            r, stopped = self._block(block, r, rounds, build, turn_held)
+            if stopped:
+                break
+            block_s = time.perf_counter() - t_block
+
+    def _block(self, block: int, r: int, rounds: int, build: int, turn_held: bool
+               ) -> tuple[int, bool]:
+        """A block's rounds from round ``r``: the next round's index, and whether the
+        launcher ended the rounds. ``turn_held``: the block's first turn was taken
+        (for its rebuild)."""
+        for order in round_orders(len(self.arms), block, self.rng):
+            stopped, turn_held = self._round(order, r, build, turn_held)
+            if stopped:
+                return r, True
+            child_log(f"round {r + 1}/{rounds} (build {build}): " + ", ".join(
+                f"arm{a.index} {a.runs[-1].window.global_throughput:,.0f}"
+                for a in self.arms if a.live and a.runs))
+            r += 1
+        return r, False
+
+    def _round(self, order: list[int], r: int, build: int, turn_held: bool
+               ) -> tuple[bool, bool]:
+        """One window of every arm in ``order``: whether the launcher ended the rounds,
+        and whether the turn is still held."""
+        pacer = self.pacer
+        for i in order:
+            if turn_held:
+                turn_held = False
+            elif pacer is not None and not pacer.wait_turn():
+                child_log(f"the launcher ended the rounds before round {r + 1}")
+                return True, turn_held
+            self._window(self.arms[i], r, build)
+        return False, turn_held
+
+    def _window(self, arm: Arm, r: int, build: int) -> None:
+        """Window ``r`` of ``arm`` on build ``build`` (after its re-warm calls), said to
+        the launcher when paced."""
+        pacer = self.pacer
+        if not arm.live or arm.current is None:
+            if pacer is not None:
+                pacer.say(b"x")
+            return
+        try:
+            loop, rules = arm.trainer.loop(), Rules.of(arm.spec)
+            out = (arm.runs[-1].out if arm.runs and arm.runs[-1].window.build == build
+                   else arm.current.out)
+            for _ in range(rewarms(arm.call_s, arm.spec.max_seconds, self.rewarm_calls)):
+                out = loop.call()
+                loop.fetch(out)
+            run = run_window(loop, rules, r, out, memory=arm.memory,
+                             fixed_steps=arm.current.fixed_steps, slowdown=self.slowdown,
+                             host_memory=False, meter=energy_meter(arm.spec.devices))
+            run.window.build = build
+            arm.call_s = run.window.wall_s * loop.steps_per_call / max(1, run.window.steps)
+            arm.runs.append(run)
+        except BaseException as exc:
+            _fail(arm, exc)
+        if pacer is not None:
+            pacer.say(b"d" if arm.live else b"x")
+
+    # -- after the rounds --------------------------------------------------------------
+    def summarise(self) -> dict[int, tuple[Figures, dict[str, Any]]]:
+        """Every arm's windows first, each written as soon as it is summarised: a peak
+        probe or profile that outlasts the launcher's patience then costs no measured
+        window. Returns each summarised arm's figures and environment."""
+        task, env = self.task, self.env
+        summaries: dict[int, tuple[Figures, dict[str, Any]]] = {}
+        for arm in self.arms:
+            if arm.report is None and arm.warm is not None:
+                try:
+                    figures = summarize_runs(
+                        arm.runs, arm.warm, arm.trainer.stats, replicas=arm.trainer.replicas,
+                        memory=arm.memory,
+                        replica_divergence=arm.trainer.replica_divergence())
+                    # The GPU state over this arm's own windows and cards, as a run of its own.
+                    own_gpu = self.gpu.environment_over(
+                        [(w.window.start_ts, w.window.end_ts) for w in arm.runs],
+                        first_cards(arm.spec.devices))
+                    arm_env = {**env, **own_gpu, "devices": {
+                        # The arm's own devices; "process": how many the shared process
+                        # configured (its CPU split serves every arm).
+                        **env["devices"], "names": arm.trainer.devices.names,
+                        "process": len(self.devices.names)}}
+                    summaries[arm.index] = figures, arm_env
+                    replace(TaskReport("ok", WINDOWS_ONLY, figures=figures,
+                                       environment=arm_env,
+                                       local_replicas=arm.trainer.local_replicas),
+                            task=task, pid=os.getpid()).write(self.run_dir,
+                                                              windows_name(arm.index))
+                except BaseException as exc:
+                    _fail(arm, exc)
+        replace(TaskReport("ok", environment=env), task=task,
+                pid=os.getpid()).write(self.run_dir, windows_name(-1))
+        self.say("windows summarised")
+        return summaries
+
+    def finish(self, summaries: dict[int, tuple[Figures, dict[str, Any]]],
+               profile_dirs: list[Path | None] | None, profile_steps: int
+               ) -> list[TaskReport]:
+        """Each arm's report: MFU, the peak and its profile after its windows."""
+        reports: list[TaskReport] = []
+        for arm in self.arms:
+            if arm.report is None and arm.index in summaries:
+                try:
+                    figures, arm_env = summaries[arm.index]
+                    where = profile_dirs[arm.index] if profile_dirs else None
+                    extras = self.lane.after_windows(arm.trainer, figures, where, self.say,
+                                                     profile_steps if where else 0)
+                    figures = at_sustained_clock(figures, arm_env.get("gpu_state") or {})
+                    arm.report = TaskReport(
+                        "ok", extras.reason, figures=figures,
+                        environment={**arm_env, "peak_flops": extras.peak_entry},
+                        local_replicas=arm.trainer.local_replicas,
+                        weights_checksum=arm.trainer.weights_checksum())
+                except BaseException as exc:
+                    _fail(arm, exc)
+            reports.append(arm.report or TaskReport("failed", "the arm was never built"))
+        return reports
+
+
 def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, seed: int,
              rewarm_calls: int, launch_ts: float, profile_dirs: list[Path | None] | None = None,
              profile_steps: int = 0, pacer: Pacer | None = None, builds: int = 1,
@@ -278,191 +512,35 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
 
     Returns one report per arm (in ``specs``' order) and the process's environment.
     """
-    say = progress_log(run_dir, task)
-    # Every phase of the arms' build is a heartbeat: the launcher waits on progress,
-    # not on the sum of the arms' builds (bench.launch.liveness).
-    lane = arms_lane()
-    phases, devices, env, allocator = lane.start(task, say)
-    gpu = gpu_run(task)  # one sampler for the process; each arm keeps its own windows'
-    gpu.begin()
-    env.update(gpu.environment())
-    rng = random.Random(seed)
-    arms = [Arm(i, s, ArmMemory(allocator)) for i, s in enumerate(specs)]
-
-    def build_all(first: bool) -> float:
-        """Build and warm every live arm in a random order (whatever the first-built
-        arm gains or loses, allocator state or caches, is then noise over sessions,
-        not a bias); returns the seconds it took."""
-        set_up, t0 = time.time(), time.perf_counter()
-        for arm in rng.sample(arms, len(arms)):
-            if not arm.live:
-                continue
-            try:
-                # Its start-up as its own process would have it: the process's import and
-                # device set-up, then its own build and first step, not the arms built
-                # before. A rebuild's start-up is not reported: the first build's is.
-                own_launch = launch_ts + (time.time() - set_up)
-                # A cluster worker's strategy (MultiWorkerMirrored) configures the
-                # collective ops, which must come before anything starts the context:
-                # reading the allocator does. Its own process holds nothing else yet.
-                worker = task.cluster_job is not None
-                if first and not worker:
-                    arm.memory.building()
-                elif not first:
-                    arm.trainer = arm.current = None
-                    gc.collect()
-                t = time.perf_counter()
-                own = DeviceSetup(devices.kind, devices.names[:arm.spec.devices],
-                                  devices.logical)
-                arm.trainer = lane.build(arm.spec, own, arm.memory.building
-                                         if first and worker else lambda: None)
-                arm_phases = {**phases, "build_s": time.perf_counter() - t}
-                say(f"arm {arm.index} built in {arm_phases['build_s']:.1f}s: "
-                    f"{arm.spec.label()}")
-                # Several workers time a few warm-up calls, then agree on one step
-                # count a window (as Trainer.measure does in a run of their own).
-                agreeing = multi_worker(arm.trainer)
-                arm.current = warm_up(
-                    arm.trainer.loop(), Rules.of(arm.spec), launch_ts=own_launch,
-                    phases=arm_phases, progress=say,
-                    warm_target=max(arm.spec.warmup_steps, 3 * arm.spec.steps_per_call)
-                    if agreeing else None,
-                    agree=arm.trainer.agreed_window_steps if agreeing else None)
-                if first:
-                    arm.warm = arm.current
-                    arm.memory.built()
-                say(f"arm {arm.index} built and warm: {arm.spec.label()}")
-            except BaseException as exc:
-                _fail(arm, exc)
-                say(f"arm {arm.index} failed to build")
-        return time.perf_counter() - t0
-
-    set_up_s = build_all(first=True)
+    session = _Session.start(specs, task, run_dir, launch_ts=launch_ts, seed=seed,
+                             pacer=pacer, rewarm_calls=rewarm_calls)
+    set_up_s = session.build_all(first=True)
     if not simulated():  # every arm's first call is done: any JIT is in the CUDA cache now
         note_jit_kept()
     (run_dir / f"ready.{task.name}").touch()
     if pacer is not None:
         pacer.say(b"R")
     inject_fault(task, "kill_after_warmup")
-    slowdown = announce_slowdown(child_log)
-    stopped = False
+    session.slowdown = announce_slowdown(child_log)
+    live = [arm for arm in session.arms if arm.live]
     # A round's windows take about each arm's max_seconds (a window bounded by its
     # steps ends sooner: the blocks measured then say whether a rebuild still pays).
-    round_s = sum(arm.spec.max_seconds for arm in arms if arm.live)
-    peers = any(multi_worker(arm.trainer) for arm in arms if arm.live)
-    if peers:  # each worker would decide these on its own clock: its peers must match
-        builds, rewarm_calls = 1, 0
+    round_s = sum(arm.spec.max_seconds for arm in live)
+    if any(multi_worker(arm.trainer) for arm in live):
+        # Each worker would decide these on its own clock: its peers must match.
+        builds, session.rewarm_calls = 1, 0
     blocks = block_rounds(rounds, planned_builds(set_up_s, round_s, rounds, builds,
                                                  rebuild_share))
     if builds > 1:
         child_log(f"{len(blocks)} build(s) of at most {builds}: building the arms took "
                   f"{set_up_s:.1f} s, a round's windows about {round_s:.1f} s")
-    r, build, rebuilding, block_s = 0, 0, True, 0.0
-    gpu.at_start()
-    for b, block in enumerate(blocks):
-        # Paced, the rebuild waits for the block's first turn: no other process of the
-        # session measures while this one builds.
-        if pacer is not None and b and rebuilding and not pacer.wait_turn():
-            child_log(f"the launcher ended the rounds before round {r + 1}")
-            break
-        turn_held = pacer is not None and b > 0 and rebuilding
-        if b and rebuilding:
-            rebuilding = rebuild_pays(set_up_s, block_s, rebuild_share)
-            if rebuilding:
-                set_up_s = build_all(first=False)
-                build = b
-            else:
-                child_log(f"building the arms took {set_up_s:.1f} s against a block's "
-                          f"{block_s:.1f} s of windows: the remaining rounds run on build "
-                          f"{build}")
-        t_block = time.perf_counter()
-        for order in round_orders(len(arms), block, rng):
-            for i in order:
-                arm = arms[i]
-                if turn_held:
-                    turn_held = False
-                elif pacer is not None and not pacer.wait_turn():
-                    child_log(f"the launcher ended the rounds before round {r + 1}")
-                    stopped = True
-                    break
-                if not arm.live or arm.current is None:
-                    if pacer is not None:
-                        pacer.say(b"x")
-                    continue
-                try:
-                    loop, rules = arm.trainer.loop(), Rules.of(arm.spec)
-                    out = (arm.runs[-1].out if arm.runs and arm.runs[-1].window.build == build
-                           else arm.current.out)
-                    for _ in range(rewarms(arm.call_s, arm.spec.max_seconds, rewarm_calls)):
-                        out = loop.call()
-                        loop.fetch(out)
-                    run = run_window(loop, rules, r, out, memory=arm.memory,
-                                     fixed_steps=arm.current.fixed_steps, slowdown=slowdown,
-                                     host_memory=False, meter=energy_meter(arm.spec.devices))
-                    run.window.build = build
-                    arm.call_s = run.window.wall_s * loop.steps_per_call / max(1, run.window.steps)
-                    arm.runs.append(run)
-                except BaseException as exc:
-                    _fail(arm, exc)
-                if pacer is not None:
-                    pacer.say(b"d" if arm.live else b"x")
-            if stopped:
-                break
-            child_log(f"round {r + 1}/{rounds} (build {build}): " + ", ".join(
-                f"arm{a.index} {a.runs[-1].window.global_throughput:,.0f}"
-                for a in arms if a.live and a.runs))
-            r += 1
-        if stopped:
-            break
-        block_s = time.perf_counter() - t_block
-    gpu.at_end()
+    session.gpu.at_start()
+    session.measure(blocks, rounds, set_up_s, rebuild_share)
+    session.gpu.at_end()
     if pacer is not None:
         pacer.wait_turn()  # a turn or end of file: one process at a time finishes
-    reports: list[TaskReport] = []
-    # Every arm's windows first, each written as soon as it is summarised: a peak probe
-    # or profile that outlasts the launcher's patience then costs no measured window.
-    summaries: dict[int, tuple[Any, dict[str, Any]]] = {}
-    for arm in arms:
-        if arm.report is None and arm.warm is not None:
-            try:
-                figures = summarize_runs(arm.runs, arm.warm, arm.trainer.stats,
-                                         replicas=arm.trainer.replicas, memory=arm.memory,
-                                         replica_divergence=arm.trainer.replica_divergence())
-                # The GPU state over this arm's own windows and cards, as a run of its own.
-                own_gpu = gpu.environment_over(
-                    [(w.window.start_ts, w.window.end_ts) for w in arm.runs],
-                    first_cards(arm.spec.devices))
-                arm_env = {**env, **own_gpu, "devices": {
-                    # The arm's own devices; "process": how many the shared process
-                    # configured (its CPU split serves every arm).
-                    **env["devices"], "names": arm.trainer.devices.names,
-                    "process": len(devices.names)}}
-                summaries[arm.index] = figures, arm_env
-                replace(TaskReport("ok", WINDOWS_ONLY, figures=figures, environment=arm_env,
-                                   local_replicas=arm.trainer.local_replicas),
-                        task=task, pid=os.getpid()).write(run_dir, windows_name(arm.index))
-            except BaseException as exc:
-                _fail(arm, exc)
-    replace(TaskReport("ok", environment=env), task=task,
-            pid=os.getpid()).write(run_dir, windows_name(-1))
-    say("windows summarised")
-    for arm in arms:
-        if arm.report is None and arm.index in summaries:
-            try:
-                figures, arm_env = summaries[arm.index]
-                where = profile_dirs[arm.index] if profile_dirs else None
-                extras = lane.after_windows(arm.trainer, figures, where, say,
-                                            profile_steps if where else 0)
-                figures = at_sustained_clock(figures, arm_env.get("gpu_state") or {})
-                arm.report = TaskReport(
-                    "ok", extras.reason, figures=figures,
-                    environment={**arm_env, "peak_flops": extras.peak_entry},
-                    local_replicas=arm.trainer.local_replicas,
-                    weights_checksum=arm.trainer.weights_checksum())
-            except BaseException as exc:
-                _fail(arm, exc)
-        reports.append(arm.report or TaskReport("failed", "the arm was never built"))
-    return reports, env
+    summaries = session.summarise()
+    return session.finish(summaries, profile_dirs, profile_steps), session.env
 
 
 def run_paced_backend(specs: list[RunSpec], task: Task, run_dir: Path, *, launch_ts: float,

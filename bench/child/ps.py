@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.child.build import build as build_strategy
 from bench.child.flops import task_stats
@@ -33,10 +33,14 @@ from bench.child.windows import Loop, NoDeviceMemory, Rules, measure
 from bench.errors import Unsupported
 from bench.hardware import GpuRun
 from bench.results.payload import TaskReport
+from bench.results.schema import Figures
 from bench.spec import RunSpec
 from bench.strategies import STRATEGIES
 from workloads import Workload, find_workload
 from workloads.synth import input_bytes
+
+if TYPE_CHECKING:
+    from bench.child.probes.hooks import AfterWindows
 
 STEPS_PER_CHUNK_PER_WORKER = 4
 
@@ -177,40 +181,16 @@ def run_coordinator(spec: RunSpec, launch_ts: float, mark_ready: Callable[[], No
     check_data(task, spec)
     apply = make_apply(spec, task)
     stats = task_stats(tf, task, spec, progress=log)
-    workload = find_workload(spec.workload)
-    if isinstance(workload, Workload) and workload.vocab is None:
-        dataset_fn = worker_dataset_fn(spec)  # generated on the workers (see there)
-    else:
-        made = task_dataset_fn(spec, task)
-        dataset_fn = made if not (spec.data == "tfdata" and task.dataset_fn) else \
-            strategy.distribute_datasets_from_function(made)
-    iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
-
-    @tf.function
-    def step(it: Any) -> Any:
-        xb, yb = next(it)
-        loss = strategy.run(lambda a, c: apply([(a, c)]), args=(xb, yb))
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
-
+    iterator = iter(coordinator.create_per_worker_dataset(
+        _coordinator_dataset_fn(spec, task, strategy)))
+    step = _step_fn(tf, strategy, apply)
     phases["build_s"] = time.perf_counter() - t
     workers = spec.devices
-    chunk = STEPS_PER_CHUNK_PER_WORKER * workers
-
-    def run_chunk(n: int) -> float:
-        last = None
-        for _ in range(n):
-            last = coordinator.schedule(step, args=(iterator,))
-        coordinator.join()  # every scheduled step done: the chunk is synchronised
-        return float(last.fetch()) if last is not None else math.nan
-
-    loop = Loop(call=lambda: run_chunk(chunk), fetch=float, sync=lambda _: None,
-                steps_per_call=chunk, examples_per_step=spec.global_batch,
-                replicas=workers, sample_scale=workers,
-                first_call=lambda: run_chunk(1), first_call_steps=1)
     # The coordinator holds no model state on devices; the workers' and parameter
     # servers' memory is sampled by the launcher (per task). One copy of the
     # variables, on the parameter servers: no divergence between replicas.
-    figures = measure(loop, Rules.of(spec), stats=stats, launch_ts=launch_ts, phases=phases,
+    figures = measure(_chunk_loop(spec, coordinator, step, iterator), Rules.of(spec),
+                      stats=stats, launch_ts=launch_ts, phases=phases,
                       memory=NoDeviceMemory("per_task (see tasks)", reason=(
                           "the coordinator holds no model state; each task's memory is in "
                           "tasks")),
@@ -219,19 +199,7 @@ def run_coordinator(spec: RunSpec, launch_ts: float, mark_ready: Callable[[], No
                       warm_target=max(spec.warmup_steps, workers),
                       before_windows=gpu.at_start)
     gpu.at_end()
-    # MFU against the machine's peak: the coordinator runs with TensorFlow's default
-    # threads on every core, as the worker servers do, so its cached peak is theirs.
-    # On GPUs the workers train on cards the coordinator does not see: no peak here.
-    from bench.child.probes.hooks import AfterWindows, settle_run_mfu
-    from bench.child.probes.peak import first_device
-
-    device = first_device(tf)
-    if machine_gpus and "cpu" in device:
-        settled = AfterWindows({}, ["no MFU: parameter_server workers train on GPUs the "
-                                    "coordinator cannot see, so it cannot measure their peak"])
-    else:
-        settled = settle_run_mfu(tf, figures, spec.precision, device,
-                                 1 if "cpu" in device else workers, progress=log)
+    settled = _settle_mfu(tf, figures, spec, machine_gpus, log)
     problems = list(settled.problems)
     if spec.profile_steps:
         problems.append(f"not profiled: {STRATEGIES.get(spec.strategy).no_profile_reason}")
@@ -243,3 +211,58 @@ def run_coordinator(spec: RunSpec, launch_ts: float, mark_ready: Callable[[], No
     _NEVER_TORN_DOWN.extend((strategy, coordinator, iterator, step))
     return TaskReport("ok", "; ".join(problems) or None, figures=figures, environment=env,
                       local_replicas=0)
+
+
+def _coordinator_dataset_fn(spec: RunSpec, task: TrainingTask, strategy: Any) -> Any:
+    """What ``create_per_worker_dataset`` builds each worker's input pipeline from."""
+    workload = find_workload(spec.workload)
+    if isinstance(workload, Workload) and workload.vocab is None:
+        return worker_dataset_fn(spec)  # generated on the workers (see there)
+    made = task_dataset_fn(spec, task)
+    return made if not (spec.data == "tfdata" and task.dataset_fn) else \
+        strategy.distribute_datasets_from_function(made)
+
+
+def _step_fn(tf: Any, strategy: Any, apply: Callable[[list[tuple[Any, Any]]], Any]) -> Any:
+    """One step on a worker, from its own iterator: the replicas' losses summed."""
+    @tf.function
+    def step(it: Any) -> Any:
+        xb, yb = next(it)
+        loss = strategy.run(lambda a, c: apply([(a, c)]), args=(xb, yb))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
+
+    return step
+
+
+def _chunk_loop(spec: RunSpec, coordinator: Any, step: Any, iterator: Any) -> Loop:
+    """The window loop's call: schedule a chunk of steps over the workers and join."""
+    workers = spec.devices
+    chunk = STEPS_PER_CHUNK_PER_WORKER * workers
+
+    def run_chunk(n: int) -> float:
+        last = None
+        for _ in range(n):
+            last = coordinator.schedule(step, args=(iterator,))
+        coordinator.join()  # every scheduled step done: the chunk is synchronised
+        return float(last.fetch()) if last is not None else math.nan
+
+    return Loop(call=lambda: run_chunk(chunk), fetch=float, sync=lambda _: None,
+                steps_per_call=chunk, examples_per_step=spec.global_batch,
+                replicas=workers, sample_scale=workers,
+                first_call=lambda: run_chunk(1), first_call_steps=1)
+
+
+def _settle_mfu(tf: Any, figures: Figures, spec: RunSpec, machine_gpus: int,
+                log: Callable[[str], None]) -> AfterWindows:
+    """MFU against the machine's peak: the coordinator runs with TensorFlow's default
+    threads on every core, as the worker servers do, so its cached peak is theirs.
+    On GPUs the workers train on cards the coordinator does not see: no peak here."""
+    from bench.child.probes.hooks import AfterWindows, settle_run_mfu
+    from bench.child.probes.peak import first_device
+
+    device = first_device(tf)
+    if machine_gpus and "cpu" in device:
+        return AfterWindows({}, ["no MFU: parameter_server workers train on GPUs the "
+                                 "coordinator cannot see, so it cannot measure their peak"])
+    return settle_run_mfu(tf, figures, spec.precision, device,
+                          1 if "cpu" in device else spec.devices, progress=log)

@@ -124,6 +124,16 @@ def make_apply(spec: RunSpec, task: TrainingTask) -> Callable[[list[tuple[Any, A
     return apply
 
 
+def _on_replica_device(tf: Any, local_devices: list[str], ctx: Any,
+                       make: Callable[[], tuple[Any, Any]]) -> tuple[Any, Any]:
+    """``make()`` on the device of ``ctx``'s replica: experimental_distribute_values_
+    from_function groups what it is given but does not move it."""
+    # Global replica ids of a worker's replicas are consecutive (worker w holds
+    # w * L .. w * L + L - 1), so the local index is the id modulo L.
+    with tf.device(local_devices[ctx.replica_id_in_sync_group % len(local_devices)]):
+        return make()
+
+
 class Trainer:
     """Builds model, optimizer and data under a strategy and measures training."""
 
@@ -152,92 +162,111 @@ class Trainer:
         # to finish its queued updates (the window synchronisation).
         self._probe_var = variable_handle(
             min(self.variables, key=lambda v: int(np.prod(v.shape))))
-
-        g, n = spec.global_batch, self.replicas
-        user_pipeline = spec.data == "tfdata" and self.task.dataset_fn is not None
-        if user_pipeline:  # the user's own: no pool is made
-            self.pool = 1
-            x = y = np.zeros((0,))
-        else:
-            x1, _ = self.task.make_pool(1, spec.seed)
-            self.pool = pool_batches(input_bytes(x1) * g)
-            x, y = self.task.make_pool(self.pool * g, spec.seed)
-        # Three ways to feed the step, all with the same examples in global batch j:
-        #  - steps_per_call == 1: P per-replica batches placed on the devices once and
-        #    picked in Python, so the compiled step is exactly a hand-written one;
-        #  - steps_per_call > 1: each replica's share of the whole pool on its device,
-        #    sliced in the graph (the loop inside the function indexes it by a tensor);
-        #  - data == "tfdata": a prefetching tf.data pipeline (input cost included).
-        # Replica r of R takes shard r of every global batch (shard_rows); an input
-        # pipeline w of W (one per worker process) takes shard w, which holds the same
-        # rows as its replicas' shards: whatever the topology, concatenating the shards
-        # of batch j gives back global batch j, so loss parity across strategies holds.
-        # The synthetic pool is placed with experimental_distribute_values_from_function,
-        # never through a distributed dataset: one distributed iterator under
-        # OneDeviceStrategy or MirroredStrategy (a MultiDeviceIterator) left every later
-        # step of the process about 20% slower here, even once deleted, a cost that is
-        # not the strategy's and that a user feeding tensors never pays.
         self._batches: list[tuple[Any, ...]] = []
         self._args: tuple[Any, ...] = ()
-        b = spec.per_replica_batch
-
-        def replica_rows(ctx: Any) -> tuple[np.ndarray, np.ndarray]:
-            r = ctx.replica_id_in_sync_group
-            return shard_rows(x, self.pool, n, r), shard_rows(y, self.pool, n, r)
-
-        # experimental_distribute_values_from_function groups what it is given but does
-        # not move it: each replica's tensors are made on that replica's own device.
-        try:
-            local_devices = list(strategy.extended.worker_devices)
-        except (AttributeError, RuntimeError):  # the default strategy raises RuntimeError
-            local_devices = [devices.names[0]]
-
-        def on_replica_device(ctx: Any, make: Callable[[], tuple[Any, Any]]) -> tuple[Any, Any]:
-            # Global replica ids of a worker's replicas are consecutive (worker w holds
-            # w * L .. w * L + L - 1), so the local index is the id modulo L.
-            with tf.device(local_devices[ctx.replica_id_in_sync_group % len(local_devices)]):
-                return make()
-
-        if user_pipeline:
-            user = self.task.dataset_fn
-            assert user is not None
-            self._args = (iter(strategy.distribute_datasets_from_function(
-                lambda ctx: user(ctx, b))),)
-        elif spec.data == "tfdata":
-            def pipeline(ctx: Any) -> Any:
-                rows = [shard_rows(a, self.pool, ctx.num_input_pipelines,
-                                   ctx.input_pipeline_id) for a in (x, y)]
-                ds = tf.data.Dataset.from_tensor_slices(tuple(rows))
-                return ds.repeat().batch(b, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
-
-            self._args = (iter(strategy.distribute_datasets_from_function(pipeline)),)
-        elif spec.steps_per_call == 1:
-            def batch_of(j: int) -> Any:
-                def rows(ctx: Any) -> tuple[Any, Any]:
-                    px, py = replica_rows(ctx)
-                    return on_replica_device(ctx, lambda: (
-                        map_inputs(lambda a: tf.constant(a[j * b:(j + 1) * b]), px),
-                        tf.constant(py[j * b:(j + 1) * b])))
-                return self._on_device(
-                    strategy.experimental_distribute_values_from_function(rows), devices)
-
-            batches = [batch_of(j) for j in range(self.pool)]
-            # One call consumes grad_accum micro-batches; cycle through the pool.
-            per_call = spec.grad_accum
-            self._batches = [tuple(batches[(i * per_call + a) % self.pool]
-                                   for a in range(per_call))
-                             for i in range(self.pool)]
-        else:
-            def replica_pool(ctx: Any) -> tuple[Any, Any]:
-                px, py = replica_rows(ctx)
-                return on_replica_device(ctx, lambda: (map_inputs(tf.constant, px),
-                                                        tf.constant(py)))
-
-            pool_xy = strategy.experimental_distribute_values_from_function(replica_pool)
-            self._args = self._on_device(pool_xy, devices)
+        self._feed(devices)
         self._step = 0
         self._fn: Any = self._make_train_fn()
         self._concrete: Any = None
+
+    # -- the step's input -----------------------------------------------------------
+    def _feed(self, devices: DeviceSetup) -> None:
+        """The step's input: ``self._batches`` or ``self._args``, and ``self.pool``.
+
+        Three ways to feed the step, all with the same examples in global batch j:
+         - steps_per_call == 1: P per-replica batches placed on the devices once and
+           picked in Python, so the compiled step is exactly a hand-written one;
+         - steps_per_call > 1: each replica's share of the whole pool on its device,
+           sliced in the graph (the loop inside the function indexes it by a tensor);
+         - data == "tfdata": a prefetching tf.data pipeline (input cost included).
+        Replica r of R takes shard r of every global batch (shard_rows); an input
+        pipeline w of W (one per worker process) takes shard w, which holds the same
+        rows as its replicas' shards: whatever the topology, concatenating the shards
+        of batch j gives back global batch j, so loss parity across strategies holds.
+        The synthetic pool is placed with experimental_distribute_values_from_function,
+        never through a distributed dataset: one distributed iterator under
+        OneDeviceStrategy or MirroredStrategy (a MultiDeviceIterator) left every later
+        step of the process about 20% slower here, even once deleted, a cost that is
+        not the strategy's and that a user feeding tensors never pays.
+        """
+        spec, strategy = self.spec, self.strategy
+        b = spec.per_replica_batch
+        if spec.data == "tfdata" and self.task.dataset_fn is not None:
+            self.pool = 1  # the user's own pipeline: no pool is made
+            user = self.task.dataset_fn
+            self._args = (iter(strategy.distribute_datasets_from_function(
+                lambda ctx: user(ctx, b))),)
+            return
+        x, y = self._pool_arrays()
+        if spec.data == "tfdata":
+            self._args = (iter(strategy.distribute_datasets_from_function(
+                lambda ctx: self._pipeline(ctx, x, y))),)
+        elif spec.steps_per_call == 1:
+            self._batches = self._placed_batches(x, y, devices)
+        else:
+            self._args = self._placed_pool(x, y, devices)
+
+    def _pool_arrays(self) -> tuple[Any, Any]:
+        """The synthetic pool's inputs and labels: ``self.pool`` global batches, as many
+        as ``POOL_BYTES_BUDGET`` holds."""
+        spec, g = self.spec, self.spec.global_batch
+        x1, _ = self.task.make_pool(1, spec.seed)
+        self.pool = pool_batches(input_bytes(x1) * g)
+        return self.task.make_pool(self.pool * g, spec.seed)
+
+    def _pipeline(self, ctx: Any, x: Any, y: Any) -> Any:
+        """Input pipeline ``ctx.input_pipeline_id``'s prefetching tf.data dataset."""
+        tf, b = self.tf, self.spec.per_replica_batch
+        rows = [shard_rows(a, self.pool, ctx.num_input_pipelines,
+                           ctx.input_pipeline_id) for a in (x, y)]
+        ds = tf.data.Dataset.from_tensor_slices(tuple(rows))
+        return ds.repeat().batch(b, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+    def _replica_rows(self, ctx: Any, x: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Replica ``ctx``'s shard of every global batch of the pool."""
+        r, n = ctx.replica_id_in_sync_group, self.replicas
+        return shard_rows(x, self.pool, n, r), shard_rows(y, self.pool, n, r)
+
+    def _local_devices(self) -> list[str]:
+        """The devices of this process's replicas, in their order."""
+        try:
+            return list(self.strategy.extended.worker_devices)
+        except (AttributeError, RuntimeError):  # the default strategy raises RuntimeError
+            return [self.devices.names[0]]
+
+    def _placed_batches(self, x: Any, y: Any, devices: DeviceSetup
+                        ) -> list[tuple[Any, ...]]:
+        """steps_per_call == 1: the pool's batches placed once, grouped by call."""
+        tf, strategy, b = self.tf, self.strategy, self.spec.per_replica_batch
+        local_devices = self._local_devices()
+
+        def batch_of(j: int) -> Any:
+            def rows(ctx: Any) -> tuple[Any, Any]:
+                px, py = self._replica_rows(ctx, x, y)
+                return _on_replica_device(tf, local_devices, ctx, lambda: (
+                    map_inputs(lambda a: tf.constant(a[j * b:(j + 1) * b]), px),
+                    tf.constant(py[j * b:(j + 1) * b])))
+            return self._on_device(
+                strategy.experimental_distribute_values_from_function(rows), devices)
+
+        batches = [batch_of(j) for j in range(self.pool)]
+        # One call consumes grad_accum micro-batches; cycle through the pool.
+        per_call = self.spec.grad_accum
+        return [tuple(batches[(i * per_call + a) % self.pool] for a in range(per_call))
+                for i in range(self.pool)]
+
+    def _placed_pool(self, x: Any, y: Any, devices: DeviceSetup) -> tuple[Any, Any]:
+        """steps_per_call > 1: each replica's share of the whole pool on its device."""
+        tf = self.tf
+        local_devices = self._local_devices()
+
+        def replica_pool(ctx: Any) -> tuple[Any, Any]:
+            px, py = self._replica_rows(ctx, x, y)
+            return _on_replica_device(tf, local_devices, ctx, lambda: (
+                map_inputs(tf.constant, px), tf.constant(py)))
+
+        pool_xy = self.strategy.experimental_distribute_values_from_function(replica_pool)
+        return self._on_device(pool_xy, devices)
 
     def _on_device(self, xy: Any, devices: DeviceSetup) -> tuple[Any, Any]:
         """Single-replica strategies hand back host tensors: pin them to the device."""

@@ -23,14 +23,15 @@ from bench.cli.report import report_after_sweep
 from bench.cli.tensorboard_export import export_after_sweep
 from bench.errors import UsageError
 from bench.exits import Exit
-from bench.hardware import detect
+from bench.hardware import Hardware, detect
 from bench.launch.evidence import OFF, Evidence, cost_line
 from bench.launch.gpu_preflight import gpu_preflight, scope_of
 from bench.launch.interpreter import require_jax
-from bench.launch.sweep import Replication, measured_line, run_sweep
+from bench.launch.sweep import Replication, SweepOutcome, measured_line, run_sweep
 from bench.launch.usermodel import preflight
 from bench.results.store import SweepStore, load_sweep, new_sweep_dir
 from bench.sim.faults import FAULTS_VAR, Faults
+from bench.spec import RunSpec
 
 # Two processes is the least that shows run-to-run noise, which on a shared machine is
 # larger than the noise between windows of one process.
@@ -48,29 +49,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from reports.results_table import LEGEND, format_table, median_runs
 
     hw = detect()
-    if any(s.backend == "jax" for s in specs):  # JAX and, on GPUs, its CUDA wheels (exit 2)
-        require_jax(len(hw.gpus))
-    preflight(specs)  # models of the user's own: one short process builds each (exit 2)
-    evidence = Evidence() if args.profile else OFF
-    if sim.active() is not None:  # a simulated server's faults, read as its children will
-        Faults.parse(os.environ.get(FAULTS_VAR, ""), "")
-    if hw.gpus:  # what would make NCCL fail or fall back, or a profile empty: said now
-        findings = gpu_preflight(scope_of(specs, hw, profiled=bool(evidence.steps)))
-        for finding in findings:
-            print(f"stratbench: preflight: {finding.text()}", file=sys.stderr)
-        fatal = [f for f in findings if f.fatal]
-        if fatal:  # every run would fail the same way: none is started
-            raise UsageError(f"no run can start on these GPUs ({fatal[0].problem}); "
-                             f"nothing was run")
+    evidence = _preflight(specs, hw, profile=args.profile)
     out = writable_dir(args.out or new_sweep_dir("sweep"))
-    simulated = sim.active()
-    where = (f"{len(hw.gpus)} GPU(s)" + (f", SIMULATED ({simulated.name}: {sim.SIM_VAR})"
-                                         if simulated else "") if hw.gpus
-             else f"CPU only ({hw.cores} cores; device counts are logical devices sharing them)")
-    print(f"stratbench: {len(specs)} configuration(s) -> {out}\nmachine: {hw.cpu_model}, {where}")
-    if evidence.steps:
-        print(f"evidence: each configuration's first run profiles {evidence.steps} steps after "
-              f"its windows, for the report's explanations (--no-profile skips it)")
+    _say_where(specs, out, hw, evidence)
     budget = args.budget if args.budget is not None else (
         DEFAULT_BUDGET_S if args.preset == "default" else 0.0)
     t0 = time.monotonic()
@@ -101,12 +82,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         print(format_table(mine))
     print("\n" + LEGEND)
-    for line in (cost_line(outcome.ran, outcome.wall_s),
-                 measured_line(outcome.ran, outcome.wall_s)):
-        if line:
-            print(f"\n{line}")
-    for w in loaded.warnings:
-        print(f"warning: {w}", file=sys.stderr)
+    _say_costs(outcome, loaded.warnings)
     if outcome.interrupted:
         return Exit.INTERRUPTED
     # The report never decides the exit code: a report failure is printed and the
@@ -118,6 +94,49 @@ def cmd_run(args: argparse.Namespace) -> int:
               f"out; logs in {SweepStore(out).logs_dir}", file=sys.stderr)
         return Exit.RUNS_FAILED
     return Exit.OK
+
+
+def _preflight(specs: list[RunSpec], hw: Hardware, *, profile: bool) -> Evidence:
+    """What must hold before anything runs (each a usage error, exit 2): JAX where asked
+    for, the user's own models built, the GPUs able to run; returns the evidence the runs
+    take (``--profile``)."""
+    if any(s.backend == "jax" for s in specs):  # JAX and, on GPUs, its CUDA wheels (exit 2)
+        require_jax(len(hw.gpus))
+    preflight(specs)  # models of the user's own: one short process builds each (exit 2)
+    evidence = Evidence() if profile else OFF
+    if sim.active() is not None:  # a simulated server's faults, read as its children will
+        Faults.parse(os.environ.get(FAULTS_VAR, ""), "")
+    if hw.gpus:  # what would make NCCL fail or fall back, or a profile empty: said now
+        findings = gpu_preflight(scope_of(specs, hw, profiled=bool(evidence.steps)))
+        for finding in findings:
+            print(f"stratbench: preflight: {finding.text()}", file=sys.stderr)
+        fatal = [f for f in findings if f.fatal]
+        if fatal:  # every run would fail the same way: none is started
+            raise UsageError(f"no run can start on these GPUs ({fatal[0].problem}); "
+                             f"nothing was run")
+    return evidence
+
+
+def _say_where(specs: list[RunSpec], out: Path, hw: Hardware, evidence: Evidence) -> None:
+    """The sweep's directory and machine, and the evidence its runs profile."""
+    simulated = sim.active()
+    where = (f"{len(hw.gpus)} GPU(s)" + (f", SIMULATED ({simulated.name}: {sim.SIM_VAR})"
+                                         if simulated else "") if hw.gpus
+             else f"CPU only ({hw.cores} cores; device counts are logical devices sharing them)")
+    print(f"stratbench: {len(specs)} configuration(s) -> {out}\nmachine: {hw.cpu_model}, {where}")
+    if evidence.steps:
+        print(f"evidence: each configuration's first run profiles {evidence.steps} steps after "
+              f"its windows, for the report's explanations (--no-profile skips it)")
+
+
+def _say_costs(outcome: SweepOutcome, warnings: list[str]) -> None:
+    """What the sweep's time went to, and the store's warnings (on stderr)."""
+    for line in (cost_line(outcome.ran, outcome.wall_s),
+                 measured_line(outcome.ran, outcome.wall_s)):
+        if line:
+            print(f"\n{line}")
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
 
 
 def replication_from_args(args: argparse.Namespace) -> Replication:

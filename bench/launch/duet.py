@@ -27,7 +27,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench.env import now_iso
@@ -117,15 +117,7 @@ def run_duet(specs: Sequence[RunSpec], log_paths: Sequence[Path], *, rounds: int
     Returns one result per side, in order; never raises for a failed run (both then
     carry the reason: a duet is measured whole or not at all).
     """
-    if len(specs) != SIDES or len(log_paths) != SIDES:
-        raise DuetError(f"a duet has two sides. Received: {len(specs)} configurations, "
-                        f"{len(log_paths)} logs")
-    if rounds < 2:
-        raise DuetError(f"a duet needs at least 2 rounds. Received: rounds={rounds}")
-    for spec in specs:
-        why = duet_reason(spec)
-        if why:
-            raise DuetError(why)
+    _check_duet(specs, log_paths, rounds)
     hw = detect()
     pre = [unsupported_result(s, hw) for s in specs]
     if any(pre):
@@ -135,7 +127,6 @@ def run_duet(specs: Sequence[RunSpec], log_paths: Sequence[Path], *, rounds: int
     sides_specs = [s.replace(repeats=rounds) for s in specs]
     timeout = timeout_s if timeout_s is not None else max(s.timeout_s for s in sides_specs)
     session, started = uuid.uuid4().hex[:12], now_iso()
-    labels = [s.label() for s in sides_specs]
     t0 = time.monotonic()
     with ExitStack() as stack:
         sides = []
@@ -144,69 +135,111 @@ def run_duet(specs: Sequence[RunSpec], log_paths: Sequence[Path], *, rounds: int
                 tempfile.TemporaryDirectory(prefix=f"stratbench-duet{i}-")))
             log_paths[i].parent.mkdir(parents=True, exist_ok=True)
             sides.append(_Side(i, spec, run_dir, log_paths[i]))
-        failure: _Stop | None = None
-        try:
-            for side in sides:
-                _start(side, seed, rewarm_calls, envs[side.index], pythons[side.index], hw)
-            # A side is hung when its build stops making progress; the duet's own
-            # timeout bounds one that keeps going and never gets ready.
-            for side in sides:
-                if _hear(side, t0 + timeout, "build and warm up", starting=True) != b"R":
-                    raise _Stop("failed", f"side {side.index} said something other than "
-                                          f"ready", side.index)
-            for order in round_orders(SIDES, rounds, random.Random(seed)):
-                for i in order:
-                    side = sides[i]
-                    _give_turn(side)
-                    turn_s = TURN_FACTOR * side.spec.max_seconds + TURN_ALLOWANCE_S
-                    word = _hear(side, min(t0 + timeout, time.monotonic() + turn_s),
-                                 "finish a window")
-                    if word != b"d":
-                        raise _Stop("failed", f"side {side.index} ({side.spec.label()}) "
-                                              f"failed during its window", side.index)
-            for side in sides:  # end of file on the turns: the rounds are over
-                assert side.paced is not None
-                side.paced.close_turns()
-            for side in sides:
-                assert side.paced is not None
-                try:
-                    side.paced.proc.proc.wait(timeout=FINISH_S)
-                except subprocess.TimeoutExpired:
-                    raise _Stop("timeout", f"side {side.index} did not finish within "
-                                           f"{FINISH_S:g} s of its last window",
-                                side.index) from None
-        except _Stop as stop:
-            failure = stop
-            _Run(sides[0].run_dir, [s.paced.proc for s in sides if s.paced]).dump_stacks()
-        finally:
-            for side in sides:
-                if side.paced is not None:
-                    side.paced.close()
-            run = _Run(sides[0].run_dir, [s.paced.proc for s in sides if s.paced])
-            run.kill_all()
+        failure = _play(sides, rounds=rounds, seed=seed, rewarm_calls=rewarm_calls, envs=envs,
+                        pythons=pythons, hw=hw, deadline=t0 + timeout)
         wall = time.monotonic() - t0
         runs = {s.index: _Run(s.run_dir, [s.paced.proc]) for s in sides if s.paced is not None}
-        results = []
+        interleaving = Interleaving(session=session, arms=[s.label() for s in sides_specs],
+                                    arm=0, rounds=rounds, seed=seed, processes=SIDES)
+        return [_side_result(side, specs[side.index], failure, runs,
+                             replace(interleaving, arm=side.index), timeout=timeout,
+                             started=started, wall=wall) for side in sides]
+
+
+def _check_duet(specs: Sequence[RunSpec], log_paths: Sequence[Path], rounds: int) -> None:
+    """DuetError unless ``specs`` can be the two sides of a duet of ``rounds`` rounds."""
+    if len(specs) != SIDES or len(log_paths) != SIDES:
+        raise DuetError(f"a duet has two sides. Received: {len(specs)} configurations, "
+                        f"{len(log_paths)} logs")
+    if rounds < 2:
+        raise DuetError(f"a duet needs at least 2 rounds. Received: rounds={rounds}")
+    for spec in specs:
+        why = duet_reason(spec)
+        if why:
+            raise DuetError(why)
+
+
+def _play(sides: list[_Side], *, rounds: int, seed: int, rewarm_calls: int,
+          envs: Sequence[Mapping[str, str] | None], pythons: Sequence[str | None],
+          hw: Hardware, deadline: float) -> _Stop | None:
+    """Start both sides, take the turns, let them finish; what ended the duet early
+    (None: nothing did). Both processes are gone on return."""
+    failure: _Stop | None = None
+    try:
         for side in sides:
-            assert side.paced is not None
-            proc = side.paced.proc
-            own_run = runs[side.index]
-            info = {"timeout_s": timeout, "log": str(side.log), "duet": session, "tasks": [
-                {"task": proc.task.name, "pid": proc.proc.pid,
-                 "returncode": proc.proc.returncode, "log": str(side.log)}]}
-            reason = None
-            if failure is not None:
-                blame = "" if failure.culprit == side.index else "its duet partner: "
-                culprit = runs.get(failure.culprit, own_run)
-                reason = (failure.status, f"{blame}{failure.reason}\n--- log tail ---\n"
-                                          f"{culprit.tails()}")
-            result = arm_result(specs[side.index], reason, own_run.report(proc),
-                                read_report(side.run_dir, arm_name(0)), own_run.tails,
-                                started_at=started, wall_s=wall, launcher=info)
-            result.interleaved = Interleaving(session=session, arms=labels, arm=side.index,
-                                              rounds=rounds, seed=seed, processes=SIDES)
-            results.append(result)
-    return results
+            _start(side, seed, rewarm_calls, envs[side.index], pythons[side.index], hw)
+        # A side is hung when its build stops making progress; the duet's own
+        # timeout bounds one that keeps going and never gets ready.
+        for side in sides:
+            if _hear(side, deadline, "build and warm up", starting=True) != b"R":
+                raise _Stop("failed", f"side {side.index} said something other than "
+                                      f"ready", side.index)
+        _take_turns(sides, rounds, seed, deadline)
+        _finish(sides)
+    except _Stop as stop:
+        failure = stop
+        _Run(sides[0].run_dir, [s.paced.proc for s in sides if s.paced]).dump_stacks()
+    finally:
+        for side in sides:
+            if side.paced is not None:
+                side.paced.close()
+        run = _Run(sides[0].run_dir, [s.paced.proc for s in sides if s.paced])
+        run.kill_all()
+    return failure
+
+
+def _take_turns(sides: list[_Side], rounds: int, seed: int, deadline: float) -> None:
+    """One window of each side per round, in ``round_orders``' order; _Stop when a side
+    fails its window or does not finish it in time."""
+    for order in round_orders(SIDES, rounds, random.Random(seed)):
+        for i in order:
+            side = sides[i]
+            _give_turn(side)
+            turn_s = TURN_FACTOR * side.spec.max_seconds + TURN_ALLOWANCE_S
+            word = _hear(side, min(deadline, time.monotonic() + turn_s), "finish a window")
+            if word != b"d":
+                raise _Stop("failed", f"side {side.index} ({side.spec.label()}) "
+                                      f"failed during its window", side.index)
+
+
+def _finish(sides: list[_Side]) -> None:
+    """End the rounds (end of file on the turns) and wait for both processes to finish
+    their summaries; _Stop for one that does not within ``FINISH_S``."""
+    for side in sides:  # end of file on the turns: the rounds are over
+        assert side.paced is not None
+        side.paced.close_turns()
+    for side in sides:
+        assert side.paced is not None
+        try:
+            side.paced.proc.proc.wait(timeout=FINISH_S)
+        except subprocess.TimeoutExpired:
+            raise _Stop("timeout", f"side {side.index} did not finish within "
+                                   f"{FINISH_S:g} s of its last window",
+                        side.index) from None
+
+
+def _side_result(side: _Side, spec: RunSpec, failure: _Stop | None, runs: dict[int, _Run],
+                 interleaving: Interleaving, *, timeout: float, started: str,
+                 wall: float) -> RunResult:
+    """``side``'s result (``spec``: as asked, before the duet's rounds were set), with
+    the reason of the ``failure`` that ended the duet, if one did."""
+    assert side.paced is not None
+    proc = side.paced.proc
+    own_run = runs[side.index]
+    info = {"timeout_s": timeout, "log": str(side.log), "duet": interleaving.session,
+            "tasks": [{"task": proc.task.name, "pid": proc.proc.pid,
+                       "returncode": proc.proc.returncode, "log": str(side.log)}]}
+    reason = None
+    if failure is not None:
+        blame = "" if failure.culprit == side.index else "its duet partner: "
+        culprit = runs.get(failure.culprit, own_run)
+        reason = (failure.status, f"{blame}{failure.reason}\n--- log tail ---\n"
+                                  f"{culprit.tails()}")
+    result = arm_result(spec, reason, own_run.report(proc),
+                        read_report(side.run_dir, arm_name(0)), own_run.tails,
+                        started_at=started, wall_s=wall, launcher=info)
+    result.interleaved = interleaving
+    return result
 
 
 def _start(side: _Side, seed: int, rewarm_calls: int, env: Mapping[str, str] | None,

@@ -251,60 +251,14 @@ def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
     sweep_dir.mkdir(parents=True, exist_ok=True)
     store = SweepStore(sweep_dir)
     outcome = SweepOutcome(sweep_dir)
-    found_unsupported(specs, store, echo)
-    done = {s.key(): store.replicates_done(s, rep.passes) for s in specs}
-    missing = {k: [r for r in range(rep.first, rep.runs + 1) if r not in d]
-               for k, d in done.items()}
-    outcome.skipped = [s for s in specs if not missing[s.key()]]
-    planned = sum(len(m) for m in missing.values())
-    resumed = sum(len([r for r in d if r >= rep.first]) for d in done.values())
-    if resumed:
-        # Of these configurations and passes only: a budget's session is the next pass of
-        # a few of the sweep's configurations, which is no resuming.
-        echo(f"resuming {sweep_dir}: {resumed} run(s) of these {len(specs)} "
-             f"configuration(s) already stored, {planned} to run")
-    store.journal({"event": "start", "at": now_iso(), "configurations": len(specs),
-                   "runs_per_configuration": rep.runs, "max_runs": rep.passes,
-                   "to_run": planned, "specs": [s.to_dict() for s in specs],
-                   "environment": fingerprint()})
+    planned = _plan(specs, store, rep, outcome, echo)
     extra = rep.passes - rep.runs
     progress = Progress(planned, echo, extra_note=(
         f" (+ up to {extra} more run(s) each for imprecise configurations)" if extra else ""))
-    by_key: dict[str, list[RunResult]] = {}
+    running = _Running(store, specs, rep, evidence, windows_until, progress, outcome)
     try:
-        for group in _together(store, by_key, specs, rep, interleave, shared_from,
-                               together):
-            first, replicate = group[0][0][0], group[0][1]
-            progress.start(first, _still_planned(store, by_key, specs, first, replicate, rep),
-                           replicate, together=[(s[0].label(), len(s) - 1, r)
-                                                for s, r in group])
-            for result in _run_group(store, group, evidence, windows_until):
-                by_key.setdefault(result.spec.key(), []).append(result)
-                outcome.ran.append(result)
-                progress.finish(result, named=True)
-        for replicate in range(rep.first, rep.passes + 1):
-            units = sweep_units(specs) if interleave and replicate >= shared_from else \
-                [(s,) for s in specs]
-            for unit in (units if replicate % 2 else list(reversed(units))):
-                due = [s for s in unit if _due(store, by_key, s, replicate, rep)]
-                if replicate > rep.runs and due:
-                    # An extra session measures the whole answer: its ratios need pairs.
-                    due = [s for s in unit if not store.has_result(s, replicate)
-                           and (earlier := _earlier(store, by_key, s, replicate))
-                           and earlier[0].status == "ok"]
-                    progress.total += len(due)
-                if not due:
-                    continue
-                progress.start(due[0], _still_planned(store, by_key, specs, due[0], replicate,
-                                                      rep), replicate,
-                               shared=[s.label() for s in due[1:]])
-                results = _run_group(store, [(due, replicate)], evidence, windows_until) \
-                    if is_session(due) \
-                    else [_run_one(store, s, replicate, outcome, evidence) for s in due]
-                for result in results:
-                    by_key.setdefault(result.spec.key(), []).append(result)
-                    outcome.ran.append(result)
-                    progress.finish(result, named=len(results) > 1)
+        running.together(interleave, shared_from, together)
+        running.passes(interleave, shared_from)
     except KeyboardInterrupt:
         outcome.interrupted = True
         echo(f"\ninterrupted: {len(outcome.ran)} result(s) kept; the current run was killed "
@@ -315,6 +269,89 @@ def run_sweep(specs: Sequence[RunSpec], sweep_dir: Path,
                    "statuses": [r.status for r in outcome.ran],
                    "wall_s": round(outcome.wall_s, 1)})
     return outcome
+
+
+def _plan(specs: Sequence[RunSpec], store: SweepStore, rep: Replication,
+          outcome: SweepOutcome, echo: Callable[[str], None]) -> int:
+    """What the sweep's passes have left to run, journaled as its start (the
+    configurations with nothing left go to ``outcome.skipped``); returns how many runs."""
+    found_unsupported(specs, store, echo)
+    done = {s.key(): store.replicates_done(s, rep.passes) for s in specs}
+    missing = {k: [r for r in range(rep.first, rep.runs + 1) if r not in d]
+               for k, d in done.items()}
+    outcome.skipped = [s for s in specs if not missing[s.key()]]
+    planned = sum(len(m) for m in missing.values())
+    resumed = sum(len([r for r in d if r >= rep.first]) for d in done.values())
+    if resumed:
+        # Of these configurations and passes only: a budget's session is the next pass of
+        # a few of the sweep's configurations, which is no resuming.
+        echo(f"resuming {store.root}: {resumed} run(s) of these {len(specs)} "
+             f"configuration(s) already stored, {planned} to run")
+    store.journal({"event": "start", "at": now_iso(), "configurations": len(specs),
+                   "runs_per_configuration": rep.runs, "max_runs": rep.passes,
+                   "to_run": planned, "specs": [s.to_dict() for s in specs],
+                   "environment": fingerprint()})
+    return planned
+
+
+@dataclass
+class _Running:
+    """One invocation of a sweep running its runs: what it ran so far (``by_key``,
+    ``outcome.ran``), said as it goes (``progress``)."""
+
+    store: SweepStore
+    specs: Sequence[RunSpec]
+    rep: Replication
+    evidence: Evidence
+    windows_until: float | None
+    progress: Progress
+    outcome: SweepOutcome
+    by_key: dict[str, list[RunResult]] = field(default_factory=dict)
+
+    def _record(self, results: list[RunResult], named: bool) -> None:
+        for result in results:
+            self.by_key.setdefault(result.spec.key(), []).append(result)
+            self.outcome.ran.append(result)
+            self.progress.finish(result, named=named)
+
+    def together(self, interleave: bool, shared_from: int, together: int) -> None:
+        """The planned runs' sessions measured together (``_together``)."""
+        store, by_key, specs, rep = self.store, self.by_key, self.specs, self.rep
+        for group in _together(store, by_key, specs, rep, interleave, shared_from,
+                               together):
+            first, replicate = group[0][0][0], group[0][1]
+            self.progress.start(first, _still_planned(store, by_key, specs, first,
+                                                      replicate, rep),
+                                replicate, together=[(s[0].label(), len(s) - 1, r)
+                                                     for s, r in group])
+            self._record(_run_group(store, group, self.evidence, self.windows_until),
+                         named=True)
+
+    def passes(self, interleave: bool, shared_from: int) -> None:
+        """Pass after pass, what is still due: each unit a session or a run each, in
+        the units' order, reversed every other pass."""
+        store, by_key, specs, rep = self.store, self.by_key, self.specs, self.rep
+        for replicate in range(rep.first, rep.passes + 1):
+            units = sweep_units(specs) if interleave and replicate >= shared_from else \
+                [(s,) for s in specs]
+            for unit in (units if replicate % 2 else list(reversed(units))):
+                due = [s for s in unit if _due(store, by_key, s, replicate, rep)]
+                if replicate > rep.runs and due:
+                    # An extra session measures the whole answer: its ratios need pairs.
+                    due = [s for s in unit if not store.has_result(s, replicate)
+                           and (earlier := _earlier(store, by_key, s, replicate))
+                           and earlier[0].status == "ok"]
+                    self.progress.total += len(due)
+                if not due:
+                    continue
+                self.progress.start(due[0], _still_planned(store, by_key, specs, due[0],
+                                                           replicate, rep), replicate,
+                                    shared=[s.label() for s in due[1:]])
+                results = _run_group(store, [(due, replicate)], self.evidence,
+                                     self.windows_until) if is_session(due) \
+                    else [_run_one(store, s, replicate, self.outcome, self.evidence)
+                          for s in due]
+                self._record(results, named=len(results) > 1)
 
 
 def _together(store: SweepStore, by_key: dict[str, list[RunResult]],
