@@ -646,7 +646,7 @@ def test_an_open_opening_takes_another_session_within_the_first_third(
     plan = LookPlan.for_budget(600.0)
     assert plan.max_interim == 4
     sweep_mod._open_with([ONE, TWO], tmp_path, budget_s=600.0, started=0.0, evidence=OFF,
-                         plan=plan, keys={ONE.key(), TWO.key()}, echo=lines.append,
+                         plan=plan, planned=[ONE, TWO], echo=lines.append,
                          clock=lambda: clock[0])
     assert calls == list(range(2, sessions + 1))  # the first two together
     taken = [e["sessions"] for e in SweepStore(tmp_path).journal_events()
@@ -655,6 +655,37 @@ def test_an_open_opening_takes_another_session_within_the_first_third(
     settled = budget_mod.settled_events(SweepStore(tmp_path).journal_events())
     assert bool(settled) == (ratio > 1.2)
     assert any(line.startswith("the opening stops at 3") for line in lines) == (wall_s > 50)
+
+
+@pytest.mark.parametrize("alone_planned", [False, True])
+def test_an_opening_whose_place_has_a_configuration_to_run_alone_stops_without_a_look(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, alone_planned: bool) -> None:
+    """A clear opening settles at its look after three sessions; with a parameter-server
+    run planned at its place (it runs alone, later) there is no look and no further
+    session: its answer is read once that configuration has run."""
+    clock = [0.0]
+
+    def fake(specs: Sequence[RunSpec], out: Path, *, replication: Replication,
+             **_: Any) -> SweepOutcome:
+        clock[0] += 10.0
+        for n in range(replication.first, replication.runs + 1):
+            _session(out, (ONE, TWO), n, 1.5, 0.01)
+        return SweepOutcome(out, load_sweep(out).results)
+
+    monkeypatch.setattr(sweep_mod, "run_sweep", fake)
+    alone = ONE.replace(strategy="parameter_server", devices=2)
+    lines: list[str] = []
+    sweep_mod._open_with([ONE, TWO], tmp_path, budget_s=600.0, started=0.0, evidence=OFF,
+                         plan=LookPlan.for_budget(600.0),
+                         planned=[ONE, TWO, *([alone] if alone_planned else [])],
+                         echo=lines.append, clock=lambda: clock[0])
+    events = SweepStore(tmp_path).journal_events()
+    looks = [e for e in events if e.get("event") == "look"]
+    assert len(looks) == (0 if alone_planned else 1)
+    assert bool(budget_mod.settled_events(events)) != alone_planned
+    assert any("waits for its configurations that run alone" in line
+               for line in lines) == alone_planned
+    assert clock[0] == 20.0  # three sessions: the first two together, then one
 
 
 def test_a_resumed_opening_goes_on_past_the_sessions_it_stored(
@@ -677,7 +708,7 @@ def test_a_resumed_opening_goes_on_past_the_sessions_it_stored(
     outcome = sweep_mod._open_with([ONE, TWO], tmp_path, budget_s=600.0,
                                    started=time.monotonic(), evidence=OFF,
                                    plan=LookPlan.for_budget(600.0),
-                                   keys={ONE.key(), TWO.key()}, echo=lambda _: None)
+                                   planned=[ONE, TWO], echo=lambda _: None)
     assert calls == [(1, 2), (3, 3)] and len(outcome.ran) == 4
 
 

@@ -346,7 +346,7 @@ def spend(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: floa
     while True:
         results = stored(out, spec_of)
         elapsed = clock() - started
-        still = look(results, out, plan, elapsed, budget_s, echo)
+        still = look(results, out, plan, elapsed, budget_s, echo, planned=specs)
         if not still:
             return outcomes
         last_run = {a.where: _last_run(a, spec_of, store) for a in still}

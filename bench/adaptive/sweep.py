@@ -107,7 +107,7 @@ def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, star
     opening = opening_unit(units) if passes is None else ()
     if opening:
         outcome = _open_with(opening, out, budget_s=budget_s, started=started,
-                             evidence=evidence, plan=plan, keys=keys, echo=echo)
+                             evidence=evidence, plan=plan, planned=specs, echo=echo)
         if outcome.interrupted:
             return outcome
     opened = {s.key() for s in opening}
@@ -195,8 +195,9 @@ def _provisional(sweep: _Budget, keys: set[str], sessions: str, plan: LookPlan, 
     """The provisional answers after the first phase (``sessions``: what they rest on),
     read as the budget's looks are: at the interim alpha (reports.sequential)."""
     mine = stored(sweep.out, keys)
-    print_answers(mine, sweep.out, f"\nprovisional answers "
-                                   f"({time.monotonic() - sweep.started:.0f} s; {sessions}):",
+    # Not a claim: read before every configuration has run, and counted by no look.
+    print_answers(mine, sweep.out, f"\nprovisional answers (not a claim; "
+                                   f"{time.monotonic() - sweep.started:.0f} s; {sessions}):",
                   echo=sweep.echo, looks=Looks(default=plan.interim),
                   explain=explain, width=width)
 
@@ -329,15 +330,17 @@ def opening_unit(units: Sequence[tuple[RunSpec, ...]]) -> tuple[RunSpec, ...]:
 
 
 def _open_with(unit: Sequence[RunSpec], out: Path, *, budget_s: float, started: float,
-               evidence: Evidence, plan: LookPlan, keys: set[str],
+               evidence: Evidence, plan: LookPlan, planned: Sequence[RunSpec],
                echo: Callable[[str], None],
                clock: Callable[[], float] = time.monotonic) -> SweepOutcome:
     """Sessions of ``unit`` (each only where it would end within the first third of the
     budget, priced as the budget prices a session alone: ``priced``; their rounds stop
-    at the end of that third, a heavier model's first pair's too), a look at the sweep's ``keys``
-    after the ``OPENING_SESSIONS``-th and after each further one until the unit's answer
-    settles or has had half of ``plan``'s interim looks: a clear answer settles early,
-    and the others' first sessions come soon after. ``clock``: ``started``'s."""
+    at the end of that third, a heavier model's first pair's too), a look at the sweep's
+    ``planned`` configurations after the ``OPENING_SESSIONS``-th and after each further
+    one until the unit's answer settles, has had half of ``plan``'s interim looks, or
+    waits for configurations of its place that run alone (read once they have run): a
+    clear answer settles early, and the others' first sessions come soon after.
+    ``clock``: ``started``'s."""
     outcome = SweepOutcome(out)
     hw = detect()
     # As many of the first sessions together as the machine's memory holds
@@ -375,20 +378,26 @@ def _open_with(unit: Sequence[RunSpec], out: Path, *, budget_s: float, started: 
         if outcome.interrupted or not (session.ran or session.skipped):
             return outcome  # nothing ran, and nothing was stored before (a resume skips those)
         if n >= OPENING_SESSIONS:
-            still = _look(out, plan, keys, clock() - started, budget_s, echo)
+            still = _look(out, plan, planned, clock() - started, budget_s, echo)
             looked, looks_left = True, looks_left - 1
             if not any(mine & set(a.keys) for a in still):
                 return outcome  # settled
+            if any(a.waiting for a in still if mine & set(a.keys)):
+                echo("the opening's answer waits for its configurations that run alone: "
+                     "it is read once they have run")
+                return outcome
     if not looked:
-        _look(out, plan, keys, clock() - started, budget_s, echo)
+        _look(out, plan, planned, clock() - started, budget_s, echo)
     return outcome
 
 
-def _look(out: Path, plan: LookPlan, keys: set[str], elapsed: float, budget_s: float,
-          echo: Callable[[str], None]) -> list[OpenAnswer]:
+def _look(out: Path, plan: LookPlan, planned: Sequence[RunSpec], elapsed: float,
+          budget_s: float, echo: Callable[[str], None]) -> list[OpenAnswer]:
     """An interim look (``bench.adaptive.budget.look``) at the sweep's stored runs of
-    ``keys``, ``elapsed`` seconds into it; returns the answers still open."""
-    return look(stored(out, keys), out, plan, elapsed, budget_s, echo)
+    its ``planned`` configurations, ``elapsed`` seconds into it (a place where one of
+    them has not run yet waits); returns the answers still open."""
+    return look(stored(out, {s.key() for s in planned}), out, plan, elapsed, budget_s, echo,
+                planned=planned)
 
 
 def merge(a: SweepOutcome, b: SweepOutcome) -> SweepOutcome:
