@@ -361,8 +361,9 @@ def test_rows_of_long_labels_stay_under_the_word_limit() -> None:
     assert row.words <= MAX_ROW_WORDS, (row.words, row.cells)
 
 
-def test_the_terminal_shows_the_table_and_explain_adds_the_sentences(tmp_path: Path,
-                                                                   capsys: Any) -> None:
+def test_the_terminal_shows_the_table_and_explain_adds_the_sentences(
+        tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)  # a pipe: one line a row
     sweep = tmp_path / "sweep"
     store = SweepStore(sweep)
     # Two places: a clear answer at batch 8 and an open one at batch 16.

@@ -14,8 +14,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from bench.cli.common import add_matrix_args, specs_from_args
-from bench.cli.worker import spec_from_file
+from bench.cli.common import add_matrix_args
+from bench.cli.worker import one_spec
 from bench.errors import UsageError
 from bench.exits import Exit
 from bench.launch.k8s import DEFAULT_PORT, K8sOptions, ManifestError, manifest, pod_tasks, render
@@ -48,17 +48,14 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_k8s_manifest(args: argparse.Namespace) -> int:
-    specs = [spec_from_file(args.spec)] if args.spec else specs_from_args(args)
-    if len(specs) != 1:
-        raise UsageError(f"k8s-manifest lays out exactly one configuration; the options "
-                         f"give {len(specs)}")
+    spec = one_spec(args, "k8s-manifest")
     try:
         opts = K8sOptions(name=args.name, image=args.image, namespace=args.namespace,
                           port=args.port, cpu=args.cpu, memory=args.memory, gpus=args.gpus,
                           results_claim=args.results_claim,
                           network_policy=not args.no_network_policy)
-        text = render(manifest(specs[0], opts))
-        tasks = pod_tasks(specs[0])
+        text = render(manifest(spec, opts))
+        tasks = pod_tasks(spec)
     except ManifestError as exc:
         raise UsageError(str(exc)) from None
     if args.output:

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.cli.common import add_matrix_args, specs_from_args
-from bench.cli.worker import spec_from_file
+from bench.cli.common import add_matrix_args
+from bench.cli.worker import one_spec
 from bench.errors import UsageError
 from bench.exits import Exit
 from bench.launch.slurm.script import ScriptError, SlurmOptions, layout, sbatch_script
@@ -50,10 +50,7 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_slurm_script(args: argparse.Namespace) -> int:
-    specs = [spec_from_file(args.spec)] if args.spec else specs_from_args(args)
-    if len(specs) != 1:
-        raise UsageError(f"slurm-script lays out exactly one configuration; the options "
-                         f"give {len(specs)}")
+    spec = one_spec(args, "slurm-script")
     if not args.out.is_absolute() or not args.venv.is_absolute():
         raise UsageError(f"--out and --venv must be absolute paths (the job runs elsewhere). "
                          f"Received: --out={args.out}, --venv={args.venv}")
@@ -63,8 +60,8 @@ def cmd_slurm_script(args: argparse.Namespace) -> int:
                             gpus_per_task=args.gpus_per_task, cpus_per_task=args.cpus_per_task,
                             time_min=args.time_min, partition=args.partition,
                             job_name=args.job_name, overcommit=args.overcommit)
-        text = sbatch_script(specs[0], opts)
-        ntasks, per_node = layout(specs[0], opts)
+        text = sbatch_script(spec, opts)
+        ntasks, per_node = layout(spec, opts)
     except ScriptError as exc:
         raise UsageError(str(exc)) from None
     if args.output is None:

@@ -44,15 +44,19 @@ def spec_from_json(text: str) -> RunSpec:
                          f"Received: --spec-json={text[:200]!r}") from None
 
 
-def cmd_worker(args: argparse.Namespace) -> int:
-    if args.spec_json:
-        specs = [spec_from_json(args.spec_json)]
-    else:
-        specs = [spec_from_file(args.spec)] if args.spec else specs_from_args(args)
+def one_spec(args: argparse.Namespace, command: str) -> RunSpec:
+    """The one configuration a multi-host command lays out: ``--spec`` (a file), else
+    the matrix options, which must give exactly one."""
+    specs = [spec_from_file(args.spec)] if args.spec else specs_from_args(args)
     if len(specs) != 1:
-        raise UsageError(f"worker runs exactly one configuration; the options give "
+        raise UsageError(f"{command} lays out exactly one configuration; the options give "
                          f"{len(specs)}")
-    return worker.run_worker(specs[0], args.cluster, args.out)
+    return specs[0]
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    spec = spec_from_json(args.spec_json) if args.spec_json else one_spec(args, "worker")
+    return worker.run_worker(spec, args.cluster, args.out)
 
 
 def _out_dir(text: str) -> Path:

@@ -27,6 +27,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -76,19 +77,20 @@ def unavailable() -> str | None:
     return unavailable_reason()
 
 
-def config_text(work: Path, hosts: Sequence[Host], cpus: int) -> str:
-    """``slurm.conf`` for a controller on ``hosts[0]`` and a node on each other host."""
+def config_text(work: Path, sockets: Path, hosts: Sequence[Host], cpus: int) -> str:
+    """``slurm.conf`` for a controller on ``hosts[0]`` and a node on each other host;
+    ``sockets``: a short directory for the Unix sockets (munge's, the step daemons')."""
     controller, nodes = hosts[0], hosts[1:]
     lines = [
         "ClusterName=stratbench",
         f"SlurmctldHost={socket.gethostname()}({controller.address})",
         "AuthType=auth/munge",
-        f"AuthInfo=socket={work / 'munge.socket'}",
+        f"AuthInfo=socket={sockets / 'munge.socket'}",
         "CredType=cred/munge",
         "SlurmUser=root",
         "SlurmdUser=root",
         f"StateSaveLocation={work / 'state'}",
-        f"SlurmdSpoolDir={work / 'spool'}/%n",
+        f"SlurmdSpoolDir={sockets / 'spool'}/%n",
         f"SlurmctldPidFile={work / 'run'}/slurmctld.pid",
         f"SlurmdPidFile={work / 'run'}/slurmd.%n.pid",
         f"SlurmctldLogFile={work / 'log'}/slurmctld.log",
@@ -142,6 +144,7 @@ class PrivateSlurm:
     budget: CpuBudget | None = None
     shape: LinkShape = field(default_factory=LinkShape)
     network: Network | None = field(default=None, init=False, repr=False)
+    sockets: Path | None = field(default=None, init=False, repr=False)
 
     @property
     def conf(self) -> Path:
@@ -166,33 +169,43 @@ class PrivateSlurm:
         try:
             self._start()
         except BaseException:
-            self.network.__exit__(None, None, None)
+            self.__exit__(None, None, None)
             raise
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self.network is None:
             return
-        with contextlib.suppress(SlurmError, OSError, subprocess.SubprocessError):
-            self.run(["scancel", "--full", "--user=root"], timeout=5.0)
-        self.network.__exit__(*exc)
+        try:
+            with contextlib.suppress(SlurmError, OSError, subprocess.SubprocessError):
+                self.run(["scancel", "--full", "--user=root"], timeout=5.0)
+            self.network.__exit__(*exc)
+        finally:
+            if self.sockets is not None:
+                shutil.rmtree(self.sockets, ignore_errors=True)
 
     def _start(self) -> None:
         assert self.network is not None
         work = self.work
-        for sub in ("state", "run", "log", *(f"spool/{n}" for n in self.node_names)):
+        # Unix socket paths hold at most 107 bytes: the step daemons' sockets live in the
+        # spool directory, so it and munge's socket go in a short directory of their own.
+        self.sockets = Path(tempfile.mkdtemp(prefix="sbslurm-"))
+        sockets = self.sockets
+        for sub in ("state", "run", "log"):
             (work / sub).mkdir(parents=True, exist_ok=True)
+        for name in self.node_names:
+            (sockets / "spool" / name).mkdir(parents=True)
         key = work / "munge.key"
         key.write_bytes(os.urandom(1024))
         key.chmod(0o600)
-        self.conf.write_text(config_text(work, self.network.hosts, self.cpus_per_node),
-                             encoding="utf-8")
+        self.conf.write_text(config_text(work, sockets, self.network.hosts,
+                                         self.cpus_per_node), encoding="utf-8")
         login = self.network.hosts[0]
-        self._daemon(login, [_tool("munged"), "-F", "-f", f"--socket={work / 'munge.socket'}",
+        self._daemon(login, [_tool("munged"), "-F", "-f", f"--socket={sockets / 'munge.socket'}",
                              f"--key-file={key}", f"--pid-file={work / 'run/munged.pid'}",
                              f"--log-file={work / 'log/munged.log'}",
                              f"--seed-file={work / 'run/munged.seed'}"], "munged")
-        self._wait(lambda: (work / "munge.socket").exists(), "munged's socket")
+        self._wait(lambda: (sockets / "munge.socket").exists(), "munged's socket")
         self._daemon(login, [_tool("slurmctld"), "-D", "-f", str(self.conf)], "slurmctld")
         for name, host in zip(self.node_names, self.network.hosts[1:], strict=True):
             self._daemon(host, [*CGROUP_VIEW, _tool("slurmd"), "-D", "-f", str(self.conf),
