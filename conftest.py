@@ -82,6 +82,7 @@ def hardware_skip_reason(markers: set[str], gpus: int) -> str | None:
 # The Slurm tests hold the namespace lock for their whole module: they go first, so
 # that the other worker's namespace tests do not queue behind them late in the run.
 LONGEST_FIRST = ("test_slurm.py", "test_multiprocess.py", "test_user_models.py",
+                 "test_model_kinds.py",
                  "test_training.py", "test_cli.py", "test_multihost.py", "test_fit.py",
                  "test_jax_lane.py", "test_allreduce.py", "test_sequential.py",
                  "test_error_rates.py", "test_k8s_pods.py", "test_report_browser.py",

@@ -1,5 +1,7 @@
 """Multi-host runs under a real Slurm: Debian's slurmctld, slurmd and munged, started by
 the tests on emulated hosts (``bench.launch.slurm.private``), one node and two.
+They take the namespace lock only while making their networks, so other tests making
+namespaces run beside their jobs.
 
 What runs is what a user types: the sbatch script ``stratbench slurm-script`` wrote,
 and ``srun ... stratbench worker --cluster slurm``. Faults end as recorded results:
@@ -19,6 +21,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -51,11 +54,12 @@ def _require() -> None:
     pytest.skip(f"{REASON}; CI fails instead of skipping")
 
 
-@pytest.fixture(scope="module")
-def netns_turn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """The module's namespaces live through its tests: take the lock that keeps tests
-    making namespaces from running beside each other (conftest.py) for all of it."""
-    _require()
+@contextmanager
+def making_namespaces(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The lock that keeps tests making namespaces from doing so beside each other
+    (conftest.py: a new Network removes the namespaces of dead owners, which another
+    test checks right after killing their owner). Held while this module makes its
+    networks, not while its jobs run in them."""
     shared = shared_dir(tmp_path_factory)
     if shared is None:
         yield
@@ -67,20 +71,25 @@ def netns_turn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
 def _cluster(tmp_path_factory: pytest.TempPathFactory, name: str,
              **kwargs: Any) -> Iterator[PrivateSlurm]:
-    work = tmp_path_factory.mktemp(name)
-    with PrivateSlurm(work=work, **kwargs) as slurm:
+    _require()
+    slurm = PrivateSlurm(work=tmp_path_factory.mktemp(name), **kwargs)
+    with making_namespaces(tmp_path_factory):
+        slurm.__enter__()
+    try:
         assert slurm.network is not None
         names = {h.netns for h in slurm.network.hosts}
         yield slurm
+    finally:
+        slurm.__exit__(None, None, None)
     assert names & set(ours()) == set(), "a namespace was left behind"
     assert daemons_of(slurm) == [], "a Slurm or munge daemon outlived its cluster"
 
 
 @pytest.fixture(scope="module")
-def one_node(netns_turn: None, tmp_path_factory: pytest.TempPathFactory
-             ) -> Iterator[PrivateSlurm]:
+def one_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateSlurm]:
     # Every task checks that TensorFlow imports before it runs (cached per interpreter):
     # checked once here, not by four tasks at once on two cores.
+    _require()
     require_tensorflow(0)
     yield from _cluster(tmp_path_factory, "slurm1", nodes=1)
 
@@ -204,12 +213,14 @@ def test_parameter_server_runs_a_chief_a_ps_and_two_workers(one_node: PrivateSlu
 
 
 def test_the_labs_hosts_as_slurm_nodes_run_multi_worker_mirrored_across_two(
-        one_node: PrivateSlurm, tmp_path: Path) -> None:
+        one_node: PrivateSlurm, tmp_path: Path,
+        tmp_path_factory: pytest.TempPathFactory) -> None:
     # The scaling lab's engine: each host a node with its own slurmd and CPU quota.
     spec = RunSpec(workload="mlp", strategy="multi_worker_mirrored", devices=2, batch=256,
                    warmup_steps=2, min_steps=3, max_steps=10, max_seconds=1.0, repeats=2,
                    timeout_s=120.0)
-    demo = run_on_slurm(spec, tmp_path, LinkShape(rate_bps=1e9), cpu=CpuBudget(1.0))
+    with making_namespaces(tmp_path_factory):  # its network lives only as long as the run
+        demo = run_on_slurm(spec, tmp_path, LinkShape(rate_bps=1e9), cpu=CpuBudget(1.0))
     assert demo.result is not None and demo.result.status == "ok", demo.result
     assert demo.clean and demo.leftovers == {}
     launcher = demo.result.launcher or {}
