@@ -1,4 +1,4 @@
-"""Every kind of a user's model, on both lanes (issue 57): both train it, or both say why.
+"""Every kind of a user's model, on both lanes: both train it, or both say why.
 
 One description of the model (bench.child.description) feeds TensorFlow's lane and
 Keras 3 on JAX. The models, written outside the project: a keras.applications model
