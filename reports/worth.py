@@ -13,7 +13,10 @@ look a place had hold together at that level whatever stopped it (repeated
 confidence intervals under the union bound the looks already rely on).
 
 A comparison without a measured noise (one run a side and no pool) bounds nothing:
-it is named, never read as "within".
+it is named, never read as "within". A configuration the place shows slower than
+another (not the answer) is bounded by that other, not by its own comparison with the
+answer (often of fewer sessions); the sentence then rests on both families of claims,
+at the union bound's level (90% where the sweep's alpha is 5%).
 """
 
 from __future__ import annotations
@@ -74,10 +77,17 @@ def worth(r: Recommendation, level: float = 1 - DEFAULT_ALPHA) -> Worth | None:
     if r.best is None:
         return None
     choices = {c.key: c.choice for cs in r.ranking.by_replicas.values() for c in cs}
+    # Shown slower than another configuration that is not the answer (Holm, at the
+    # place's alpha): bounded by that other's bound, whatever its own comparison with
+    # the answer measured. The sentence then rests on both families of claims: its
+    # level is the union bound's, 1 - 2 alpha.
+    through = {k for k, (other, _) in r.beaten.items() if other.key != r.best.key}
     measured = {k: s for k, s in r.settlements.items()
-                if k != r.best.key and measured_noise(s)}
+                if k != r.best.key and k not in through and measured_noise(s)}
     unmeasured = tuple(choices.get(k, k) for k in r.settlements
-                       if k != r.best.key and k not in measured)
+                       if k != r.best.key and k not in through and k not in measured)
+    if through:
+        level = 1 - 2 * (1 - level)
     if not measured:
         return Worth(r.best.choice, r.settled, None, None, unmeasured, 0, level)
     highest = highest_ratio([(math.log(s.ratio), s.se or 0.0, s.df)

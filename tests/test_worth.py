@@ -7,6 +7,8 @@ import math
 import random
 import statistics
 
+import pytest
+
 from bench.results.stats import t_ppf
 from reports.report import build_from_results
 from reports.worth import highest_ratio, worth
@@ -107,3 +109,27 @@ def test_the_bound_holds_jointly_over_the_budgets_looks() -> None:
     assert bound_wrong / places <= 0.05
     assert joint_missed / places <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / places)
     assert naive_missed / places > 0.3  # every look at 5%: the misses add up
+
+
+def test_a_configuration_shown_slower_than_another_is_bounded_through_it() -> None:
+    """Its own comparison with the answer may rest on few sessions (here: df 1); the
+    place shows it slower than another configuration, whose bound then stands for it,
+    at the union bound's level. Without that claim its own comparison bounds the
+    answer, however loosely."""
+    import dataclasses
+
+    results = _place((ONE, 1, 1000.0, 0.01), (TWO, 2, 1500.0, 0.01), (MWM, 2, 1200.0, 0.01))
+    (mr,) = build_from_results(results, None).machines  # type: ignore[arg-type]
+    (rec,) = mr.workloads[0].recommendations
+    assert rec.best is not None and rec.best.strategy == TWO
+    configs = {c.strategy: c for cs in rec.ranking.by_replicas.values() for c in cs}
+    one, mwm = configs[ONE].key, configs[MWM].key
+    loose = dataclasses.replace(rec.settlements[one], se=0.05, df=1.0)
+    poor = dataclasses.replace(rec, settlements={**rec.settlements, one: loose}, beaten={})
+    alone = worth(poor)
+    assert alone is not None and alone.loss is not None and alone.loss > 1.0  # df 1: loose
+    through = dataclasses.replace(poor, beaten={one: (configs[MWM], rec.settlements[mwm])})
+    found = worth(through)
+    assert found is not None and found.gain is not None and found.gain > 0.1
+    assert found.level == pytest.approx(0.90)
+    assert "(90%)" in found.sentence()
