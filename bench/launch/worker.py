@@ -141,7 +141,7 @@ def placement(spec: RunSpec, cluster: str) -> Placement:
         ends_at = slurm.job_end_epoch(step.job_id)
     try:
         tf_config = json.loads(os.environ["TF_CONFIG"])
-        tf_config["task"]["type"], int(tf_config["task"]["index"])
+        _job, _index = tf_config["task"]["type"], int(tf_config["task"]["index"])
     except (KeyError, ValueError, TypeError) as exc:
         raise UsageError(f"TF_CONFIG must be JSON with cluster and task.type/task.index. "
                          f"Received: TF_CONFIG={os.environ.get('TF_CONFIG')!r}") from exc

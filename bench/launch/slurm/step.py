@@ -245,20 +245,25 @@ def _read(env: Mapping[str, str], names: Sequence[str], parse: Any) -> Any:
                         f"(srun), or give it TF_CONFIG")
 
 
-def node_addresses(nodes: Sequence[str], timeout_s: float = SCONTROL_TIMEOUT_S
-                   ) -> dict[str, str]:
-    """Each node's ``NodeAddr`` from ``scontrol show node`` (empty where scontrol is
-    missing or fails: the nodes are then reached by name)."""
-    scontrol = shutil.which("scontrol")
-    if scontrol is None or not nodes:
-        return {}
+def scontrol(*args: str, timeout_s: float = SCONTROL_TIMEOUT_S) -> str | None:
+    """What ``scontrol ARGS`` prints; None where scontrol is missing, fails or passes
+    ``timeout_s`` (the callers then do without what it would have said)."""
+    program = shutil.which("scontrol")
+    if program is None:
+        return None
     try:
-        out = subprocess.run([scontrol, "show", "node", "-o", ",".join(nodes)],
-                             capture_output=True, text=True, timeout=timeout_s,
-                             check=True, stdin=subprocess.DEVNULL).stdout
+        return subprocess.run([program, *args], capture_output=True, text=True,
+                              timeout=timeout_s, check=True,
+                              stdin=subprocess.DEVNULL).stdout
     except (OSError, subprocess.SubprocessError):
-        return {}
-    return parse_node_addresses(out)
+        return None
+
+
+def node_addresses(nodes: Sequence[str]) -> dict[str, str]:
+    """Each node's ``NodeAddr`` from ``scontrol show node`` (empty where scontrol
+    cannot say: the nodes are then reached by name)."""
+    out = scontrol("show", "node", "-o", ",".join(nodes)) if nodes else None
+    return parse_node_addresses(out) if out is not None else {}
 
 
 def parse_node_addresses(text: str) -> dict[str, str]:
@@ -297,19 +302,11 @@ def tf_config(step: SlurmStep, strategy: str, ps_tasks: int,
     return {"cluster": cluster, "task": own}
 
 
-def job_end_epoch(job_id: int, timeout_s: float = SCONTROL_TIMEOUT_S) -> float | None:
+def job_end_epoch(job_id: int) -> float | None:
     """When the job's time limit ends, as epoch seconds (``scontrol show job``'s
     ``EndTime``); None where it has none or scontrol cannot say."""
-    scontrol = shutil.which("scontrol")
-    if scontrol is None:
-        return None
-    try:
-        out = subprocess.run([scontrol, "show", "job", "-o", str(job_id)],
-                             capture_output=True, text=True, timeout=timeout_s, check=True,
-                             stdin=subprocess.DEVNULL).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return parse_end_time(out)
+    out = scontrol("show", "job", "-o", str(job_id))
+    return parse_end_time(out) if out is not None else None
 
 
 def parse_end_time(text: str) -> float | None:
