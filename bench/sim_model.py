@@ -13,7 +13,7 @@ from bench.sim.profile import Profile
 from bench.spec import OPTIMIZER_SLOTS, RunSpec
 from bench.strategies import STRATEGIES
 from workloads import Workload, find_workload
-from workloads.flops import ModelStats
+from workloads.formulas import ModelStats
 
 # The anchor workload's parameters (its FLOPs scale the others' step time).
 ANCHOR_PARAMS = {"image_size": 224, "classes": 1000}

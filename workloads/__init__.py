@@ -4,10 +4,14 @@ and a tiny variant; and ``find_workload``, which also reads a model of the user'
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
 from bench.errors import UnknownNameError
 from bench.registry import Registry
 from workloads.base import Workload
-from workloads.flops import (
+from workloads.formulas import (
     cnn_params,
     cnn_train_flops,
     mlp_params,
@@ -17,8 +21,21 @@ from workloads.flops import (
     transformer_params,
 )
 from workloads.layouts import mlp_layout, transformer_layout
-from workloads.models import build_cnn, build_mlp, build_resnet50, build_transformer
 from workloads.user import SPELLINGS, UserWorkload, looks_like_user_model, parse_ref
+
+
+def _builder(name: str) -> Callable[[Mapping[str, Any]], Any]:
+    """``workloads.models.<name>``, imported when a model is built.
+
+    The parent side reads the registry (parameters, prices, checks) but never imports
+    Keras: the builders' module is imported by the process that builds, the child.
+    """
+    def build(p: Mapping[str, Any]) -> Any:
+        return getattr(importlib.import_module("workloads.models"), name)(p)
+
+    build.__name__ = build.__qualname__ = name
+    return build
+
 
 WORKLOADS: Registry[Workload] = Registry("workload")
 
@@ -27,7 +44,7 @@ WORKLOADS.register("mlp", Workload(
     description="fully connected ReLU network (default 784-512-512-10, MNIST-shaped)",
     defaults={"input_dim": 784, "widths": (512, 512), "classes": 10},
     tiny={"input_dim": 32, "widths": (32,), "classes": 4},
-    build=build_mlp,
+    build=_builder("build_mlp"),
     input_shape=lambda p: (p["input_dim"],),
     train_flops=mlp_train_flops,
     params=mlp_params,
@@ -39,7 +56,7 @@ WORKLOADS.register("cnn", Workload(
     defaults={"image_size": 32, "channels": 3, "filters": (32, 64, 128), "dense": 256,
               "classes": 10},
     tiny={"image_size": 8, "channels": 3, "filters": (8,), "dense": 16, "classes": 4},
-    build=build_cnn,
+    build=_builder("build_cnn"),
     input_shape=lambda p: (p["image_size"], p["image_size"], p["channels"]),
     teacher_pool=4,
     cost_hint=1.2,
@@ -55,7 +72,7 @@ WORKLOADS.register("resnet50", Workload(
     # ResNet50 has no smaller sibling in keras.applications: the tiny variant keeps the
     # architecture and shrinks the input to the minimum Keras accepts.
     tiny={"image_size": 32, "classes": 4},
-    build=build_resnet50,
+    build=_builder("build_resnet50"),
     input_shape=lambda p: (p["image_size"], p["image_size"], 3),
     teacher_pool=4,
     check=lambda p: None if p["image_size"] >= 32 else "image_size must be >= 32 for ResNet50",
@@ -74,7 +91,7 @@ WORKLOADS.register("transformer", Workload(
               "ffn": 1024, "classes": 2},
     tiny={"vocab": 64, "seq_len": 8, "width": 16, "heads": 2, "layers": 1, "ffn": 32,
           "classes": 4},
-    build=build_transformer,
+    build=_builder("build_transformer"),
     input_shape=lambda p: (p["seq_len"],),
     vocab=lambda p: p["vocab"],
     check=lambda p: None if p["width"] % p["heads"] == 0 else "width must be a multiple of heads",
