@@ -38,7 +38,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -186,11 +186,7 @@ def run_demo(spec: RunSpec, out: Path, shape: LinkShape | None = None, *,
     if note:
         progress(note)
     plans = layout(spec, pin=cpu is None)
-    names = {t.name for p in plans for t in p.tasks}
-    unknown = sorted(set(absent) - names)
-    if unknown:
-        raise DemoError(f"absent names no task of this run ({', '.join(sorted(names))}). "
-                        f"Received: absent={unknown}")
+    _check_absent(plans, absent)
     out = Path(out).resolve()
     demo_dir = out / "hosts"
     demo_dir.mkdir(parents=True, exist_ok=True)
@@ -222,16 +218,12 @@ def run_demo(spec: RunSpec, out: Path, shape: LinkShape | None = None, *,
                     log = demo_dir / f"{spec.key()}.{t.name}.out"
                     outcomes[-1].output = str(log)
                     target = out if t.main else demo_dir / t.name
-                    env = {**os.environ, "TF_CONFIG": json.dumps(configs[t.name]),
-                           HOST_BUDGET_VAR: json.dumps(budget)}
-                    env.pop("STRATBENCH_FAULT", None)
-                    if fault:
-                        env["STRATBENCH_FAULT"] = fault
                     files.append(open(log, "ab"))  # noqa: SIM115 (closed in finally)
                     procs[t.name] = net.popen(
                         host, worker_command(spec_file, target), stdout=files[-1],
                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                        env=env, cwd=str(Path(__file__).resolve().parents[2]))
+                        env=_task_env(configs[t.name], budget, fault),
+                        cwd=str(Path(__file__).resolve().parents[2]))
                     address = configs[t.name]["cluster"][t.cluster_job][t.index]
                     where = (f"{host.cpus:g} CPU" if host.cpus is not None else
                              f"cores {','.join(map(str, host.cores)) or 'all'}")
@@ -247,6 +239,26 @@ def run_demo(spec: RunSpec, out: Path, shape: LinkShape | None = None, *,
     result = new_result(out, spec, before)
     return DemoOutcome(result, outcomes, shape, time.monotonic() - t0, leftovers, budget,
                        cpu_stats)
+
+
+def _check_absent(plans: Sequence[HostPlan], absent: Sequence[str]) -> None:
+    names = {t.name for p in plans for t in p.tasks}
+    unknown = sorted(set(absent) - names)
+    if unknown:
+        raise DemoError(f"absent names no task of this run ({', '.join(sorted(names))}). "
+                        f"Received: absent={unknown}")
+
+
+def _task_env(tf_config: Mapping[str, Any], budget: Mapping[str, Any],
+              fault: str | None) -> dict[str, str]:
+    """A host task's environment: its TF_CONFIG, the hosts' budget, and the fault to
+    inject (a STRATBENCH_FAULT of the caller's own never leaks into a host)."""
+    env = {**os.environ, "TF_CONFIG": json.dumps(tf_config),
+           HOST_BUDGET_VAR: json.dumps(budget)}
+    env.pop("STRATBENCH_FAULT", None)
+    if fault:
+        env["STRATBENCH_FAULT"] = fault
+    return env
 
 
 def _wait(procs: dict[str, subprocess.Popen[Any]], outcomes: list[HostOutcome],
