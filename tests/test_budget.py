@@ -940,3 +940,30 @@ def test_a_once_per_machine_jit_stays_out_of_the_next_runs_prices() -> None:
     m = budget_mod.COST_MARGIN
     assert budget_mod.first_price([alone], [jit]) == pytest.approx(m * (20.0 + 20 * 0.5))
     assert budget_mod.first_price([alone], [plain]) == pytest.approx(m * (170.0 + 20 * 0.5))
+
+
+def test_a_read_settles_only_with_new_sessions(tmp_path: Path) -> None:
+    """A place read at a look and left open is not read again on the same sessions
+    (the queue may skip it while others run): that read would spend alpha no look
+    counted, and might settle. With one more session it is looked at and settles."""
+    from reports.sequential import look_event
+
+    clear = (ONE.replace(batch=64), TWO.replace(batch=64))  # 1.5x at 1%: clear at 3
+    plan = LookPlan.for_budget(600.0)
+    for n in (1, 2, 3):
+        _session(tmp_path, clear, n, 1.5, 0.01)
+
+    def look() -> list[budget_mod.OpenAnswer]:
+        return budget_mod.look(load_sweep(tmp_path).results, tmp_path, plan, 10.0, 600.0,
+                               lambda _: None)
+
+    (answer,) = places(load_sweep(tmp_path).results, tmp_path, Looks(default=plan.interim))
+    assert not answer.is_open  # the three sessions read settled at the look's alpha
+    store = SweepStore(tmp_path)
+    store.journal(look_event(answer.where, plan.interim, final=False, sessions=3))
+    (still,) = look()  # read once at these three sessions already: open, no look
+    assert still.sessions == 3
+    assert budget_mod.settled_events(store.journal_events()) == {}
+    _session(tmp_path, clear, 4, 1.5, 0.01)
+    assert look() == []
+    assert budget_mod.settled_events(store.journal_events()).keys() == {answer.where}

@@ -269,11 +269,12 @@ def look(results: Sequence[RunResult], out: Path, plan: LookPlan, elapsed: float
     A place is looked at (read at ``plan.interim``, the look journaled and counted
     against its ``plan.max_interim``) where the look could settle it: its open
     comparisons have two sessions or more, and more than at its last look (one session
-    has no interval, and the same sessions read again settle nothing new, while the
-    look would still spend alpha). A place that reads settled at a look is journaled
-    settled and measured no more; one that had its last look is closed. Every other
-    place is open as last read, whatever the interim read says now: it is measured
-    again until a look settles it or the last one reads it.
+    has no interval; the same sessions read again are a read no look counts, so they
+    neither settle the place nor spend alpha, even where they now read settled). A
+    place that reads settled at a look is journaled settled and measured no more; one
+    that had its last look is closed. Every other place is open as last read, whatever
+    the interim read says now: it is measured again until a look settles it or the last
+    one reads it.
 
     A place is not looked at while a configuration ``planned`` there (a choice, not a
     baseline) has no result yet: one that runs alone, after the sessions. A settled
@@ -294,7 +295,7 @@ def look(results: Sequence[RunResult], out: Path, plan: LookPlan, elapsed: float
     for p in found:
         answer, was = _open(p, runs), taken.get(p.where, Taken())
         answer = replace(answer, waiting=sum(1 for s in pending if p.holds(s)))
-        can_settle = not p.is_open or answer.sessions > max(1, was.sessions)
+        can_settle = answer.sessions > max(1, was.sessions)
         lookable = (was.interim < plan.max_interim and can_settle
                     and not answer.waiting)
         if lookable:
