@@ -9,7 +9,7 @@ each would measure more. A test on session means (df = sessions - 1) settles
 less from two sessions of 20 rounds than from four of 10. The tests compared:
 
 - ``sessions``: a t test on the place's own session means, df S - 1. The sweep's
-  answers also borrow a pooled pair variance (``reports.noise``, guarded by an F test)
+  answers also borrow a pooled pair variance (``bench.answers.noise``, guarded by an F test)
   where it has more df; this check leaves that out of all three tests;
 - ``floored``: the variance of the mean is the larger of the sessions' and what the
   rounds predict (within-session variance / (S R)), with the rounds' df S (R - 1) where

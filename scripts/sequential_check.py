@@ -4,7 +4,7 @@
 
 A budgeted sweep reads each open answer after every session and stops measuring it once
 it settles (``bench.adaptive.budget.spend``). This replays that schedule
-(``reports.sequential.read_sequentially``, with the report's own decision,
+(``bench.answers.sequential.read_sequentially``, with the report's own decision,
 ``stats.settle_pairs``) on seeded series of session log ratios of one comparison, and
 prints per case how often it ends in each kind of answer, for the plans the budget uses
 (``LookPlan.for_budget``: an hour's ten interim looks at 0.001, a 10-minute sweep's four
@@ -29,8 +29,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from bench.answers.sequential import LookPlan, read_sequentially
 from bench.results.stats import EQUIVALENT, FASTER, Settlement, settle_pairs
-from reports.sequential import LookPlan, read_sequentially
 
 MARGIN = 0.05
 # (label, true ratio, log-ratio SD of a session's pair, sessions)

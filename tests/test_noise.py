@@ -19,6 +19,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from bench.answers.noise import Measured, NoisePool, pair_spread
+from bench.answers.recommend import Recommendation
 from bench.results.schema import Interleaving, RunResult
 from bench.results.stats import (
     EQUIVALENT,
@@ -33,8 +35,7 @@ from bench.results.stats import (
     settle_pairs,
     settle_runs,
 )
-from reports.noise import Measured, NoisePool, pair_spread
-from reports.recommend import Recommendation, evidence_of
+from reports.recommend import evidence_of
 from reports.report import build_from_results
 from tests.helpers import fake_environment, measured
 

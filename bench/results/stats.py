@@ -1049,7 +1049,7 @@ def settle_runs(reference: Sequence[float], candidate: Sequence[float], *,
     noise is measured and nothing is settled. ``floor_sd_log``: no side's run-to-run
     SD is taken below it (a run's own precision from its windows: two lucky runs
     cannot be more alike than their windows allow). ``pooled``: a run's variance
-    pooled over configurations of the sweep (``reports.noise``), used instead of the
+    pooled over configurations of the sweep (``bench.answers.noise``), used instead of the
     two sides' own where it has more degrees of freedom. ``needed`` counts runs per
     configuration. See Settlement.
     """
@@ -1111,7 +1111,7 @@ ROUNDS_MAX_SESSIONS = 3
 class SessionRatio:
     """How much noisier a session's log ratio of two arms is than its rounds predict,
     over the answers of one workload: the sum of the answers' pair residual squares
-    (``ss``, ``reports.noise.pair_spread``) over the sum of each answer's residual df
+    (``ss``, ``bench.answers.noise.pair_spread``) over the sum of each answer's residual df
     times what its rounds predict for one session's log ratio (``expected``), with the
     residuals' ``df``. Where the rounds see all the noise the ratio is about 1 (below 1:
     the rounds' prediction, a median's pi/2 included, is on the safe side); a session's
@@ -1172,7 +1172,7 @@ def settle_pairs(log_ratios: Sequence[float], *, margin: float = DEFAULT_MARGIN,
     log(candidate_i / reference_i), measured close in time so that the machine's drift
     drops out. The paired t interval (``paired_log_ratio``) and TOST
     (``paired_equivalence``); ``needed`` counts pairs. ``pooled``: a pair's variance
-    pooled over the sweep's comparisons (``reports.noise``), used instead of these
+    pooled over the sweep's comparisons (``bench.answers.noise``), used instead of these
     pairs' own where it has more degrees of freedom (t intervals then). ``rounds``:
     where nothing is borrowed from the pool and there are at most
     ``ROUNDS_MAX_SESSIONS`` pairs, the variance the sessions' own rounds predict times

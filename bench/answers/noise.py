@@ -27,7 +27,7 @@ V = TypeVar("V")
 
 @dataclass(frozen=True)
 class Measured:
-    """What the pool reads of one configuration (``reports.configs.ConfigView.measured``
+    """What the pool reads of one configuration (``bench.answers.configs.ConfigView.measured``
     gives it). The pool takes these plain records, not the configuration views, so that
     the views can hold the pool without the two modules importing each other."""
 
