@@ -23,7 +23,7 @@ from bench.answers.runs import Variant
 from bench.answers.sequential import Looks
 from bench.answers.worth import worth
 from bench.results.schema import RunResult
-from bench.results.stats import (
+from bench.results.stats.settlement import (
     EQUIVALENT,
     FASTER,
     MAX_PLANNED,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from bench.answers.configs import ConfigView
 from bench.answers.recommend import Recommendation, WorkloadAnswer
-from bench.results.stats import EQUIVALENT, FASTER, SLOWER, Settlement
+from bench.results.stats.settlement import EQUIVALENT, FASTER, SLOWER, Settlement
 from reports.answers import KIND_WORDS
 from reports.columns import fmt_rate
 from reports.explain import because_line

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from bench.env import stored_machine_id
 from bench.results.schema import RunResult
-from bench.results.stats import RunComparison, compare_runs, throughput_runs
+from bench.results.stats.comparison import RunComparison, compare_runs
+from bench.results.stats.runs import throughput_runs
 
 
 @dataclass(frozen=True)

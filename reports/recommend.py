@@ -26,8 +26,8 @@ from bench.answers.recommend import (
     super_ideal,
 )
 from bench.answers.scaling import Scaling
-from bench.results.stats import (
-    DEFAULT_ALPHA,
+from bench.results.levels import DEFAULT_ALPHA
+from bench.results.stats.settlement import (
     EQUIVALENT,
     FASTER,
     NOT_SETTLED,

@@ -37,14 +37,9 @@ from dataclasses import dataclass
 
 from bench.answers.recommend import place_of
 from bench.exits import Exit
-from bench.results.stats import (
-    DEFAULT_ALPHA,
-    EQUIVALENT,
-    SLOWER,
-    holm_adjusted,
-    t_sf,
-    welch_satterthwaite,
-)
+from bench.results.levels import DEFAULT_ALPHA
+from bench.results.stats.distributions import holm_adjusted, t_sf, welch_satterthwaite
+from bench.results.stats.settlement import EQUIVALENT, SLOWER
 from reports.recommend import workload_lines
 from reports.report import SweepReport
 

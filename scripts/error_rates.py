@@ -45,9 +45,9 @@ from bench.answers.recommend import Recommendation, beaten_by
 from bench.answers.runs import views
 from bench.launch.launcher import make_result
 from bench.regress.compare import IMPROVED, REGRESSED, compare
+from bench.results.levels import DEFAULT_ALPHA
 from bench.results.schema import Interleaving, RunResult
-from bench.results.stats import (
-    DEFAULT_ALPHA,
+from bench.results.stats.settlement import (
     DEFAULT_MARGIN,
     EQUIVALENT,
     FASTER,

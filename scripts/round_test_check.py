@@ -37,7 +37,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats
 
-from bench.results.stats import (
+from bench.results.stats.settlement import (
     ROUNDS_MAX_SESSIONS,
     SESSION_RATIO_LEVEL,
     SESSION_RATIO_MIN_DF,

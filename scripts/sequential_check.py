@@ -30,7 +30,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from bench.answers.sequential import LookPlan, read_sequentially
-from bench.results.stats import EQUIVALENT, FASTER, Settlement, settle_pairs
+from bench.results.stats.settlement import EQUIVALENT, FASTER, Settlement, settle_pairs
 
 MARGIN = 0.05
 # (label, true ratio, log-ratio SD of a session's pair, sessions)

@@ -24,18 +24,18 @@ from bench.answers.recommend import ALONE, STANDS, Recommendation
 from bench.answers.worth import worth
 from bench.cli.main import main
 from bench.results.schema import RunResult
-from bench.results.stats import (
+from bench.results.stats.settlement import (
     EQUIVALENT,
     FASTER,
     NOT_SETTLED,
     PAIRS,
     RUNS,
     SLOWER,
-    LogSpread,
     Settlement,
     settle_pairs,
     settle_runs,
 )
+from bench.results.stats.spread import LogSpread
 from bench.results.store import SweepStore, save
 from reports.answers import KIND_WORDS, MAX_ROW_WORDS, answer_rows, recommendations_text
 from reports.html import render_html

@@ -30,13 +30,7 @@ from bench.answers.runs import views
 from bench.answers.sequential import LOOK_EVENT, LookPlan, look_event, looks_taken
 from bench.launch.sweep import Replication, SweepOutcome
 from bench.results.schema import Interleaving, RunResult
-from bench.results.stats import (
-    EQUIVALENT,
-    FASTER,
-    NOT_SETTLED,
-    SLOWER,
-    settle_runs,
-)
+from bench.results.stats.settlement import EQUIVALENT, FASTER, NOT_SETTLED, SLOWER, settle_runs
 from bench.results.store import SweepStore, load_sweep, save
 from bench.spec import RunSpec
 from reports.report import build_from_results

@@ -23,7 +23,7 @@ from bench.launch.session import run_session
 from bench.regress.interleave import Side
 from bench.regress.window_pairs import pair_mode
 from bench.results.schema import RunResult
-from bench.results.stats import FASTER, NOT_SETTLED
+from bench.results.stats.settlement import FASTER, NOT_SETTLED
 from bench.spec import lane_of, on_lane
 from reports.report import build_from_results
 from tests.gpu_fakes import cards, detected

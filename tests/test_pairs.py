@@ -19,7 +19,7 @@ from bench.results.pairs import (
     units,
 )
 from bench.results.schema import Interleaving, RunResult
-from bench.results.stats import EQUIVALENT, FASTER, NOT_SETTLED
+from bench.results.stats.settlement import EQUIVALENT, FASTER, NOT_SETTLED
 from bench.spec import RunSpec
 from tests.helpers import fake_figures, fake_result, with_builds
 

@@ -21,7 +21,7 @@ from bench.answers.configs import Ratio
 from bench.answers.recommend import Recommendation
 from bench.cli.report import report_after_sweep
 from bench.results.schema import Communication, RunResult, TaskFigures
-from bench.results.stats import EQUIVALENT, FASTER, NOT_SETTLED
+from bench.results.stats.settlement import EQUIVALENT, FASTER, NOT_SETTLED
 from bench.results.store import save
 from bench.strategies import STRATEGIES
 from reports.columns import change_ci

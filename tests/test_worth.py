@@ -11,7 +11,7 @@ import statistics
 import pytest
 
 from bench.answers.worth import highest_ratio, worth
-from bench.results.stats import t_ppf
+from bench.results.stats.distributions import t_ppf
 from reports.report import build_from_results
 from reports.worth import worth_sentence
 from tests.helpers import fake_environment, replicated

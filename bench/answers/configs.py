@@ -20,22 +20,19 @@ from dataclasses import dataclass, field
 from bench.answers.noise import Measured, NoisePool, session_levels
 from bench.answers.runs import RunView, Variant
 from bench.results.combination import ran_concurrently
+from bench.results.levels import DEFAULT_ALPHA
 from bench.results.pairs import session_pairs
 from bench.results.schema import Communication, Figures, RunResult, TaskFigures
-from bench.results.stats import (
-    DEFAULT_ALPHA,
+from bench.results.stats.comparison import RunComparison, compare_runs
+from bench.results.stats.runs import RunSummary, run_figure, summarize_runs
+from bench.results.stats.settlement import (
     DEFAULT_MARGIN,
-    LogSpread,
     RoundsEvidence,
-    RunComparison,
-    RunSummary,
     Settlement,
-    compare_runs,
-    run_figure,
     settle_pairs,
     settle_runs,
-    summarize_runs,
 )
+from bench.results.stats.spread import LogSpread
 from bench.strategies import STRATEGIES
 
 StatsRuns = tuple[tuple[float, ...], ...]  # one tuple of window values per run

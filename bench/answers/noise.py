@@ -20,7 +20,8 @@ import numpy as np
 
 from bench.results.pairs import process_log_ratio, process_prediction, undisturbed_sessions
 from bench.results.schema import RunResult
-from bench.results.stats import LogSpread, SessionRatio, guarded_pool
+from bench.results.stats.settlement import SessionRatio
+from bench.results.stats.spread import LogSpread, guarded_pool
 
 V = TypeVar("V")
 

@@ -21,7 +21,7 @@ from bench.answers.recommend import Recommendation, WorkloadAnswer, answer_workl
 from bench.answers.runs import Variant, place_identity, views
 from bench.answers.sequential import Looks
 from bench.results.schema import RunResult
-from bench.results.stats import NOT_SETTLED
+from bench.results.stats.settlement import NOT_SETTLED
 from bench.spec import RunSpec
 
 

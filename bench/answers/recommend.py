@@ -19,15 +19,15 @@ from bench.answers.configs import ConfigView, Noise, Ratio, noise_of, settle_of
 from bench.answers.runs import Variant
 from bench.answers.scaling import Scaling
 from bench.answers.sequential import Looks
-from bench.results.stats import (
-    DEFAULT_ALPHA,
+from bench.results.levels import DEFAULT_ALPHA
+from bench.results.stats.distributions import holm_adjusted
+from bench.results.stats.settlement import (
     DEFAULT_MARGIN,
     EQUIVALENT,
     FASTER,
     NOT_SETTLED,
     SLOWER,
     Settlement,
-    holm_adjusted,
 )
 from bench.strategies import STRATEGIES
 

@@ -32,7 +32,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.results.stats import DEFAULT_ALPHA, Settlement
+from bench.results.levels import DEFAULT_ALPHA
+from bench.results.stats.settlement import Settlement
 
 LOOK_EVENT = "look"
 SETTLED_EVENT = "settled"  # a place's first settlement, in the sweep's journal

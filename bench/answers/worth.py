@@ -28,7 +28,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from bench.answers.recommend import Recommendation
-from bench.results.stats import DEFAULT_ALPHA, Settlement, t_ppf
+from bench.results.levels import DEFAULT_ALPHA
+from bench.results.stats.distributions import t_ppf
+from bench.results.stats.settlement import Settlement
 
 
 @dataclass(frozen=True)

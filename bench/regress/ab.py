@@ -50,14 +50,9 @@ from scipy import stats as sps
 from bench.exits import Exit
 from bench.registry import Registry
 from bench.regress.options import AB_ALPHA, AB_BUDGET_S, AB_THRESHOLD
-from bench.results.stats import (
-    ABOVE_CODE,
-    BELOW_CODE,
-    WITHIN_CODE,
-    interval_decision,
-    paired_test,
-    pairs_for_equivalence,
-)
+from bench.results.stats.paired import paired_test
+from bench.results.stats.power import pairs_for_equivalence
+from bench.results.stats.settlement import ABOVE_CODE, BELOW_CODE, WITHIN_CODE, interval_decision
 
 # Defined in bench.regress.options, which bench ab's parser reads without scipy.
 DEFAULT_THRESHOLD = AB_THRESHOLD

@@ -58,16 +58,10 @@ from bench.exits import Exit
 from bench.regress.options import COMPARE_ALPHA, COMPARE_THRESHOLD, FAMILIES, MEASURES
 from bench.regress.pooling import Grouped, PooledNoise, Pooling, pool_noise
 from bench.results.figures import Figure
+from bench.results.levels import DEFAULT_POWER
 from bench.results.schema import RunResult
-from bench.results.stats import (
-    ABOVE_CODE,
-    BELOW_CODE,
-    DEFAULT_POWER,
-    STUDENT,
-    RunComparison,
-    compare_runs,
-    interval_decision,
-)
+from bench.results.stats.comparison import STUDENT, RunComparison, compare_runs
+from bench.results.stats.settlement import ABOVE_CODE, BELOW_CODE, interval_decision
 from bench.spec import RunSpec, cli_args
 
 # Defined in bench.regress.options, which bench compare's parser reads without scipy.

@@ -40,7 +40,7 @@ from bench.regress.ab import (
 )
 from bench.regress.options import BASELINE, CANDIDATE
 from bench.results.schema import RunResult
-from bench.results.stats import run_figure, throughput_runs
+from bench.results.stats.runs import run_figure, throughput_runs
 from bench.spec import RunSpec, lane_of, on_lane
 
 # Quick runs (a tiny model) would plan thousands of looks; past a few hundred pairs a

@@ -52,13 +52,9 @@ from dataclasses import asdict, dataclass, replace
 from bench.regress.options import Pooling
 from bench.results.figures import Figure
 from bench.results.schema import RunResult
-from bench.results.stats import (
-    LogSpread,
-    RunNoise,
-    guarded_pool,
-    noise_differs_p,
-    run_figure,
-)
+from bench.results.stats.comparison import RunNoise
+from bench.results.stats.runs import run_figure
+from bench.results.stats.spread import LogSpread, guarded_pool, noise_differs_p
 from bench.spec import RunSpec, workload_label
 
 Grouped = list[tuple[RunResult, Hashable]]  # a run and the group it came from (its sweep)
