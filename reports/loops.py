@@ -3,7 +3,7 @@
 A user who trains with ``model.fit`` wants the number for ``fit``, and what writing a
 custom loop would gain. Results are paired by everything but the loop (the spec with
 ``loop`` set back to ``custom``, on one machine): the configuration's ``custom`` runs
-against its ``fit`` runs, compared with ``bench.results.stats.compare_runs`` (the run
+against its ``fit`` runs, compared with ``bench.results.stats.comparison.compare_runs`` (the run
 is the unit of replication; the interval comes from the run-to-run noise of both
 sides). ``ratio`` = fit / custom throughput; a tie is a tie: a difference the runs
 cannot tell apart is reported as such, never as a cost.

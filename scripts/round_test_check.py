@@ -86,12 +86,12 @@ def plan_rates(target_ratio: float, other_ratio: float, gap: float, *, rounds: i
     The guarded test's session-noise ratio is pooled at each look from every place
     (the target and ``others`` places, each with as many sessions so far, one
     comparison each): sum of between-session sums of squares over the sum of their
-    df times the rounds' prediction, read as ``stats.RoundsEvidence`` reads it
+    df times the rounds' prediction, read as ``stats.settlement.RoundsEvidence`` reads it
     (``guarded``: the target's own sessions where their variance is the larger). The
     session's statistic is its rounds' median. The target's ratio may differ from the others'
     (``target_ratio`` against ``other_ratio``): the pool's assumption broken. ``pooled``
     is the sweep's pooled pair variance borrowed where the target's own is not larger
-    (the guard of ``stats.guarded_pool`` left out: it shows what borrowing buys and
+    (the guard of ``stats.spread.guarded_pool`` left out: it shows what borrowing buys and
     costs where the F test cannot tell the groups apart)."""
     rng = np.random.default_rng(seed)
     sessions = max(s for s, _ in looks)

@@ -5,7 +5,7 @@
 A budgeted sweep reads each open answer after every session and stops measuring it once
 it settles (``bench.adaptive.budget.spend``). This replays that schedule
 (``bench.answers.sequential.read_sequentially``, with the report's own decision,
-``stats.settle_pairs``) on seeded series of session log ratios of one comparison, and
+``stats.settlement.settle_pairs``) on seeded series of session log ratios of one comparison, and
 prints per case how often it ends in each kind of answer, for the plans the budget uses
 (``LookPlan.for_budget``: an hour's ten interim looks at 0.001, a 10-minute sweep's four
 at 0.0025, each from a comparison's second session; the last look at 0.04) and for every

@@ -5,7 +5,7 @@ processes at different times (``RunResult.replicate``). Each run contributes one
 figure, its own headline (the median of its windows); the configuration's headline is
 the median of its runs' figures. The spread between runs (run-to-run noise, what a
 re-run would see) and inside runs (window to window) are kept apart, and every ratio
-between two configurations carries an interval from ``bench.results.stats.compare_runs``,
+between two configurations carries an interval from ``bench.results.stats.comparison.compare_runs``,
 which measures the noise at the run level.
 """
 
@@ -426,19 +426,19 @@ def ratio_of(current: ConfigView, baseline: ConfigView, per: float = 1.0) -> Rat
 def settle_of(candidate: ConfigView, reference: ConfigView,
               margin: float = DEFAULT_MARGIN, alpha: float = DEFAULT_ALPHA
               ) -> Settlement | None:
-    """candidate / reference settled from their runs (``stats.settle_runs``): faster,
+    """candidate / reference settled from their runs (``stats.settlement.settle_runs``): faster,
     slower, equivalent within +-``margin`` or not settled; None without figures.
 
     Where the sweep measured both as arms of one process in two or more processes
     (``bench run --interleave``), those processes are the evidence: one log ratio
     each from its interleaved windows (``bench.results.pairs``), settled as pairs
-    (``stats.settle_pairs``), free of the drift between separate processes. Else
-    their runs, independent processes at different times (``stats.settle_runs``).
+    (``stats.settlement.settle_pairs``), free of the drift between separate processes. Else
+    their runs, independent processes at different times (``stats.settlement.settle_runs``).
     Either borrows the noise pooled over the machine's configurations
     (``ConfigView.pool``, ``bench.answers.noise``) where that has more degrees of freedom;
     pairs of two arms of the sessions' shared process that borrow nothing read their
     rounds instead, guarded by their workload's session-noise ratio
-    (``stats.RoundsEvidence``).
+    (``stats.settlement.RoundsEvidence``).
     """
     if not candidate.stats_runs or not reference.stats_runs:
         return None

@@ -175,7 +175,7 @@ def answers_sessions(sessions: Iterable[Mapping[str, V]]) -> list[list[Mapping[s
 
 def session_ratio(sessions: Sequence[Mapping[str, RunResult]],
                   pools: Mapping[str, Hashable]) -> tuple[Hashable, SessionRatio] | None:
-    """One answer's evidence on its session-noise ratio (``stats.SessionRatio``), and
+    """One answer's evidence on its session-noise ratio (``stats.settlement.SessionRatio``), and
     the pool it adds to: the residual of its sessions' arms of one pool (``pools``;
     members left out), against what their rounds predict for one session's log ratio
     of two arms (``pairs.process_prediction``, each arm against its session's first, as
