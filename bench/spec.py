@@ -132,7 +132,7 @@ class FieldInfo:
     strategies: StrategyScope = "all"
     hparam: bool = True  # a column of the TensorBoard HParams dashboard
     # Runs that differ in a variant field measure different things: the reports answer
-    # each variant apart (reports.runs.Variant).
+    # each variant apart (bench.answers.runs.Variant).
     variant: bool = True
     # In RunSpec.key(). False for what changes how a run is supervised, not what is
     # measured, so that e.g. raising a timeout resumes a sweep.

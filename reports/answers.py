@@ -15,7 +15,15 @@ import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from bench.results.stats import (
+from bench.answers.configs import ConfigView
+from bench.answers.machines import Machine
+from bench.answers.places import answered
+from bench.answers.recommend import ALONE, STANDS, Recommendation, hardest_open
+from bench.answers.runs import Variant
+from bench.answers.sequential import Looks
+from bench.answers.worth import worth
+from bench.results.schema import RunResult
+from bench.results.stats.settlement import (
     EQUIVALENT,
     FASTER,
     MAX_PLANNED,
@@ -24,20 +32,9 @@ from bench.results.stats import (
     RUNS,
     Settlement,
 )
-from reports.configs import ConfigView
-from reports.machines import Machine
-from reports.recommend import (
-    ALONE,
-    STANDS,
-    Recommendation,
-    answer_line,
-    change_of,
-    hardest_open,
-    shown_change,
-)
+from reports.recommend import answer_line, change_of, phrased, shown_change
 from reports.report import MachineReport, SweepReport
-from reports.runs import Variant
-from reports.worth import worth
+from reports.worth import worth_sentence
 
 HEADERS = ("place", "answer", "kind", "against", "answer vs it", "noise", "to settle")
 # A row a person reads at a glance: about the median sentence of the docs this project
@@ -162,7 +159,7 @@ def answer_row(machine: Machine, variant: Variant, r: Recommendation) -> AnswerR
     place = f"{variant.label()}, {BATCH_WORDS[r.ranking.batch_mode]} {r.ranking.batch}"
     sentence = f"{variant.label()}, {answer_line(r)}"
     found = worth(r)
-    what = f"{place}: {found.sentence()}" if found is not None else f"{place}: {r.text}"
+    what = f"{place}: {worth_sentence(found)}" if found is not None else f"{place}: {r.text}"
     if r.best is None:
         # No configuration to name: none ran, or the evidence runs in a circle (kind
         # NOT SETTLED, its text naming the circle).
@@ -273,6 +270,16 @@ def answers_text(rows: Sequence[AnswerRow], explain: bool = False,
             out += _wrapped(f"{f'[{r.machine}] ' if many else ''}{r.worth}. {r.sentence}",
                             "  ", width, more="  ")
     return out
+
+
+def answers_lines(results: Sequence[RunResult], looks: Looks | None = None,
+                  explain: bool = False, width: int | None = None) -> list[str]:
+    """The terminal's answers of ``results`` (``answers_text``), each read at its alpha
+    in ``looks``, from their decisions alone (``bench.answers.places``: no report
+    built): what a budgeted sweep shows of its provisional answers."""
+    return answers_text([answer_row(ma.basis.machine, w.variant, phrased(rec))
+                         for ma in answered(results, looks) for _, w, rec in ma.placed()],
+                        explain, width)
 
 
 def recommendations_text(report: SweepReport, explain: bool = False,

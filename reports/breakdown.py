@@ -15,9 +15,9 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from bench.answers.configs import ConfigView
 from bench.results.schema import BREAKDOWN_PARTS, Breakdown, Figures
 from bench.results.text import tensorboard_command
-from reports.configs import ConfigView
 
 BREAKDOWN_HEADERS = ["configuration", "profiled runs", "step (ms)",
                      *[f"{p} (ms, share)" for p in BREAKDOWN_PARTS],

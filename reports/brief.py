@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench.results.stats import EQUIVALENT, FASTER, SLOWER, Settlement
+from bench.answers.configs import ConfigView
+from bench.answers.recommend import Recommendation, WorkloadAnswer
+from bench.results.stats.settlement import EQUIVALENT, FASTER, SLOWER, Settlement
 from reports.answers import KIND_WORDS
 from reports.columns import fmt_rate
-from reports.configs import ConfigView
 from reports.explain import because_line
-from reports.recommend import Recommendation, WorkloadAnswer, change_of, shown_change
+from reports.recommend import change_of, shown_change
 
 HEADERS = ("configuration", "examples/s", "vs the answer", "standing", "because (profiles)")
 NONE = "-"

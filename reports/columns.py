@@ -20,11 +20,11 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from bench.answers.configs import ANSWER_DEFINITION, RUNS_DEFINITION, Ratio
+from bench.answers.runs import IDEAL_BASELINE, ONE_DEVICE_BASELINES
+from bench.answers.scaling import Scaling
 from bench.results.figures import FIGURES, NOT_RECORDED, Figure
 from bench.results.schema import DEFINITIONS
-from reports.configs import ANSWER_DEFINITION, RUNS_DEFINITION, Ratio
-from reports.runs import IDEAL_BASELINE, ONE_DEVICE_BASELINES
-from reports.scaling import Scaling
 from reports.verdicts import THRESHOLDS_TEXT
 
 MIB = 2**20
@@ -172,7 +172,7 @@ TABLE_FIGURES = tuple(f for f in SCHEMA_FIGURES if not f.detail)
 
 @dataclass(frozen=True)
 class ScalingFigure:
-    """A figure derived from a run and its baselines (see ``reports.scaling``)."""
+    """A figure derived from a run and its baselines (see ``bench.answers.scaling``)."""
 
     name: str  # CSV column
     header: str

@@ -18,9 +18,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from bench.answers.configs import ConfigView
 from bench.results.text import tensorboard_command
 from reports.breakdown import Profiled, common_dir, profiled
-from reports.configs import ConfigView
 
 # A part is named in the sentence when it changed by at least this share of the
 # difference (smaller changes are within what a few profiled steps can resolve).

@@ -8,6 +8,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.answers.configs import ConfigView
+from bench.answers.recommend import WorkloadAnswer
+from bench.answers.runs import RunView
+from bench.answers.worth import worth
 from bench.results.figures import why_missing
 from bench.results.text import tensorboard_command
 from reports.answers import HEADERS, LEGEND, answer_row
@@ -15,18 +19,15 @@ from reports.breakdown import breakdown_table, common_dir
 from reports.brief import HEADERS as BRIEF_HEADERS
 from reports.brief import brief
 from reports.columns import Notes, definitions
-from reports.configs import ConfigView
 from reports.explain import split_profiles
 from reports.loops import cost_line
 from reports.plots import Plot, allreduce_plot, workload_plots
 from reports.projection import SweepProjection, machine_projections
 from reports.projection import plot as projection_plot
 from reports.projection import text as projection_text
-from reports.recommend import WorkloadAnswer
 from reports.report import MachineReport, SweepReport
-from reports.runs import RunView
 from reports.tables import comparison
-from reports.worth import worth
+from reports.worth import worth_sentence
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;
@@ -124,7 +125,7 @@ def _recommendation(w: WorkloadAnswer) -> str:
             others.append(f"<li>{e(line)}</li>")
             dirs += more
         found_worth = worth(rec)
-        short = found_worth.sentence() if found_worth is not None else text
+        short = worth_sentence(found_worth) if found_worth is not None else text
         items.append(f"<li><b>{e(rec.ranking.label)}</b>: {e(short)}."
                      f"<details><summary>why</summary><p>{rec.verb}{e(text)}</p>"
                      + (f"<ul>{''.join(others)}</ul>" if others else "")

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from bench.results.schema import RunResult
-from bench.results.stats import run_figure
+from bench.results.stats.runs import run_figure
 from bench.results.store import SweepStore
 from reports.lab_fit import (
     FitInputs,

@@ -3,7 +3,7 @@
 A user who trains with ``model.fit`` wants the number for ``fit``, and what writing a
 custom loop would gain. Results are paired by everything but the loop (the spec with
 ``loop`` set back to ``custom``, on one machine): the configuration's ``custom`` runs
-against its ``fit`` runs, compared with ``bench.results.stats.compare_runs`` (the run
+against its ``fit`` runs, compared with ``bench.results.stats.comparison.compare_runs`` (the run
 is the unit of replication; the interval comes from the run-to-run noise of both
 sides). ``ratio`` = fit / custom throughput; a tie is a tie: a difference the runs
 cannot tell apart is reported as such, never as a cost.
@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from bench.env import stored_machine_id
 from bench.results.schema import RunResult
-from bench.results.stats import RunComparison, compare_runs, throughput_runs
+from bench.results.stats.comparison import RunComparison, compare_runs
+from bench.results.stats.runs import throughput_runs
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import pairwise
 
+from bench.answers.recommend import WorkloadAnswer
 from bench.results.text import tensorboard_command
 from reports.answers import HEADERS, LEGEND, answer_row, machine_rows
 from reports.breakdown import breakdown_table, common_dir, profiled
@@ -18,7 +19,6 @@ from reports.brief import brief
 from reports.columns import definitions
 from reports.explain import split_profiles
 from reports.loops import cost_line
-from reports.recommend import WorkloadAnswer
 from reports.report import MachineReport, SweepReport
 from reports.tables import comparison
 

@@ -16,11 +16,11 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from bench.answers.configs import ConfigView
+from bench.answers.recommend import Ranking, WorkloadAnswer
+from bench.answers.runs import ONE_DEVICE_BASELINES, RunView
 from reports.breakdown import profiled
-from reports.configs import ConfigView
-from reports.recommend import Ranking, WorkloadAnswer
 from reports.report import MachineReport
-from reports.runs import ONE_DEVICE_BASELINES, RunView
 
 MIB = 2**20
 _COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",

@@ -42,13 +42,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from bench.answers.runs import ONE_DEVICE_BASELINES
 from bench.results.schema import AllReduceFigures, RunResult
-from reports.runs import ONE_DEVICE_BASELINES
 
 if TYPE_CHECKING:  # the report's views; `bench project` needs none of them
-    from reports.configs import ConfigView
+    from bench.answers.configs import ConfigView
+    from bench.answers.runs import RunView, Variant
     from reports.report import MachineReport
-    from reports.runs import RunView, Variant
 
 FORMULAS = (
     "comm(n) = 2(n-1)*alpha*(1 + c) + 2(n-1)/n * S/B  (ring all-reduce of S bytes, plus c "

@@ -14,18 +14,20 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.answers.configs import ConfigView, Ratio
+from bench.answers.machines import Machine
+from bench.answers.places import MachineAnswers, answered
+from bench.answers.recommend import WorkloadAnswer
+from bench.answers.runs import RunView
+from bench.answers.scaling import Scaling
+from bench.answers.sequential import Looks
 from bench.results.schema import RunResult
 from bench.results.store import SweepStore, load_sweep
 from reports.columns import SCALING_FIGURES
-from reports.configs import ConfigView, Ratio, group_configs, pool_noise
 from reports.loops import LoopCost, loop_costs
-from reports.machines import Machine, by_machine
-from reports.recommend import Recommendation, WorkloadAnswer, answer_workload, place_of
+from reports.recommend import phrased
 from reports.results_table import to_frame
-from reports.runs import RunView, Variant, views
-from reports.scaling import Index, Scaling, scaling_of
-from reports.sequential import Looks
-from reports.verdicts import RuleInputs, Verdict, overhead_share, verdicts_for
+from reports.verdicts import Verdict, overhead_share, verdicts_for
 
 
 @dataclass
@@ -64,26 +66,18 @@ class SweepReport:
         return [r.result for m in self.machines for r in m.machine.runs]
 
 
-def build_machine(machine: Machine, looks: Looks | None = None) -> MachineReport:
-    """Group the machine's runs into configurations and answer per workload (each
-    answer read at its place's last look, ``reports.sequential``)."""
-    configs = group_configs(machine.runs)
-    pool_noise(configs)
-    index = Index(configs)
-    scaling = {c.key: scaling_of(c, index) for c in configs}
-    inputs = RuleInputs(machine=machine, index=index, scaling=scaling, runs=configs)
-    verdicts = {c.key: verdicts_for(c, inputs) for c in configs}
-    overhead = {c.key: v for c in configs if (v := overhead_share(c, inputs)) is not None}
-    groups: dict[Variant, list[ConfigView]] = {}
-    for config in configs:
-        # Probe-only runs (mode "allreduce") have no training figures: they appear in
-        # the all-reduce section, not as a workload to rank.
-        if config.variant.mode == "train":
-            groups.setdefault(config.variant, []).append(config)
-    workloads = [answer_workload(v, cs, machine, scaling, inputs, looks)
-                 for v, cs in sorted(groups.items(), key=lambda kv: kv[0].label())]
-    costs = loop_costs(r.result for r in machine.runs)
-    return MachineReport(machine, configs, workloads, scaling, verdicts, overhead, costs)
+def report_machine(answers: MachineAnswers) -> MachineReport:
+    """One machine's section from its answers (``bench.answers.places``): each answer in
+    sentences (``reports.recommend.phrased``), and every configuration's verdicts."""
+    basis = answers.basis
+    configs = list(basis.runs)
+    verdicts = {c.key: verdicts_for(c, basis) for c in configs}
+    overhead = {c.key: v for c in configs if (v := overhead_share(c, basis)) is not None}
+    workloads = [replace(w, recommendations=[phrased(r) for r in w.recommendations])
+                 for w in answers.workloads]
+    costs = loop_costs(r.result for r in basis.machine.runs)
+    return MachineReport(basis.machine, configs, workloads, basis.scaling, verdicts,
+                         overhead, costs)
 
 
 def build_from_results(results: Sequence[RunResult], source: Path,
@@ -91,43 +85,9 @@ def build_from_results(results: Sequence[RunResult], source: Path,
                        ) -> SweepReport:
     """A report of ``results``; runs are grouped per machine, never mixed. ``looks``:
     the alpha each answer is read at (a budgeted sweep's journal; full alpha without)."""
-    machines = [build_machine(m, looks) for m in by_machine(views(results))]
-    if looks is not None and looks.settled_at:
-        machines = _as_settled(machines, results, looks)
+    machines = [report_machine(a) for a in answered(results, looks)]
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     return SweepReport(source, machines, list(warnings), now)
-
-
-def _when(iso: str) -> _dt.datetime | None:
-    try:
-        when = _dt.datetime.fromisoformat(iso)
-    except ValueError:
-        return None
-    return when if when.tzinfo else when.replace(tzinfo=_dt.timezone.utc)
-
-
-def _as_settled(machines: list[MachineReport], results: Sequence[RunResult],
-                looks: Looks) -> list[MachineReport]:
-    """``machines`` with each settled place's answer as its settling look read it: from
-    the results finished by its settlement (``Looks.settled_at``), every configuration
-    and the noise pool as they were then; the configurations' own figures stay
-    those of every run."""
-    then: dict[str, Recommendation] = {}
-    for at in sorted(set(looks.settled_at.values())):
-        until = _when(at)
-        if until is None:
-            continue
-        stored = [r for r in results
-                  if (finished := _when(r.finished_at)) is not None and finished <= until]
-        for mr in (build_machine(m, looks.unsettled()) for m in by_machine(views(stored))):
-            for w in mr.workloads:
-                for rec in w.recommendations:
-                    where = place_of(mr.machine.machine_id, w.variant, rec.ranking)
-                    if looks.settled_at.get(where) == at:
-                        then[where] = rec
-    return [replace(mr, workloads=[replace(w, recommendations=[
-        then.get(place_of(mr.machine.machine_id, w.variant, rec.ranking), rec)
-        for rec in w.recommendations]) for w in mr.workloads]) for mr in machines]
 
 
 def build(sweep_dir: Path) -> SweepReport:

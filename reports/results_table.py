@@ -14,10 +14,10 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from bench.answers.runs import strategy_label
 from bench.results.schema import RunResult
 from bench.spec import workload_label
 from reports.columns import SCHEMA_FIGURES, Notes, SchemaFigure
-from reports.runs import strategy_label
 
 
 def to_frame(results: Sequence[RunResult]) -> pd.DataFrame:

@@ -35,16 +35,12 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bench.answers.recommend import place_of
 from bench.exits import Exit
-from bench.results.stats import (
-    DEFAULT_ALPHA,
-    EQUIVALENT,
-    SLOWER,
-    holm_adjusted,
-    t_sf,
-    welch_satterthwaite,
-)
-from reports.recommend import place_of
+from bench.results.levels import DEFAULT_ALPHA
+from bench.results.stats.distributions import holm_adjusted, t_sf, welch_satterthwaite
+from bench.results.stats.settlement import EQUIVALENT, SLOWER
+from reports.recommend import workload_lines
 from reports.report import SweepReport
 
 AGREE, CONSISTENT, NOT_SETTLED, DISAGREE = (
@@ -86,7 +82,7 @@ def answers_of(report: SweepReport) -> dict[str, Answer]:
     out: dict[str, Answer] = {}
     for mr in report.machines:
         for w in mr.workloads:
-            for rec, line in zip(w.recommendations, w.lines(), strict=True):
+            for rec, line in zip(w.recommendations, workload_lines(w), strict=True):
                 where = place_of(mr.machine.machine_id, w.variant, rec.ranking)
                 # Every choice the sweep showed within the margin of its answer, also one
                 # set aside because a third was shown faster than it (the answer the

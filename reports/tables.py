@@ -12,6 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from bench.answers.configs import ConfigView
+from bench.answers.recommend import Ranking
+from bench.answers.scaling import Scaling
 from reports.columns import (
     SCALING_FIGURES,
     TABLE_FIGURES,
@@ -19,10 +22,7 @@ from reports.columns import (
     ScalingFigure,
     SchemaFigure,
 )
-from reports.configs import ConfigView
-from reports.recommend import Ranking
 from reports.report import MachineReport
-from reports.scaling import Scaling
 
 
 @dataclass(frozen=True)

@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.answers.configs import Ratio
+from bench.answers.runs import RunView
+from bench.answers.scaling import Scaling
 from bench.results.store import SweepStore, run_name
 from bench.spec import RunSpec, declaration
 from reports.columns import SCALING_FIGURES, SCHEMA_FIGURES, ScalingFigure, SchemaFigure
-from reports.configs import Ratio
 from reports.report import SweepReport, build
-from reports.runs import RunView
-from reports.scaling import Scaling
 
 # <sweep>/tensorboard/events.out.tfevents.*: the experiment (hyperparameter and metric
 # definitions); <sweep>/tensorboard/<run name>/events.out.tfevents.*: one session per run.

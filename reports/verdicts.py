@@ -7,16 +7,15 @@ they come from, so a reader can check a verdict by hand from the numbers in the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from bench.answers.basis import Basis
+from bench.answers.configs import ConfigView, Ratio, ratio_of
+from bench.answers.runs import BASELINES, IDEAL_BASELINE, ONE_DEVICE_BASELINES
 from bench.hardware import clock_mismatch, sustained_clock, throttle_findings
 from reports.breakdown import profiled
-from reports.configs import ConfigView, Ratio, ratio_of
 from reports.explain import because
-from reports.machines import Machine
-from reports.runs import BASELINES, IDEAL_BASELINE, ONE_DEVICE_BASELINES
-from reports.scaling import Index, Scaling
 
 # Share of step time in collectives; the TensorBoard profiler's overview page uses the
 # same cut-offs for its "communication" recommendation.
@@ -57,17 +56,7 @@ class Verdict:
     text: str
 
 
-@dataclass
-class RuleInputs:
-    """What rules may look at besides the run itself."""
-
-    machine: Machine
-    index: Index
-    scaling: dict[str, Scaling]  # by result key
-    runs: Sequence[ConfigView]  # every configuration of the machine
-
-
-Rule = Callable[[ConfigView, RuleInputs], "Verdict | None"]
+Rule = Callable[[ConfigView, Basis], "Verdict | None"]
 RULES: dict[str, Rule] = {}
 
 
@@ -87,7 +76,7 @@ def ms(seconds: float) -> str:
 
 
 @rule("not measured")
-def _status(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
+def _status(run: ConfigView, ctx: Basis) -> Verdict | None:
     if run.ok:
         return None
     return Verdict("not measured", "info" if run.status == "unsupported" else "high",
@@ -95,7 +84,7 @@ def _status(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
 
 
 @rule("communication-bound")
-def _communication(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
+def _communication(run: ConfigView, ctx: Basis) -> Verdict | None:
     frac = run.comm_fraction
     if frac is None:
         return None
@@ -111,7 +100,7 @@ def _communication(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
                    f"collectives take {frac:.1%} of step time{detail}")
 
 
-def ideal_baseline(run: ConfigView, ctx: RuleInputs) -> tuple[ConfigView, float] | None:
+def ideal_baseline(run: ConfigView, ctx: Basis) -> tuple[ConfigView, float] | None:
     """The baseline that sets this configuration's ideal, and the factor on it.
 
     The reference is the preferred single-device baseline (registry order) on 1 device.
@@ -134,7 +123,7 @@ def ideal_baseline(run: ConfigView, ctx: RuleInputs) -> tuple[ConfigView, float]
     return None
 
 
-def ideal_throughput(run: ConfigView, ctx: RuleInputs) -> tuple[float, str] | None:
+def ideal_throughput(run: ConfigView, ctx: Basis) -> tuple[float, str] | None:
     """What this configuration would reach with zero distribution overhead, and from
     which baseline."""
     found = ideal_baseline(run, ctx)
@@ -145,7 +134,7 @@ def ideal_throughput(run: ConfigView, ctx: RuleInputs) -> tuple[float, str] | No
                                               f"{one.global_batch}")
 
 
-def to_ideal(run: ConfigView, ctx: RuleInputs) -> Ratio | None:
+def to_ideal(run: ConfigView, ctx: Basis) -> Ratio | None:
     """T / T_ideal with its interval from the runs (1.0: no overhead at all)."""
     # Baselines have no distribution to be overhead of (independent copies do not talk).
     if run.throughput is None or run.base_strategy in (*ONE_DEVICE_BASELINES, *BASELINES):
@@ -154,14 +143,14 @@ def to_ideal(run: ConfigView, ctx: RuleInputs) -> Ratio | None:
     return ratio_of(run, found[0], found[1]) if found is not None else None
 
 
-def overhead_share(run: ConfigView, ctx: RuleInputs) -> float | None:
+def overhead_share(run: ConfigView, ctx: Basis) -> float | None:
     """Share of the step beyond the ideal step time: 1 - T / T_ideal."""
     r = to_ideal(run, ctx)
     return 1 - r.value if r is not None else None
 
 
 @rule("distribution overhead")
-def _overhead(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
+def _overhead(run: ConfigView, ctx: Basis) -> Verdict | None:
     if run.comm_fraction is not None:  # the profile says it better
         return None
     share = overhead_share(run, ctx)
@@ -179,7 +168,7 @@ def _overhead(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
                    f"{where})")
 
 
-def measured_cause(run: ConfigView, ctx: RuleInputs) -> str | None:
+def measured_cause(run: ConfigView, ctx: Basis) -> str | None:
     """A measurement of ``run`` alone that bears on why it is slow, or None.
 
     Only two things count: a profile's communication share at or above the profiler's
@@ -202,7 +191,7 @@ def measured_cause(run: ConfigView, ctx: RuleInputs) -> str | None:
 
 
 @rule("input-bound")
-def _input(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
+def _input(run: ConfigView, ctx: Basis) -> Verdict | None:
     """With a real input pipeline: whether it limits throughput. The profile decides
     (the share of the step spent waiting for the iterator while no op runs); without
     one, the gap to the same configuration with data on the devices stands in for it.
@@ -248,7 +237,7 @@ def _input(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
                    f"on the devices): {gap}")
 
 
-def fixed_cost(run: ConfigView, ctx: RuleInputs) -> float | None:
+def fixed_cost(run: ConfigView, ctx: Basis) -> float | None:
     """Batch-independent seconds per step, fitted over the batch sizes of this config.
 
     Least squares of step time = a + b x global batch over runs of the same variant,
@@ -268,7 +257,7 @@ def fixed_cost(run: ConfigView, ctx: RuleInputs) -> float | None:
 
 
 @rule("model too small")
-def _too_small(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
+def _too_small(run: ConfigView, ctx: Basis) -> Verdict | None:
     if run.step_s is None:
         return None
     fixed = fixed_cost(run, ctx)
@@ -287,7 +276,7 @@ def _too_small(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
 
 
 @rule("memory-bound")
-def _memory(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
+def _memory(run: ConfigView, ctx: Basis) -> Verdict | None:
     if not run.ok:
         return None
     m = ctx.machine
@@ -316,7 +305,7 @@ _EFF_NAMES = {"strong_eff": "strong-scaling efficiency", "weak_eff": "weak-scali
 
 
 @rule("super-ideal")
-def _super_ideal(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
+def _super_ideal(run: ConfigView, ctx: Basis) -> Verdict | None:
     """An efficiency above 100%: a speed-up above the device count. Flagged with what it
     can mean, never discarded. (A speed-up over one device on logical CPU devices is not
     one: one process may use the cores worse than several, and more than 1.0x is
@@ -355,7 +344,7 @@ def _super_ideal(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
 
 
 @rule("suspicious MFU")
-def _mfu(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
+def _mfu(run: ConfigView, ctx: Basis) -> Verdict | None:
     if run.mfu is None or run.mfu <= 1.0:
         return None
     f = run.result.figures
@@ -370,7 +359,7 @@ def _mfu(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
 
 
 @rule("noisy")
-def _noisy(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
+def _noisy(run: ConfigView, ctx: Basis) -> Verdict | None:
     if run.cv is None or run.cv < NOISY_CV:
         return None
     what = (f"its {run.n_runs} runs vary by {run.cv:.0%} (run-to-run coefficient of "
@@ -381,7 +370,7 @@ def _noisy(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
 
 
 @rule("did not learn")
-def _learned(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
+def _learned(run: ConfigView, ctx: Basis) -> Verdict | None:
     stuck = [r.result.figures for r in run.ok_runs
              if r.result.figures is not None and not r.result.figures.learned]
     if not stuck:
@@ -393,7 +382,7 @@ def _learned(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
 
 
 @rule("GPU throttled")
-def _throttled(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
+def _throttled(run: ConfigView, ctx: Basis) -> Verdict | None:
     # From the GPU state the measuring process sampled as its windows opened and
     # closed (bench.hardware.GpuRun). Idle and application-clock reasons are settings,
     # not slowdowns, and throttle_findings leaves them out.
@@ -417,7 +406,7 @@ def _throttled(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
 
 
 @rule("GPU clocks differ")
-def _clocks_differ(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
+def _clocks_differ(run: ConfigView, ctx: Basis) -> Verdict | None:
     # The power cap is how a loaded GPU runs, not a fault; what moves a comparison is
     # the clock the windows ran at. Runs of this configuration, and those of the
     # configurations an answer compares it with (same workload and batch), are held
@@ -436,7 +425,7 @@ def _clocks_differ(run: ConfigView, ctx: RuleInputs) -> Verdict | None:
                    f"--lock-gpu-clocks) or on one GPU")
 
 
-def verdicts_for(run: ConfigView, ctx: RuleInputs) -> list[Verdict]:
+def verdicts_for(run: ConfigView, ctx: Basis) -> list[Verdict]:
     """Every verdict of ``run``, most severe first."""
     found = [v for fn in RULES.values() if (v := fn(run, ctx)) is not None]
     return sorted(found, key=lambda v: SEVERITIES.index(v.severity))

@@ -39,11 +39,15 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.answers.configs import group_configs, pool_noise
+from bench.answers.noise import Measured, NoisePool
+from bench.answers.recommend import Recommendation, beaten_by
+from bench.answers.runs import views
 from bench.launch.launcher import make_result
 from bench.regress.compare import IMPROVED, REGRESSED, compare
+from bench.results.levels import DEFAULT_ALPHA
 from bench.results.schema import Interleaving, RunResult
-from bench.results.stats import (
-    DEFAULT_ALPHA,
+from bench.results.stats.settlement import (
     DEFAULT_MARGIN,
     EQUIVALENT,
     FASTER,
@@ -53,11 +57,7 @@ from bench.results.stats import (
     settle_runs,
 )
 from bench.spec import RunSpec
-from reports.configs import group_configs, pool_noise
-from reports.noise import Measured, NoisePool
-from reports.recommend import Recommendation, beaten_by
 from reports.report import build_from_results
-from reports.runs import views
 from tests.helpers import fake_figures
 
 # A fingerprint of one made-up machine: every simulated result is of the same place.

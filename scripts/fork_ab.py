@@ -26,7 +26,7 @@ from bench.hardware import detect
 from bench.launch import prestart
 from bench.launch.session import Copy, run_sessions
 from bench.matrix import preset_default
-from bench.results.stats import t_ppf
+from bench.results.stats.distributions import t_ppf
 
 # Those started afresh in the pair being measured: their log names carry this.
 _fresh = {"tag": ""}

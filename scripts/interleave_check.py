@@ -30,7 +30,7 @@ from pathlib import Path
 from bench.cli.common import split_list, writable_dir
 from bench.launch.arms import run_interleaved
 from bench.launch.launcher import run_isolated
-from bench.results.stats import EQUIVALENT, FASTER, SLOWER, settle_pairs
+from bench.results.stats.settlement import EQUIVALENT, FASTER, SLOWER, settle_pairs
 from bench.results.store import new_sweep_dir
 from bench.spec import RunSpec, SpecError
 

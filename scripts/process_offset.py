@@ -49,7 +49,7 @@ from bench.launch.duet import run_duet
 from bench.launch.launcher import run_isolated
 from bench.results.pairs import process_log_ratio, round_log_ratios
 from bench.results.schema import RunResult
-from bench.results.stats import run_figure, throughput_runs
+from bench.results.stats.runs import run_figure, throughput_runs
 from bench.results.store import SweepStore, new_sweep_dir
 from bench.spec import RunSpec
 

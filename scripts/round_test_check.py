@@ -9,7 +9,7 @@ each would measure more. A test on session means (df = sessions - 1) settles
 less from two sessions of 20 rounds than from four of 10. The tests compared:
 
 - ``sessions``: a t test on the place's own session means, df S - 1. The sweep's
-  answers also borrow a pooled pair variance (``reports.noise``, guarded by an F test)
+  answers also borrow a pooled pair variance (``bench.answers.noise``, guarded by an F test)
   where it has more df; this check leaves that out of all three tests;
 - ``floored``: the variance of the mean is the larger of the sessions' and what the
   rounds predict (within-session variance / (S R)), with the rounds' df S (R - 1) where
@@ -37,7 +37,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats
 
-from bench.results.stats import (
+from bench.results.stats.settlement import (
     ROUNDS_MAX_SESSIONS,
     SESSION_RATIO_LEVEL,
     SESSION_RATIO_MIN_DF,
@@ -86,12 +86,12 @@ def plan_rates(target_ratio: float, other_ratio: float, gap: float, *, rounds: i
     The guarded test's session-noise ratio is pooled at each look from every place
     (the target and ``others`` places, each with as many sessions so far, one
     comparison each): sum of between-session sums of squares over the sum of their
-    df times the rounds' prediction, read as ``stats.RoundsEvidence`` reads it
+    df times the rounds' prediction, read as ``stats.settlement.RoundsEvidence`` reads it
     (``guarded``: the target's own sessions where their variance is the larger). The
     session's statistic is its rounds' median. The target's ratio may differ from the others'
     (``target_ratio`` against ``other_ratio``): the pool's assumption broken. ``pooled``
     is the sweep's pooled pair variance borrowed where the target's own is not larger
-    (the guard of ``stats.guarded_pool`` left out: it shows what borrowing buys and
+    (the guard of ``stats.spread.guarded_pool`` left out: it shows what borrowing buys and
     costs where the F test cannot tell the groups apart)."""
     rng = np.random.default_rng(seed)
     sessions = max(s for s, _ in looks)

@@ -4,8 +4,8 @@
 
 A budgeted sweep reads each open answer after every session and stops measuring it once
 it settles (``bench.adaptive.budget.spend``). This replays that schedule
-(``reports.sequential.read_sequentially``, with the report's own decision,
-``stats.settle_pairs``) on seeded series of session log ratios of one comparison, and
+(``bench.answers.sequential.read_sequentially``, with the report's own decision,
+``stats.settlement.settle_pairs``) on seeded series of session log ratios of one comparison, and
 prints per case how often it ends in each kind of answer, for the plans the budget uses
 (``LookPlan.for_budget``: an hour's ten interim looks at 0.001, a 10-minute sweep's four
 at 0.0025, each from a comparison's second session; the last look at 0.04) and for every
@@ -29,8 +29,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from bench.results.stats import EQUIVALENT, FASTER, Settlement, settle_pairs
-from reports.sequential import LookPlan, read_sequentially
+from bench.answers.sequential import LookPlan, read_sequentially
+from bench.results.stats.settlement import EQUIVALENT, FASTER, Settlement, settle_pairs
 
 MARGIN = 0.05
 # (label, true ratio, log-ratio SD of a session's pair, sessions)

@@ -28,7 +28,7 @@ from bench.regress.ab import (
     pairs_for_budget,
     sequential_verdicts,
 )
-from bench.results.stats import pairs_for_equivalence
+from bench.results.stats.power import pairs_for_equivalence
 
 ALPHA = 0.05
 SERIES = 1000

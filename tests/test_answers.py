@@ -20,27 +20,29 @@ from typing import Any
 import pytest
 
 import reports.html
+from bench.answers.recommend import ALONE, STANDS, Recommendation
+from bench.answers.worth import worth
 from bench.cli.main import main
 from bench.results.schema import RunResult
-from bench.results.stats import (
+from bench.results.stats.settlement import (
     EQUIVALENT,
     FASTER,
     NOT_SETTLED,
     PAIRS,
     RUNS,
     SLOWER,
-    LogSpread,
     Settlement,
     settle_pairs,
     settle_runs,
 )
+from bench.results.stats.spread import LogSpread
 from bench.results.store import SweepStore, save
 from reports.answers import KIND_WORDS, MAX_ROW_WORDS, answer_rows, recommendations_text
 from reports.html import render_html
 from reports.markdown import render_markdown
-from reports.recommend import ALONE, STANDS, Recommendation, answer_line
+from reports.recommend import answer_line, workload_lines
 from reports.report import SweepReport, build_from_results
-from reports.worth import worth
+from reports.worth import worth_sentence
 from tests.helpers import fake_environment, measured, replicated
 
 GPU = fake_environment("gpu-box", gpus=2)
@@ -172,7 +174,7 @@ def _sweep() -> SweepReport:
     """One batch setting per case and direction: one_device on 1 device against mirrored
     on 2 devices, which is ``gap`` times as fast (ahead) or 1 / ``gap`` (behind). Each
     noise level on a machine of its own: a machine's configurations pool their noise
-    (reports.noise), which assumes they share one, and the F test that guards it cannot
+    (bench.answers.noise), which assumes they share one, and the F test that guards it cannot
     tell 5% from 20% apart at 3 runs a configuration."""
     results = []
     batch = 8
@@ -238,7 +240,7 @@ def test_every_rendering_carries_the_answer_and_its_evidence(
     cli = recommendations_text(sweep, explain=True)
     for (case, ahead), rec in answers.items():
         label = rec.ranking.label
-        (line,) = [x for m in sweep.machines for x in m.workloads[0].lines()
+        (line,) = [x for m in sweep.machines for x in workload_lines(m.workloads[0])
                    if x.startswith(label + ":")]
         # The terminal with --explain, the Markdown and the HTML answers in full
         assert line in cli and line in md and line in page
@@ -246,10 +248,10 @@ def test_every_rendering_carries_the_answer_and_its_evidence(
         # The HTML recommendation box: what the answer is worth, the reasoning folded.
         found = worth(rec)
         assert found is not None
-        assert f"{label}: {found.sentence()}." in page
+        assert f"{label}: {worth_sentence(found)}." in page
         assert f"why{rec.verb}{rec.text}" in page
         # Every rendering leads with what the answer is worth.
-        assert found.sentence() in cli and found.sentence() in md
+        assert worth_sentence(found) in cli and worth_sentence(found) in md
         kind = CASES[case][3]
         said = {FASTER: "faster beyond the noise than", EQUIVALENT: "equivalent within +-5% to",
                 NOT_SETTLED: "NOT SETTLED at this precision"}[kind]
@@ -353,7 +355,7 @@ def test_rows_of_long_labels_stay_under_the_word_limit() -> None:
     over = {"workload": "resnet50", "params": {"classes": 10, "image_size": 32}}
     results = [r for s, n, level in ((ONE, 1, 1000.0), (MWM, 2, 1020.0), (TWO, 2, 1010.0))
                for r in replicated(s, n, 16, level, env=env, run_cv=0.2, cv=0.2, **over)]
-    from reports.sequential import Looks
+    from bench.answers.sequential import Looks
 
     report = build_from_results(results, Path("/x"), looks=Looks(default=0.001))
     (row,) = answer_rows(report)

@@ -14,16 +14,16 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from bench.answers.configs import group_configs
+from bench.answers.runs import views
 from bench.launch.evidence import DEFAULT_STEPS, OFF, Evidence, cost_line
 from bench.regress.pytest_plugin import extra_info
 from bench.results.schema import BREAKDOWN_PARTS, Communication, RunResult
 from reports.breakdown import breakdown_table, common_dir, profiled
-from reports.configs import group_configs
 from reports.explain import because, compared, difference, why_not
 from reports.files import write
 from reports.report import build_from_results
 from reports.results_table import format_table
-from reports.runs import views
 from reports.tensorboard import METRICS
 from tests.helpers import fake_breakdown, measured, report_results, tiny_spec
 

@@ -14,14 +14,15 @@ import pytest
 
 from bench.adaptive import budget as budget_mod
 from bench.adaptive import sweep as sweep_mod
+from bench.answers.places import Place, places
+from bench.answers.sequential import LookPlan, Looks
 from bench.launch.evidence import OFF
 from bench.launch.sweep import Replication, SweepOutcome
 from bench.results.schema import Breakdown, Interleaving, RunResult
 from bench.results.store import SweepStore, load_sweep, save
 from bench.spec import RunSpec
-from reports.places import Place, places
+from reports.answers import answers_lines
 from reports.report import build_from_results
-from reports.sequential import LookPlan, Looks
 from tests.helpers import fake_figures, fake_result, replicated
 
 ONE = RunSpec(workload="mlp", strategy="one_device", devices=1, batch=32, size="tiny")
@@ -103,14 +104,14 @@ def test_open_answers_get_sessions_until_settled(monkeypatch: pytest.MonkeyPatch
     looked = [(e["alpha"], e["sessions"]) for e in events if e.get("event") == "look"]
     assert looked == [(plan.interim, n) for n in (2, 3, 4, 5)], looked
     assert fake.calls == len(outcomes) == 3
+    from bench.answers.sequential import Looks
     from bench.results.store import load_sweep
-    from reports.sequential import Looks
 
     # The report reads the answer at its last look's alpha.
     looks = Looks.of_journal(events)
     assert list(looks.by_place) == [where]
     assert looks.alpha(where) == plan.interim
-    still, places = budget_mod.open_answers(load_sweep(tmp_path).results, tmp_path, looks)
+    still, places = budget_mod.open_answers(load_sweep(tmp_path).results, looks)
     assert (still, places) == ([], [where])
     report = build_from_results(load_sweep(tmp_path).results, tmp_path, looks=looks)
     (rec,) = report.machines[0].workloads[0].recommendations
@@ -125,7 +126,7 @@ def test_a_session_that_would_overrun_the_budget_is_not_started(
     assert outcomes == [] and fake.calls == 0
     assert "would overrun the budget; the last look (alpha 0.04) settles 0 of the 1 open " \
         "answer(s)" in lines[-1]
-    from reports.sequential import Looks
+    from bench.answers.sequential import Looks
 
     events = [e for e in SweepStore(tmp_path).journal_events() if e.get("event") == "look"]
     assert [e["final"] for e in events] == [False, True]  # a first look, then the last
@@ -167,7 +168,7 @@ def test_an_open_answer_measures_again_only_what_its_open_comparisons_need(
     for strategy in ("mirrored", "multi_worker_mirrored"):
         level, cv = (990.0, 0.2) if strategy == open_one else (500.0, 0.01)
         results += replicated(strategy, 2, 32, level, run_cv=cv)
-    (place,) = places(results, Path("/nonexistent"))
+    (place,) = places(results)
     assert place.is_open
     keys = {r.spec.strategy: r.key for r in results}
     # Two open configurations of a session: a session of those two only.
@@ -179,9 +180,9 @@ def test_a_lone_open_arm_is_measured_with_its_sessions_other_arms() -> None:
     # alone would run in a process of its own; it stays an arm of its session.
     specs = {s.key(): s for s in (ONE, TWO, TWO.replace(strategy="parameter_server"))}
     ps = TWO.replace(strategy="parameter_server").key()
-    lone = Place("x", None, True, (ONE.key(), ps), specs)  # type: ignore[arg-type]
+    lone = Place("x", True, (ONE.key(), ps), specs)
     assert set(budget_mod.to_measure(lone)) == {ONE.key(), TWO.key(), ps}
-    pair = Place("x", None, True, (ONE.key(), TWO.key()), specs)  # type: ignore[arg-type]
+    pair = Place("x", True, (ONE.key(), TWO.key()), specs)
     assert set(budget_mod.to_measure(pair)) == {ONE.key(), TWO.key()}
 
 
@@ -435,7 +436,8 @@ def test_a_budgeted_sweep_runs_shared_arms_first_then_says_its_provisional_answe
     lines: list[str] = []
     outcome = sweep_mod.budgeted_sweep(
         [ONE, TWO, member, alone], tmp_path, budget_s=1.0, started=time.monotonic(),
-        interleave=True, evidence=OFF, passes=Replication(runs=2), echo=lines.append)
+        interleave=True, evidence=OFF, passes=Replication(runs=2), show=answers_lines,
+        echo=lines.append)
     session = ["one_device", "mirrored", "multi_worker_mirrored"]
     assert calls == [(session, 1), (["parameter_server"], 1), ([*session, "parameter_server"], 2)]
     assert len(outcome.ran) == 8 and not outcome.interrupted
@@ -471,19 +473,20 @@ def test_a_settled_answer_is_read_as_its_settling_look_read_it(tmp_path: Path) -
     for n in (1, 2, 3):
         _session(tmp_path, clear, n, 1.5, 0.01)
     before = load_sweep(tmp_path).results
-    (at_look,) = places(before, tmp_path, Looks(default=plan.interim))
+    (at_look,) = places(before, Looks(default=plan.interim))
+    shown = answers_lines(before, Looks(default=plan.interim))
     assert not at_look.is_open
     assert budget_mod.look(before, tmp_path, plan, 10.0, 600.0, lambda _: None) == []
     _session(tmp_path, clear, 4, 0.7, 0.01, finished_at="2999-01-01T00:00:00+00:00")
     results = load_sweep(tmp_path).results
     looks = Looks.of_journal(SweepStore(tmp_path).journal_events())
     assert looks.settled_at.keys() == {at_look.where}
-    (read,) = places(results, tmp_path, looks)
-    assert read.row == at_look.row and not read.is_open
-    assert budget_mod.open_answers(results, tmp_path, looks)[0] == []
-    (again,) = places(results, tmp_path, looks.unsettled())  # what the fix stops
-    assert again.is_open and again.row != at_look.row
-    assert len(budget_mod.open_answers(results, tmp_path, looks.unsettled())[0]) == 1
+    (read,) = places(results, looks)
+    assert answers_lines(results, looks) == shown and not read.is_open
+    assert budget_mod.open_answers(results, looks)[0] == []
+    (again,) = places(results, looks.unsettled())  # what the fix stops
+    assert again.is_open and answers_lines(results, looks.unsettled()) != shown
+    assert len(budget_mod.open_answers(results, looks.unsettled())[0]) == 1
 
 
 def test_a_look_reads_only_the_places_it_could_settle(tmp_path: Path) -> None:
@@ -596,7 +599,7 @@ def test_the_sweep_opens_with_the_answer_of_fewest_configurations(
     started = time.monotonic()
     sweep_mod.budgeted_sweep([*three, *two], tmp_path, budget_s=600.0,
                              started=started, interleave=True, evidence=OFF,
-                             echo=lines.append)
+                             show=answers_lines, echo=lines.append)
     # The opening's sessions' rounds stop at the end of the budget's first third, the
     # first pass's at its end, less what a session spends after its windows.
     assert untils == {started + 200.0, started + 600.0 - budget_mod.ENDS_S}

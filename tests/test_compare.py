@@ -346,7 +346,7 @@ def test_regressed_needs_the_whole_interval_past_the_threshold(
     from dataclasses import replace
 
     from bench.regress.compare import _verdict
-    from bench.results.stats import compare_runs
+    from bench.results.stats.comparison import compare_runs
 
     base = compare_runs([[1000.0, 1010.0, 990.0]] * 3, [[930.0, 935.0, 925.0]] * 3)
     stats = replace(base, ratio=ratio, low=low, high=high, significant=True, mde=0.03)

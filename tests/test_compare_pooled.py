@@ -27,7 +27,9 @@ from bench.regress.history import History
 from bench.regress.options import POOLINGS
 from bench.regress.render import as_markdown, as_table
 from bench.results.schema import RunResult
-from bench.results.stats import STUDENT, WELCH, LogSpread, noise_differs_p, welch_satterthwaite
+from bench.results.stats.comparison import STUDENT, WELCH
+from bench.results.stats.distributions import welch_satterthwaite
+from bench.results.stats.spread import LogSpread, noise_differs_p
 from bench.results.store import SweepStore, save
 from tests.helpers import fake_figures, tiny_spec
 

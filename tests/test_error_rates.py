@@ -23,23 +23,17 @@ import numpy as np
 import pytest
 
 from bench.adaptive import budget as budget_mod
+from bench.answers.configs import group_configs, pool_noise
+from bench.answers.places import places
+from bench.answers.recommend import beaten_by, place_level
+from bench.answers.runs import views
+from bench.answers.sequential import LOOK_EVENT, LookPlan, look_event, looks_taken
 from bench.launch.sweep import Replication, SweepOutcome
 from bench.results.schema import Interleaving, RunResult
-from bench.results.stats import (
-    EQUIVALENT,
-    FASTER,
-    NOT_SETTLED,
-    SLOWER,
-    settle_runs,
-)
+from bench.results.stats.settlement import EQUIVALENT, FASTER, NOT_SETTLED, SLOWER, settle_runs
 from bench.results.store import SweepStore, load_sweep, save
 from bench.spec import RunSpec
-from reports.configs import group_configs, pool_noise
-from reports.places import places
-from reports.recommend import beaten_by, place_level
 from reports.report import build_from_results
-from reports.runs import views
-from reports.sequential import LOOK_EVENT, LookPlan, look_event, looks_taken
 from scripts import error_rates as er
 from tests.helpers import fake_figures, fake_result, measured
 
@@ -187,7 +181,7 @@ def test_a_place_that_had_its_last_look_is_not_measured_or_looked_at_again(
     report = build_from_results(load_sweep(tmp_path).results, tmp_path)
     (rec,) = report.machines[0].workloads[0].recommendations
     assert rec.kind == NOT_SETTLED  # one session each: open
-    where = budget_mod.open_answers(load_sweep(tmp_path).results, tmp_path)[1][0]
+    where = budget_mod.open_answers(load_sweep(tmp_path).results)[1][0]
     store.journal(look_event(where, LookPlan().final, final=True))
     fake = _spend(tmp_path, monkeypatch, budget_s=600.0)
     assert fake.calls == 0
@@ -229,7 +223,7 @@ def test_a_circle_of_evidence_is_not_settled_and_names_the_circle() -> None:
     assert rec.best is None and rec.kind == NOT_SETTLED and not rec.settled, rec.text
     assert "runs in a circle" in rec.text and all(c in rec.text for c in choices), rec.text
     assert {c.choice for c in rec.unsettled} == set(choices)
-    (place,) = places(_circle_results(), Path("/nonexistent"))
+    (place,) = places(_circle_results())
     assert place.is_open and len(place.needs) == 3  # the budget measures the circle again
 
 

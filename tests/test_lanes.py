@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.answers.recommend import Recommendation
 from bench.errors import SpecError
 from bench.launch.arms import shareable_reason
 from bench.launch.duet import run_duet
@@ -22,9 +23,8 @@ from bench.launch.session import run_session
 from bench.regress.interleave import Side
 from bench.regress.window_pairs import pair_mode
 from bench.results.schema import RunResult
-from bench.results.stats import FASTER, NOT_SETTLED
+from bench.results.stats.settlement import FASTER, NOT_SETTLED
 from bench.spec import lane_of, on_lane
-from reports.recommend import Recommendation
 from reports.report import build_from_results
 from tests.gpu_fakes import cards, detected
 from tests.helpers import bench, replicated, tiny_spec

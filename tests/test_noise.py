@@ -19,22 +19,20 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from bench.answers.noise import Measured, NoisePool, pair_spread
+from bench.answers.recommend import Recommendation
 from bench.results.schema import Interleaving, RunResult
-from bench.results.stats import (
+from bench.results.stats.settlement import (
     EQUIVALENT,
-    GUARD_POWER,
     NOT_SETTLED,
     SESSION_RATIO_MIN_DF,
-    LogSpread,
     RoundsEvidence,
     SessionRatio,
-    guarded_pool,
-    noise_guard_power,
     settle_pairs,
     settle_runs,
 )
-from reports.noise import Measured, NoisePool, pair_spread
-from reports.recommend import Recommendation, evidence_of
+from bench.results.stats.spread import GUARD_POWER, LogSpread, guarded_pool, noise_guard_power
+from reports.recommend import evidence_of
 from reports.report import build_from_results
 from tests.helpers import fake_environment, measured
 

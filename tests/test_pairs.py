@@ -9,6 +9,8 @@ import statistics
 
 import pytest
 
+from bench.answers.configs import group_configs, settle_of
+from bench.answers.runs import views
 from bench.results.pairs import (
     process_log_ratio,
     process_prediction,
@@ -17,10 +19,8 @@ from bench.results.pairs import (
     units,
 )
 from bench.results.schema import Interleaving, RunResult
-from bench.results.stats import EQUIVALENT, FASTER, NOT_SETTLED
+from bench.results.stats.settlement import EQUIVALENT, FASTER, NOT_SETTLED
 from bench.spec import RunSpec
-from reports.configs import group_configs, settle_of
-from reports.runs import views
 from tests.helpers import fake_figures, fake_result, with_builds
 
 ONE = RunSpec(workload="mlp", strategy="one_device", devices=1, batch=32, size="tiny")

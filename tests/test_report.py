@@ -17,15 +17,16 @@ from pathlib import Path
 
 import pytest
 
+from bench.answers.configs import Ratio
+from bench.answers.recommend import Recommendation
 from bench.cli.report import report_after_sweep
 from bench.results.schema import Communication, RunResult, TaskFigures
-from bench.results.stats import EQUIVALENT, FASTER, NOT_SETTLED
+from bench.results.stats.settlement import EQUIVALENT, FASTER, NOT_SETTLED
 from bench.results.store import save
 from bench.strategies import STRATEGIES
 from reports.columns import change_ci
-from reports.configs import Ratio
 from reports.files import write
-from reports.recommend import Recommendation
+from reports.recommend import workload_lines
 from reports.report import MachineReport, SweepReport, build, build_from_results, frame
 from reports.verdicts import COMM_HIGH, COMM_MODERATE, INPUT_HIGH
 from tests.helpers import fake_environment, measured, replicated, report_results
@@ -513,7 +514,7 @@ def test_a_speedup_on_logical_cpu_devices_is_recommended_and_super_ideal_is_flag
     (line,) = [o for o in ideal.others if o.startswith("mirrored on 2 devices: super-ideal")]
     assert "above the 2x ideal of 2 devices (beyond the noise)" in line
     assert "the single-device baseline ran slowed" in line and "Kept in the ranking" in line
-    assert "super-ideal" in mr.workloads[0].lines()[1]  # the answer line says it too
+    assert "super-ideal" in workload_lines(mr.workloads[0])[1]  # the answer line says it too
 
 
 def test_a_per_worker_batch_is_weak_scaling_ranked_on_equal_per_device_work() -> None:

@@ -220,7 +220,7 @@ def test_median_half_width_is_printed_and_grows_with_the_noise() -> None:
     expected = statistics.median(widths * 2)
     assert median_half_width(rows) == pytest.approx(expected)
     # 1% run-to-run noise, 3 runs a configuration: 2 degrees of freedom each, too few for
-    # the guard to judge a configuration's noise against the others' (reports.noise), so
+    # the guard to judge a configuration's noise against the others' (bench.answers.noise), so
     # no pooling: Welch on the pair alone, t(0.975, 4) x 1% x sqrt(2/3) ~ 2.3% (pooled
     # over the sweep's 4 configurations it would be t(0.975, 8): 1.9%)
     assert 0.021 < expected < 0.024

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.results.stats import NOT_SETTLED, settle_pairs
-from reports.sequential import LookPlan, Looks, look_event, read_sequentially
+from bench.answers.sequential import LookPlan, Looks, look_event, read_sequentially
+from bench.results.stats.settlement import NOT_SETTLED, settle_pairs
 from scripts.sequential_check import rates
 
 SERIES = 400

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from bench.answers.runs import view
 from bench.cli.common import add_matrix_args
 from bench.errors import SpecError
 from bench.matrix import AXES, expand_axes
 from bench.results.schema import RunResult
 from bench.spec import RunSpec, spec_field
 from reports.report import build_from_results
-from reports.runs import view
 from reports.tensorboard import hparams_of, spec_hparams
 from tests.helpers import measured, tiny_spec
 

@@ -13,16 +13,17 @@ import numpy as np
 import pytest
 from scipy.stats import ttest_ind
 
-from bench.results.stats import (
-    DEFAULT_POWER,
-    compare_runs,
+from bench.results.levels import DEFAULT_POWER
+from bench.results.stats.comparison import compare_runs
+from bench.results.stats.paired import paired_equivalence, paired_log_ratio
+from bench.results.stats.power import (
     detectable_log_change,
     equivalence_power,
-    hierarchical_bootstrap_ratio,
     minimum_detectable_change,
-    paired_equivalence,
-    paired_log_ratio,
     pairs_for_equivalence,
+)
+from bench.results.stats.runs import (
+    hierarchical_bootstrap_ratio,
     run_figure,
     summarize_runs,
     throughput_runs,
@@ -94,7 +95,8 @@ def test_a_side_of_one_run_borrows_no_noise_either_way(one_side: str) -> None:
     nothing is decided, whichever side it is on, with or without Welch or a pool. Before,
     it was judged on the other side's noise: equal configurations, the single run 3x
     noisier, were called apart in 25% of draws (measured at 2,000)."""
-    from bench.results.stats import LogSpread, RunNoise
+    from bench.results.stats.comparison import RunNoise
+    from bench.results.stats.spread import LogSpread
 
     rng = np.random.default_rng(4)
     pool = LogSpread(0.02**2 * 40, 40)  # a large, quiet pool: still not lent

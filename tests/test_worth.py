@@ -1,5 +1,6 @@
 """What an answer is worth: one bound over every comparison of its place, held jointly
-(``reports.worth``): constructed places both ways, and the joint level by simulation."""
+(``bench.answers.worth``, said by ``reports.worth``): constructed places both ways, and
+the joint level by simulation."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ import statistics
 
 import pytest
 
-from bench.results.stats import t_ppf
+from bench.answers.worth import highest_ratio, worth
+from bench.results.stats.distributions import t_ppf
 from reports.report import build_from_results
-from reports.worth import highest_ratio, worth
+from reports.worth import worth_sentence
 from tests.helpers import fake_environment, replicated
 from tests.test_answers import MWM, ONE, TWO, _place
 
@@ -22,7 +24,7 @@ def _worth(*configs: tuple[str, int, float, float]) -> str:
     (rec,) = mr.workloads[0].recommendations
     found = worth(rec)
     assert found is not None
-    return found.sentence()
+    return worth_sentence(found)
 
 
 def test_a_clearly_faster_answer_states_its_least_gain() -> None:
@@ -51,7 +53,7 @@ def test_a_one_run_comparison_bounds_nothing_and_is_named() -> None:
     (rec,) = mr.workloads[0].recommendations
     found = worth(rec)
     assert found is not None and found.loss is None
-    assert "not bounded against mirrored on 2 devices" in found.sentence()
+    assert "not bounded against mirrored on 2 devices" in worth_sentence(found)
 
 
 def test_the_bound_holds_jointly_at_its_level_and_not_comparison_by_comparison() -> None:
@@ -82,7 +84,7 @@ def test_the_bound_holds_jointly_over_the_budgets_looks() -> None:
     budget reads it), a session more at each: the bound it states at any look is wrong
     in at most the sweep's 5% of places, whichever look stops it (the union bound
     over the looks); read at 5% at every look, far more often."""
-    from reports.sequential import LookPlan
+    from bench.answers.sequential import LookPlan
 
     rng = random.Random(11)
     plan = LookPlan.for_budget(600.0)
@@ -132,4 +134,4 @@ def test_a_configuration_shown_slower_than_another_is_bounded_through_it() -> No
     found = worth(through)
     assert found is not None and found.gain is not None and found.gain > 0.1
     assert found.level == pytest.approx(0.90)
-    assert "(90%)" in found.sentence()
+    assert "(90%)" in worth_sentence(found)

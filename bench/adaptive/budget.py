@@ -6,16 +6,16 @@ budget) and a look at it. The first pass measures each other answer's in-process
 configurations as arms of one process (``bench.launch.groups``), and the sweep prints
 the answers it has, marked provisional, before the configurations that run alone
 (multi-process strategies, baselines) get their first run. Then it reads its answers
-again (``reports``: each
+again (``bench.answers``: each
 answer is FASTER, EQUIVALENT within the margin or NOT SETTLED) and, while some are
 not settled and the budget allows another session, measures again what each open
 answer's open comparisons need: the configurations in them, those that share
 sessions in one (``to_measure``; the report pools the noise of an answer's sessions
-whatever arms each held: ``reports.noise``), the answers with fewest sessions first.
+whatever arms each held: ``bench.answers.noise``), the answers with fewest sessions first.
 It stops when every answer is settled or the next session would overrun the budget,
 and says which.
 
-Each read is a look, with its own share of alpha (``reports.sequential.LookPlan``,
+Each read is a look, with its own share of alpha (``bench.answers.sequential.LookPlan``,
 planned from the budget and journaled): the looks before the last read at a small
 interim alpha, only where they could settle a place (``look``), and the last one, when
 the budget is spent, reads what is still open at what they left. Every look is journaled,
@@ -34,6 +34,15 @@ from pathlib import Path
 from typing import Any
 
 from bench.adaptive.pricing import window_s, windows_s
+from bench.answers.places import Place, places
+from bench.answers.sequential import (
+    SETTLED_EVENT,
+    LookPlan,
+    Looks,
+    Taken,
+    look_event,
+    looks_taken,
+)
 from bench.env import now_iso
 from bench.hardware import detect
 from bench.launch.groups import in_session
@@ -43,15 +52,6 @@ from bench.results.schema import RunResult
 from bench.results.store import SweepStore, load_sweep
 from bench.spec import RunSpec
 from bench.strategies import STRATEGIES
-from reports.places import Place, places, places_text
-from reports.sequential import (
-    SETTLED_EVENT,
-    LookPlan,
-    Looks,
-    Taken,
-    look_event,
-    looks_taken,
-)
 
 DEFAULT_BUDGET_S = 600.0  # the default sweep on a 2-core machine
 # A session is priced at its configurations' last one, with this margin: the same
@@ -206,11 +206,11 @@ class OpenAnswer:
     waiting: int = 0  # configurations planned here with no result yet (not looked at)
 
 
-def open_answers(results: Sequence[RunResult], source: Path, looks: Looks | None = None
+def open_answers(results: Sequence[RunResult], looks: Looks | None = None
                  ) -> tuple[list[OpenAnswer], list[str]]:
     """The answers not settled yet (with the keys of the configurations to measure
     again: ``to_measure``), and where every answer is."""
-    found = places(results, source, looks)
+    found = places(results, looks)
     runs = runs_by_key(results)
     return ([_open(p, runs) for p in found if p.is_open], [p.where for p in found])
 
@@ -239,7 +239,7 @@ def to_measure(place: Place) -> tuple[str, ...]:
     it, so that it is still measured as an arm of a session. A session holds only what
     is open (at MLP batch 256, after two sessions, often two arms of five), so an
     answer gets more sessions in the same time. The noise pool reads an answer's
-    sessions whatever arms each held (``reports.noise.pair_spread``). A place that reads
+    sessions whatever arms each held (``bench.answers.noise.pair_spread``). A place that reads
     settled but had no look that could settle it (``look``) has no open comparison: it
     is measured again whole, in sessions where it has them."""
     core = set(place.needs)
@@ -287,7 +287,7 @@ def look(results: Sequence[RunResult], out: Path, plan: LookPlan, elapsed: float
     runs = runs_by_key(results)
     due: list[tuple[Place, int]] = []
     still: list[OpenAnswer] = []
-    found = [p for p in places(results, out, Looks(default=plan.interim))
+    found = [p for p in places(results, Looks(default=plan.interim))
              if not taken.get(p.where, Taken()).final and p.where not in settled]
     tried = {r.key for r in results}
     # Only the configurations a user can pick: a baseline is a ceiling, not compared.
@@ -314,14 +314,18 @@ def look(results: Sequence[RunResult], out: Path, plan: LookPlan, elapsed: float
     return still
 
 
-def print_answers(results: Sequence[RunResult], source: Path, heading: str,
-                  echo: Callable[[str], None] = print, looks: Looks | None = None,
-                  explain: bool = False, width: int | None = None) -> None:
-    """The answers' table under ``heading``, settled or not (read at ``looks``); with
-    ``explain``, each answer in full after it; within ``width`` columns where one is
-    given."""
+# How a sweep shows its answers: the lines of ``results``' answers, each read at its
+# alpha in the looks given. The command line hands the reports' table
+# (``reports.answers.answers_lines``); the budget decides when.
+ShowAnswers = Callable[[Sequence[RunResult], Looks], list[str]]
+
+
+def print_answers(results: Sequence[RunResult], heading: str, show: ShowAnswers,
+                  echo: Callable[[str], None] = print, looks: Looks | None = None) -> None:
+    """``results``' answers as ``show`` says them, under ``heading``, settled or not (read
+    at ``looks``)."""
     echo(heading)
-    for line in places_text(places(results, source, looks), explain, width):
+    for line in show(results, looks or Looks()):
         echo(line)
 
 
@@ -404,7 +408,7 @@ def _last_look(still: Sequence[OpenAnswer], store: SweepStore, plan: LookPlan,
     """The budget is spent: what is still open is read once more, at ``plan.final``."""
     for a in still:
         store.journal(look_event(a.where, plan.final, final=True))
-    left, _ = open_answers(results, out, Looks.of_journal(store.journal_events()))
+    left, _ = open_answers(results, Looks.of_journal(store.journal_events()))
     echo(f"budget: {why}; the last look (alpha {plan.final:.2g}) settles "
          f"{len(still) - len(left)} of the {len(still)} open answer(s)")
     open_now = {a.where for a in left}

@@ -16,6 +16,7 @@ from bench.adaptive.budget import (
     ENDS_S,
     NextRuns,
     OpenAnswer,
+    ShowAnswers,
     first_price,
     last_costs,
     look,
@@ -30,6 +31,7 @@ from bench.adaptive.budget import (
 from bench.adaptive.footprint import together_fitting, too_large
 from bench.adaptive.plan import plan_first_pass
 from bench.adaptive.pricing import Pricer, session_guess
+from bench.answers.sequential import LookPlan, Looks, looks_taken
 from bench.hardware import Hardware, detect, topology, topology_links
 from bench.launch.evidence import Evidence
 from bench.launch.groups import sweep_units
@@ -38,7 +40,6 @@ from bench.launch.sweep import Replication, SweepOutcome, found_unsupported, run
 from bench.results.store import SweepStore, load_sweep
 from bench.spec import RunSpec
 from bench.strategies import STRATEGIES
-from reports.sequential import LookPlan, Looks, looks_taken
 
 # The opening's sessions before its first look: the fewest at which an interim look can
 # settle an answer on its own noise (two give one degree of freedom: t = 191 at alpha
@@ -73,14 +74,13 @@ class _Budget:
 
 def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, started: float,
                    interleave: bool, evidence: Evidence, passes: Replication | None = None,
-                   explain: bool = False, preset: bool = False,
-                   echo: Callable[[str], None] = print,
-                   width: int | None = None) -> SweepOutcome:
+                   show: ShowAnswers | None = None, preset: bool = False,
+                   echo: Callable[[str], None] = print) -> SweepOutcome:
     """Run ``specs`` into ``out`` within ``budget_s`` seconds from ``started``
     (``time.monotonic``): the opening (``opening_unit``: ``OPENING_SESSIONS``
     sessions and a look, more while it is open; none with ``passes``), each other
     answer's in-process configurations, as one process each, then the provisional
-    answers (with ``explain``, in full; within ``width`` columns where one is given),
+    answers (as ``show`` says them; none without),
     then everything else once, then ``passes`` (an explicit ``--runs``) of every
     configuration, then sessions where answers are open. Returns the whole sweep's
     outcome.
@@ -130,7 +130,7 @@ def budgeted_sweep(specs: Sequence[RunSpec], out: Path, *, budget_s: float, star
                                               if opened_runs > 1 else "")
                          + (", the multi-process configurations still to come"
                             if phases[0] and phases[1] else ""),
-                         plan, explain=explain, width=width)
+                         plan, show=show)
     if passes is not None:
         outcome = merge(outcome, run_sweep(specs, out, replication=passes,
                                            interleave=interleave, evidence=evidence,
@@ -191,15 +191,16 @@ def _first_sessions(sweep: _Budget, phase: list[RunSpec], hw: Hardware, runs: in
 
 
 def _provisional(sweep: _Budget, keys: set[str], sessions: str, plan: LookPlan, *,
-                 explain: bool, width: int | None) -> None:
+                 show: ShowAnswers | None) -> None:
     """The provisional answers after the first phase (``sessions``: what they rest on),
-    read as the budget's looks are: at the interim alpha (reports.sequential)."""
+    read as the budget's looks are: at the interim alpha (bench.answers.sequential)."""
+    if show is None:
+        return
     mine = stored(sweep.out, keys)
     # Not a claim: read before every configuration has run, and counted by no look.
-    print_answers(mine, sweep.out, f"\nprovisional answers (not a claim; "
-                                   f"{time.monotonic() - sweep.started:.0f} s; {sessions}):",
-                  echo=sweep.echo, looks=Looks(default=plan.interim),
-                  explain=explain, width=width)
+    print_answers(mine, f"\nprovisional answers (not a claim; "
+                        f"{time.monotonic() - sweep.started:.0f} s; {sessions}):", show,
+                  echo=sweep.echo, looks=Looks(default=plan.interim))
 
 
 def _spend(sweep: _Budget, specs: list[RunSpec], plan: LookPlan,

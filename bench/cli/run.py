@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # never when the parser is built.
     from bench.adaptive.budget import DEFAULT_BUDGET_S
     from bench.adaptive.sweep import budgeted_sweep
+    from reports.answers import answers_lines
     from reports.results_table import LEGEND, format_table, median_runs
 
     hw = detect()
@@ -59,8 +61,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         outcome = budgeted_sweep(specs, out, budget_s=budget, started=t0,
                                  interleave=args.interleave, evidence=evidence,
                                  passes=replication if args.runs is not None else None,
-                                 explain=args.explain, preset=args.preset == "default",
-                                 width=answers_width(args.width))
+                                 show=partial(answers_lines, explain=args.explain,
+                                              width=answers_width(args.width)),
+                                 preset=args.preset == "default")
     else:
         extra = replication.passes - replication.runs
         print(f"each configuration in {replication.runs} separate process(es), alternating "

@@ -7,10 +7,10 @@ The pairs arrive in blocks; after each block the decision looks at all pairs so 
 
 - REGRESSED / IMPROVED: the whole paired t interval at 1 - this look's alpha lies
   beyond the threshold, in the figure's worse / better direction (the reports' rule,
-  ``bench.results.stats.interval_decision``: an estimate beyond the threshold whose
+  ``bench.results.stats.settlement.interval_decision``: an estimate beyond the threshold whose
   interval reaches inside it is not a regression yet);
 - SAME: the paired t interval at 1 - 2 x this look's alpha lies inside
-  +-threshold (two one-sided tests, TOST, ``bench.results.stats.paired_equivalence``);
+  +-threshold (two one-sided tests, TOST, ``bench.results.stats.paired.paired_equivalence``);
 - otherwise another block, until the plan's last look, which says UNKNOWN with the
   further pairs the noise measured so far says a decision needs.
 
@@ -50,14 +50,9 @@ from scipy import stats as sps
 from bench.exits import Exit
 from bench.registry import Registry
 from bench.regress.options import AB_ALPHA, AB_BUDGET_S, AB_THRESHOLD
-from bench.results.stats import (
-    ABOVE_CODE,
-    BELOW_CODE,
-    WITHIN_CODE,
-    interval_decision,
-    paired_test,
-    pairs_for_equivalence,
-)
+from bench.results.stats.paired import paired_test
+from bench.results.stats.power import pairs_for_equivalence
+from bench.results.stats.settlement import ABOVE_CODE, BELOW_CODE, WITHIN_CODE, interval_decision
 
 # Defined in bench.regress.options, which bench ab's parser reads without scipy.
 DEFAULT_THRESHOLD = AB_THRESHOLD

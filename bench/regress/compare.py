@@ -4,7 +4,7 @@ The run (one process) is the unit of replication. Windows of one process share i
 conditions (load, memory layout, thread placement), so runs differ from each other
 by more than their windows do; windows only say how precisely their own run was
 measured. Each run gives one figure per measure (the median of its windows), and
-``bench.results.stats.compare_runs`` compares the two groups of run figures with
+``bench.results.stats.comparison.compare_runs`` compares the two groups of run figures with
 the run-to-run noise (nightlies: night-to-night too). That noise is pooled
 (``bench.regress.pooling``) over the configuration's stored sweeps on the same
 machine and the other configurations of its family, so that 2 runs a side do not
@@ -58,16 +58,10 @@ from bench.exits import Exit
 from bench.regress.options import COMPARE_ALPHA, COMPARE_THRESHOLD, FAMILIES, MEASURES
 from bench.regress.pooling import Grouped, PooledNoise, Pooling, pool_noise
 from bench.results.figures import Figure
+from bench.results.levels import DEFAULT_POWER
 from bench.results.schema import RunResult
-from bench.results.stats import (
-    ABOVE_CODE,
-    BELOW_CODE,
-    DEFAULT_POWER,
-    STUDENT,
-    RunComparison,
-    compare_runs,
-    interval_decision,
-)
+from bench.results.stats.comparison import STUDENT, RunComparison, compare_runs
+from bench.results.stats.settlement import ABOVE_CODE, BELOW_CODE, interval_decision
 from bench.spec import RunSpec, cli_args
 
 # Defined in bench.regress.options, which bench compare's parser reads without scipy.
@@ -483,7 +477,7 @@ def compare(baseline: Sequence[RunResult], current: Sequence[RunResult], *,
 
     ``*_groups`` label each result with the group it came from (e.g. the nightly's
     sweep): runs of one group share its conditions, and with 2+ groups on a side the
-    group-to-group noise is measured too (see ``bench.results.stats.compare_runs``).
+    group-to-group noise is measured too (see ``bench.results.stats.comparison.compare_runs``).
     ``pooling`` says where each configuration's run-level noise is pooled from (default:
     its family and its ``history``, each configuration's stored runs with their sweep,
     ``bench.regress.pooling.load_history``).

@@ -8,7 +8,7 @@ its own process (the runner: ``bench.launch.sweep.run_replicate`` at the CLI, a 
 in tests). Pairs are run in blocks up to the plan's next look, the pairs of a block
 alternating AB and BA from a seeded random start, so that a trend inside the session
 adds noise to the ratios and no bias. The run's figure is the median of its window
-throughputs (``bench.results.stats.run_figure``); higher is better.
+throughputs (``bench.results.stats.runs.run_figure``); higher is better.
 
 The plan (how many pairs, hence where alpha is spent) is fixed after the first block:
 the budget divided by the time a pair took so far. Runs slower than that end the
@@ -40,7 +40,7 @@ from bench.regress.ab import (
 )
 from bench.regress.options import BASELINE, CANDIDATE
 from bench.results.schema import RunResult
-from bench.results.stats import run_figure, throughput_runs
+from bench.results.stats.runs import run_figure, throughput_runs
 from bench.spec import RunSpec, lane_of, on_lane
 
 # Quick runs (a tiny model) would plan thousands of looks; past a few hundred pairs a

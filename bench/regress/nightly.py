@@ -44,7 +44,7 @@ from bench.regress.interleave import BASELINE, CANDIDATE, Session, Side, session
 from bench.regress.options import NIGHTLY_BASELINE_NIGHTLIES, NIGHTLY_RUNS, NIGHTLY_TIMEOUT_S
 from bench.regress.render import as_markdown
 from bench.regress.trend import plot_trend
-from bench.results.stats import DEFAULT_POWER
+from bench.results.levels import DEFAULT_POWER
 from bench.results.store import SweepStore
 
 NIGHTLY_TAG = "nightly"

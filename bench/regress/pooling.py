@@ -24,7 +24,7 @@ differences between groups stay out of it. It carries every contributing group's
 degrees of freedom and is unbiased for the variance when the groups share one: hence
 the guard.
 
-The guard is the reports' (``bench.results.stats.guarded_pool``, one rule for both):
+The guard is the answers' (``bench.results.stats.spread.guarded_pool``, one rule for both):
 a configuration joins its family's pool only where its own evidence has enough degrees
 of freedom for a two-sided F test at ``NOISE_DIFFERS_ALPHA`` to catch it 3x noisier
 than the rest with 80% power (``GUARD_POWER``), and that test does not find it
@@ -52,13 +52,9 @@ from dataclasses import asdict, dataclass, replace
 from bench.regress.options import Pooling
 from bench.results.figures import Figure
 from bench.results.schema import RunResult
-from bench.results.stats import (
-    LogSpread,
-    RunNoise,
-    guarded_pool,
-    noise_differs_p,
-    run_figure,
-)
+from bench.results.stats.comparison import RunNoise
+from bench.results.stats.runs import run_figure
+from bench.results.stats.spread import LogSpread, guarded_pool, noise_differs_p
 from bench.spec import RunSpec, workload_label
 
 Grouped = list[tuple[RunResult, Hashable]]  # a run and the group it came from (its sweep)
@@ -182,7 +178,7 @@ def _guarded(ev: _Evidence) -> _Evidence:
 def _pool_family(kin: Sequence[str], found: Mapping[str, _Evidence]
                  ) -> dict[str, PooledNoise]:
     """Each configuration of one family with the others' evidence pooled in, by the
-    reports' rule (``stats.guarded_pool``): a configuration whose evidence is too thin
+    answers' rule (``stats.spread.guarded_pool``): a configuration whose evidence is too thin
     for the F test to have caught it 3x noisier, or whose noise differs from the rest
     of its family, keeps its own and stays out of the others' pool."""
     pool, apart = guarded_pool({k: found[k].total for k in kin})

@@ -18,7 +18,7 @@ from bench.regress.compare import (
     Report,
 )
 from bench.regress.options import HISTORY_SWEEPS
-from bench.results.stats import WELCH
+from bench.results.stats.comparison import WELCH
 from reports.columns import display
 
 _MARK = {"regressed": "REGRESSED", "broken": "BROKEN", "improved": "improved",

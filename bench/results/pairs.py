@@ -11,7 +11,7 @@ build is one draw of that offset and the process averages them. The builds are n
 pairs of their own: the arms' levels also move with their process (builds of one
 process agree more than builds of different processes: ``scripts.build_share``), so
 the process stays the unit. Several processes are the pairs of a paired test
-(``stats.settle_pairs``, ``bench ab``). Parent side, numpy-free.
+(``stats.settlement.settle_pairs``, ``bench ab``). Parent side, numpy-free.
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def process_prediction(reference: RunResult, candidate: RunResult) -> Prediction
     builds squared). None where a build has under 2 comparable rounds, or the two
     do not pair round by round (a member's windows). The session adds what the rounds
     cannot see (a build's and a process's own offset): how much, the sessions of a
-    workload's answers say (``stats.SessionRatio``)."""
+    workload's answers say (``stats.settlement.SessionRatio``)."""
     ref, cand = units(reference), units(candidate)
     if len(ref) != len(cand):
         return None

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reports.runs import RunView
+from bench.answers.runs import RunView
 
 CPU_ONLY_DISCLAIMER = (
     "CPU only: the device counts are logical devices that share the same {cores} CPU "

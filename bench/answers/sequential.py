@@ -32,7 +32,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.results.stats import DEFAULT_ALPHA, Settlement
+from bench.results.levels import DEFAULT_ALPHA
+from bench.results.stats.settlement import Settlement
 
 LOOK_EVENT = "look"
 SETTLED_EVENT = "settled"  # a place's first settlement, in the sweep's journal
@@ -171,7 +172,7 @@ def read_sequentially(log_ratios: Sequence[float], plan: LookPlan | None, settle
     at ``plan.final``. ``plan`` None: every look at the full alpha, stopping when settled
     (what the budget did before it spent alpha). Returns the last look's settlement and
     the sessions it rests on. ``settle(ratios, alpha)`` is the report's decision (e.g.
-    ``stats.settle_pairs``); a simulation of the budget loop runs it on seeded series."""
+    ``stats.settlement.settle_pairs``); a simulation of the budget loop runs it on seeded series."""
     if not log_ratios:
         raise ValueError("a comparison needs one session at least. Received: log_ratios=[]")
     for n in range(1, len(log_ratios) + 1):

@@ -2,7 +2,7 @@
 
 N is the number of replicas of a configuration; T is its global throughput (examples/s,
 the median of its runs' figures). Every figure is a ``Ratio`` with an interval from the
-runs of both configurations (``reports.configs.ratio_of``). The definitions printed with
+runs of both configurations (``bench.answers.configs.ratio_of``). The definitions printed with
 each figure are in ``reports.columns.SCALING_FIGURES``. A baseline is always a
 configuration of the same machine and variant (workload, size, parameters, precision,
 XLA, accumulation, data), never one of another machine.
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from reports.configs import ConfigView, Ratio, ratio_of
-from reports.runs import IDEAL_BASELINE, ONE_DEVICE_BASELINES, Variant
+from bench.answers.configs import ConfigView, Ratio, ratio_of
+from bench.answers.runs import IDEAL_BASELINE, ONE_DEVICE_BASELINES, Variant
 
 Key = tuple[Variant, str, int, int]  # variant, strategy label, replicas, global batch
 

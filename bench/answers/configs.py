@@ -5,7 +5,7 @@ processes at different times (``RunResult.replicate``). Each run contributes one
 figure, its own headline (the median of its windows); the configuration's headline is
 the median of its runs' figures. The spread between runs (run-to-run noise, what a
 re-run would see) and inside runs (window to window) are kept apart, and every ratio
-between two configurations carries an interval from ``bench.results.stats.compare_runs``,
+between two configurations carries an interval from ``bench.results.stats.comparison.compare_runs``,
 which measures the noise at the run level.
 """
 
@@ -17,26 +17,23 @@ import statistics
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from bench.answers.noise import Measured, NoisePool, session_levels
+from bench.answers.runs import RunView, Variant
 from bench.results.combination import ran_concurrently
+from bench.results.levels import DEFAULT_ALPHA
 from bench.results.pairs import session_pairs
 from bench.results.schema import Communication, Figures, RunResult, TaskFigures
-from bench.results.stats import (
-    DEFAULT_ALPHA,
+from bench.results.stats.comparison import RunComparison, compare_runs
+from bench.results.stats.runs import RunSummary, run_figure, summarize_runs
+from bench.results.stats.settlement import (
     DEFAULT_MARGIN,
-    LogSpread,
     RoundsEvidence,
-    RunComparison,
-    RunSummary,
     Settlement,
-    compare_runs,
-    run_figure,
     settle_pairs,
     settle_runs,
-    summarize_runs,
 )
+from bench.results.stats.spread import LogSpread
 from bench.strategies import STRATEGIES
-from reports.noise import Measured, NoisePool, session_levels
-from reports.runs import RunView, Variant
 
 StatsRuns = tuple[tuple[float, ...], ...]  # one tuple of window values per run
 
@@ -147,10 +144,10 @@ class ConfigView:
     first: RunView = field(init=False)  # the run that stands for the configuration's spec
     stats_runs: StatsRuns = field(init=False)
     summary: RunSummary | None = field(init=False)
-    # The machine's pooled noise (``reports.noise``), set once its configurations are
+    # The machine's pooled noise (``bench.answers.noise``), set once its configurations are
     # grouped: what this configuration's comparisons borrow.
     pool: NoisePool | None = field(default=None, compare=False)
-    # Its level fitted over its answer's sessions (``reports.noise.session_levels``),
+    # Its level fitted over its answer's sessions (``bench.answers.noise.session_levels``),
     # examples/s; None where it sat in no session.
     level: float | None = field(default=None, compare=False)
 
@@ -227,7 +224,7 @@ class ConfigView:
         return ("arm" if shared else "own", self.processes)
 
     def measured(self) -> Measured:
-        """What the machine's noise pool reads of this configuration (``reports.noise``)."""
+        """What the machine's noise pool reads of this configuration (``bench.answers.noise``)."""
         sessions = {r.interleaved.session: r for v in self.ok_runs
                     if (r := v.result).interleaved is not None and r.figures is not None}
         return Measured(self.key, self.run_family,
@@ -391,7 +388,7 @@ def group_configs(runs: Iterable[RunView]) -> list[ConfigView]:
 
 
 def pool_noise(configs: Sequence[ConfigView]) -> NoisePool:
-    """Pool the noise of one machine's ``configs`` (``reports.noise``) and give each the
+    """Pool the noise of one machine's ``configs`` (``bench.answers.noise``) and give each the
     pool that its comparisons borrow, and its level fitted over its sessions."""
     measured = [c.measured() for c in configs]
     pool = NoisePool.of(measured)
@@ -429,19 +426,19 @@ def ratio_of(current: ConfigView, baseline: ConfigView, per: float = 1.0) -> Rat
 def settle_of(candidate: ConfigView, reference: ConfigView,
               margin: float = DEFAULT_MARGIN, alpha: float = DEFAULT_ALPHA
               ) -> Settlement | None:
-    """candidate / reference settled from their runs (``stats.settle_runs``): faster,
+    """candidate / reference settled from their runs (``stats.settlement.settle_runs``): faster,
     slower, equivalent within +-``margin`` or not settled; None without figures.
 
     Where the sweep measured both as arms of one process in two or more processes
     (``bench run --interleave``), those processes are the evidence: one log ratio
     each from its interleaved windows (``bench.results.pairs``), settled as pairs
-    (``stats.settle_pairs``), free of the drift between separate processes. Else
-    their runs, independent processes at different times (``stats.settle_runs``).
+    (``stats.settlement.settle_pairs``), free of the drift between separate processes. Else
+    their runs, independent processes at different times (``stats.settlement.settle_runs``).
     Either borrows the noise pooled over the machine's configurations
-    (``ConfigView.pool``, ``reports.noise``) where that has more degrees of freedom;
+    (``ConfigView.pool``, ``bench.answers.noise``) where that has more degrees of freedom;
     pairs of two arms of the sessions' shared process that borrow nothing read their
     rounds instead, guarded by their workload's session-noise ratio
-    (``stats.RoundsEvidence``).
+    (``stats.settlement.RoundsEvidence``).
     """
     if not candidate.stats_runs or not reference.stats_runs:
         return None

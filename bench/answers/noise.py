@@ -20,14 +20,15 @@ import numpy as np
 
 from bench.results.pairs import process_log_ratio, process_prediction, undisturbed_sessions
 from bench.results.schema import RunResult
-from bench.results.stats import LogSpread, SessionRatio, guarded_pool
+from bench.results.stats.settlement import SessionRatio
+from bench.results.stats.spread import LogSpread, guarded_pool
 
 V = TypeVar("V")
 
 
 @dataclass(frozen=True)
 class Measured:
-    """What the pool reads of one configuration (``reports.configs.ConfigView.measured``
+    """What the pool reads of one configuration (``bench.answers.configs.ConfigView.measured``
     gives it). The pool takes these plain records, not the configuration views, so that
     the views can hold the pool without the two modules importing each other."""
 
@@ -174,7 +175,7 @@ def answers_sessions(sessions: Iterable[Mapping[str, V]]) -> list[list[Mapping[s
 
 def session_ratio(sessions: Sequence[Mapping[str, RunResult]],
                   pools: Mapping[str, Hashable]) -> tuple[Hashable, SessionRatio] | None:
-    """One answer's evidence on its session-noise ratio (``stats.SessionRatio``), and
+    """One answer's evidence on its session-noise ratio (``stats.settlement.SessionRatio``), and
     the pool it adds to: the residual of its sessions' arms of one pool (``pools``;
     members left out), against what their rounds predict for one session's log ratio
     of two arms (``pairs.process_prediction``, each arm against its session's first, as
