@@ -949,7 +949,7 @@ def test_a_read_settles_only_with_new_sessions(tmp_path: Path) -> None:
     """A place read at a look and left open is not read again on the same sessions
     (the queue may skip it while others run): that read would spend alpha no look
     counted, and might settle. With one more session it is looked at and settles."""
-    from reports.sequential import look_event
+    from bench.answers.sequential import look_event
 
     clear = (ONE.replace(batch=64), TWO.replace(batch=64))  # 1.5x at 1%: clear at 3
     plan = LookPlan.for_budget(600.0)
@@ -960,7 +960,7 @@ def test_a_read_settles_only_with_new_sessions(tmp_path: Path) -> None:
         return budget_mod.look(load_sweep(tmp_path).results, tmp_path, plan, 10.0, 600.0,
                                lambda _: None)
 
-    (answer,) = places(load_sweep(tmp_path).results, tmp_path, Looks(default=plan.interim))
+    (answer,) = places(load_sweep(tmp_path).results, Looks(default=plan.interim))
     assert not answer.is_open  # the three sessions read settled at the look's alpha
     store = SweepStore(tmp_path)
     store.journal(look_event(answer.where, plan.interim, final=False, sessions=3))
