@@ -11,7 +11,13 @@ from bench.answers.worth import Worth
 
 def worth_sentence(w: Worth) -> str:
     """``use central_storage on 2 devices: faster than every other configuration by
-    at least 2% (95%, all its comparisons together)``."""
+    at least 2% (95%, all its comparisons together)``; where the look that settled it
+    read fewer runs than are stored, how many it did not read."""
+    return _claim(w) + (f" (as settled: {w.unread} later run{'s' * (w.unread != 1)} of "
+                        f"this place not read)" if w.unread else "")
+
+
+def _claim(w: Worth) -> str:
     head = f"use {w.answer}" if w.settled else f"{w.answer} for now"
     if w.comparisons == 0 and not w.unmeasured:
         return f"{head}: the only configuration measured here"

@@ -135,3 +135,16 @@ def test_a_configuration_shown_slower_than_another_is_bounded_through_it() -> No
     assert found is not None and found.gain is not None and found.gain > 0.1
     assert found.level == pytest.approx(0.90)
     assert "(90%)" in worth_sentence(found)
+
+
+@pytest.mark.parametrize(("unread", "said"), [(0, None), (1, "1 later run of"),
+                                              (3, "3 later runs of")])
+def test_a_settled_answer_says_how_many_runs_it_did_not_read(unread: int,
+                                                              said: str | None) -> None:
+    from bench.answers.worth import Worth
+
+    sentence = worth_sentence(Worth("default on 1 device", True, 0.04, None, (), 2,
+                                    unread=unread))
+    assert sentence.startswith("use default on 1 device: faster than every other")
+    assert ("not read" in sentence) == (said is not None)
+    assert said is None or f"(as settled: {said} this place not read)" in sentence

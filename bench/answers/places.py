@@ -90,8 +90,18 @@ def _as_settled(machines: list[MachineAnswers], results: Sequence[RunResult],
                 if looks.settled_at.get(where) == at:
                     then[where] = rec
     return [replace(ma, workloads=[replace(w, recommendations=[
-        then.get(place_of(ma.basis.machine.machine_id, w.variant, rec.ranking), rec)
-        for rec in w.recommendations]) for w in ma.workloads]) for ma in machines]
+        _read_then(then.get(place_of(ma.basis.machine.machine_id, w.variant, rec.ranking)),
+                   rec) for rec in w.recommendations]) for w in ma.workloads])
+            for ma in machines]
+
+
+def _read_then(then: Recommendation | None, now: Recommendation) -> Recommendation:
+    """The answer its settling look read (``then``), counting the runs of its place
+    stored since (``now`` read them all); ``now`` where the place is not settled."""
+    if then is None:
+        return now
+    runs = [sum(len(c.runs) for c in r.ranking.configs()) for r in (now, then)]
+    return replace(then, unread=max(runs[0] - runs[1], 0))
 
 
 @dataclass(frozen=True)

@@ -103,6 +103,9 @@ class Recommendation:
     # other configuration of the ranking ("" and none where only decided).
     text: str = ""
     others: list[str] = field(default_factory=list)
+    # Runs of its place that finished after the look that settled it: the answer is
+    # the one that look read (``bench.answers.places``), and says how many it left.
+    unread: int = 0
 
     @property
     def settled(self) -> bool:

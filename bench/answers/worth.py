@@ -51,6 +51,7 @@ class Worth:
     unmeasured: tuple[str, ...] = field(default_factory=tuple)
     comparisons: int = 0
     level: float = 1 - DEFAULT_ALPHA
+    unread: int = 0  # the place's runs stored after the look that settled it
 
 
 def worth(r: Recommendation, level: float = 1 - DEFAULT_ALPHA) -> Worth | None:
@@ -70,11 +71,12 @@ def worth(r: Recommendation, level: float = 1 - DEFAULT_ALPHA) -> Worth | None:
     if through:
         level = 1 - 2 * (1 - level)
     if not measured:
-        return Worth(r.best.choice, r.settled, None, None, unmeasured, 0, level)
+        return Worth(r.best.choice, r.settled, None, None, unmeasured, 0, level, r.unread)
     highest = highest_ratio([(math.log(s.ratio), s.se or 0.0, s.df)
                              for s in measured.values()], r.alpha)
     return Worth(r.best.choice, r.settled, 1.0 / highest - 1.0,
-                 None if unmeasured else highest - 1.0, unmeasured, len(measured), level)
+                 None if unmeasured else highest - 1.0, unmeasured, len(measured), level,
+                 r.unread)
 
 
 def highest_ratio(estimates: Sequence[tuple[float, float, float]], alpha: float) -> float:
