@@ -25,7 +25,11 @@ The cases (docs/how-it-decides.md, "Error rates"):
 - ``member``: an answer whose sessions hold three arms and a multi-worker member 3x
   noisier, beside a quieter answer, the sessions' noise pooled: how often the member's
   interval against an arm misses the true ratio, and how often a gap exactly at the
-  margin is called EQUIVALENT.
+  margin is called EQUIVALENT;
+- ``opening``: the opening place's two arms after three sessions, and a configuration
+  of the place that runs alone after them, truly the fastest: how often the place
+  settles on another answer (the budget's look waits for every configuration planned
+  at a place; without that wait, nearly always).
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from bench.results.stats.settlement import (
     settle_pairs,
     settle_runs,
 )
+from bench.results.store import SweepStore, load_sweep, save
 from bench.spec import RunSpec
 from reports.report import build_from_results
 from tests.helpers import fake_figures
@@ -279,6 +284,75 @@ def member_case(trials: int, seed: int, gap: float) -> Rate:
     return Rate("member", what, count, trials)
 
 
+# -- opening: a configuration that runs alone, truly fastest --------------------------------
+OPENING_ARMS = (("default", 1), ("mirrored", 2))
+# Runs alone on GPUs (its processes cannot join a session there): on CPUs it would be a
+# session member, but the look waits for whatever the plan runs alone.
+ALONE = ("multi_worker_mirrored", 2)
+LATER = "2999-01-01T00:00:00+00:00"  # finished after any look of the simulation
+
+
+def _store_run(out: Path, spec: RunSpec, windows: Sequence[float], replicate: int,
+               arms: Sequence[RunSpec] = (), finished_at: str | None = None) -> None:
+    """A result of ``spec`` saved where a sweep keeps it; with ``arms``, as one arm of
+    the session ``replicate`` of those arms (one process's rounds)."""
+    r = _result(spec, windows, replicate)
+    if arms:
+        r.interleaved = Interleaving(f"s{replicate}", [a.label() for a in arms],
+                                     list(arms).index(spec), len(windows), 0)
+    r.finished_at = finished_at or r.finished_at
+    save(r, SweepStore(out).paths(spec, replicate).result)
+
+
+def opening_place(rng: np.random.Generator, out: Path, wait: bool) -> bool:
+    """One draw of the opening place: default on 1 device and mirrored on 2 as arms of
+    three sessions (mirrored truly 20% slower; sessions 20% apart, windows 2%), and
+    multi_worker_mirrored on 2, which runs alone after them (as on GPUs), truly 10%
+    faster than default (three runs, each at its own level). The budget's look after the
+    opening's three sessions (``wait``: with the sweep's plan in hand, so the place waits
+    for multi_worker_mirrored; else without it), then the look after its runs; returns
+    whether the place's answer is a settled answer other than multi_worker_mirrored,
+    which is wrong whatever it claims."""
+    from bench.adaptive.budget import look
+    from bench.answers.places import answered
+    from bench.answers.sequential import LookPlan, Looks
+
+    arms = [_spec(s, d, 256) for s, d in OPENING_ARMS]
+    alone = _spec(*ALONE, 256)
+    for n in range(1, 4):
+        level = 1000.0 * math.exp(rng.normal(0.0, 0.2))
+        for spec, ratio in zip(arms, (1.0, 0.8), strict=True):
+            _store_run(out, spec, [level * ratio * math.exp(rng.normal(0.0, 0.02))
+                                   for _ in range(3)], n, arms=arms)
+    plan = LookPlan.for_budget(600.0)
+    planned = [*arms, alone] if wait else []
+    look(load_sweep(out).results, out, plan, 100.0, 600.0, lambda _: None, planned=planned)
+    for n in range(1, 4):
+        level = 1000.0 * 1.1 * math.exp(rng.normal(0.0, 0.2))
+        _store_run(out, alone, [level * math.exp(rng.normal(0.0, 0.02)) for _ in range(3)],
+                   n, finished_at=LATER)
+    results = load_sweep(out).results
+    look(results, out, plan, 300.0, 600.0, lambda _: None, planned=planned)
+    looks = Looks.of_journal(SweepStore(out).journal_events())
+    (rec,) = [rec for ma in answered(results, looks) for _, _, rec in ma.placed()]
+    return rec.settled and rec.best is not None and rec.best.key != alone.key()
+
+
+def opening_case(trials: int, seed: int, wait: bool = True) -> Rate:
+    """``opening_place`` ``trials`` times: how often the place settles on an answer that
+    is not the configuration that ran alone, the truly fastest."""
+    import tempfile
+
+    rng = np.random.default_rng(seed)
+    count = 0
+    for _ in range(trials):
+        with tempfile.TemporaryDirectory(prefix="stratbench-opening-") as tmp:
+            count += opening_place(rng, Path(tmp), wait)
+    rule = "the look waits for it" if wait else "the look does not wait"
+    return Rate("opening", f"a run-alone configuration truly fastest, {rule}: another "
+                f"settled as the answer", count, trials)
+
+
 CASES: dict[str, Callable[[int, int], Rate]] = {
     "compare-change": lambda n, seed: compare_case(n, seed, 0.96),
     "compare-same": lambda n, seed: compare_case(n, seed + 1, 1.0),
@@ -288,6 +362,7 @@ CASES: dict[str, Callable[[int, int], Rate]] = {
     "one-run-margin": lambda n, seed: one_run_case(n, seed + 1, AT_MARGIN),
     "member-coverage": lambda n, seed: member_case(n, seed, 1.0),
     "member-margin": lambda n, seed: member_case(n, seed + 1, AT_MARGIN),
+    "opening": opening_case,
 }
 
 

@@ -314,3 +314,13 @@ def test_ranks_are_the_sessions_fitted_levels_not_medians_of_different_sessions(
     mirrored = two[0]
     assert mirrored.level is not None and cs.level is not None
     assert cs.level / mirrored.level == pytest.approx(0.98, abs=0.002)
+
+
+def test_the_opening_place_waits_for_its_configuration_that_runs_alone() -> None:
+    """The truly fastest configuration of the opening place runs alone, after the
+    opening's sessions: the place settles on another answer within its nominal rate
+    when the look waits for it, and nearly always when it does not (the rule before)."""
+    waits = er.opening_case(30, 0, wait=True)
+    assert waits.holds, waits.line()
+    before = er.opening_case(30, 0, wait=False)
+    assert not before.holds and before.rate > 0.5, before.line()
