@@ -2,7 +2,7 @@
 
 ``fingerprint()`` never imports TensorFlow (the sweep parent uses it for results
 of runs that never started); the child adds the TensorFlow part
-(``bench.child.env``).
+(``bench.child.backends.tf.env``).
 The fingerprint has two parts that are kept apart on purpose:
 
 - the hardware identity (``hardware_identity``, hashed as ``machine_id``): CPU
@@ -31,6 +31,7 @@ from typing import Any
 
 from bench import sim
 from bench.hardware import Hardware, detect, nccl_version
+from bench.lanes import software_fields
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The variables that can change a run's figures, by a prefix that belongs to the software
@@ -135,7 +136,7 @@ def fingerprint(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Everything needed to tell whether two results are comparable.
 
     ``extra`` adds what only a run's own process can know (the child passes its
-    TensorFlow versions, build and devices: ``bench.child.env``); ``machine_id``
+    TensorFlow versions, build and devices: ``bench.child.backends.tf.env``); ``machine_id``
     (hardware) and ``software_id`` (software stack) are computed after it is merged in.
     """
     hw = detect()
@@ -174,10 +175,8 @@ def fingerprint(extra: dict[str, Any] | None = None) -> dict[str, Any]:
 
 # Fingerprint fields that belong to the software stack (everything else that is not
 # bookkeeping, such as host, timestamp and git, describes the machine or the run).
-SOFTWARE_FIELDS = ("tensorflow", "keras", "numpy", "python", "platform", "tf_build",
-                   # The JAX lane (bench.child.backends.jax): another framework, another
-                   # stack, whatever else the two runs share.
-                   "backend", "jax", "jaxlib", "xla_flags")
+# Each lane names its own (bench.lanes).
+SOFTWARE_FIELDS = software_fields()
 # Recorded variables that name a job or a place rather than change the figures: they
 # differ on every run, and listing them would bury the differences that matter.
 _BOOKKEEPING_VARS = re.compile(r"^(SLURM_JOB|STRATBENCH_CACHE_DIR$)")

@@ -13,6 +13,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, Literal
 
 from bench.errors import SpecError
+from bench.lanes import LANES
 from bench.strategies import STRATEGIES
 from workloads import UserWorkload, find_workload
 
@@ -27,22 +28,21 @@ SIZES = ("default", "tiny")
 COMMUNICATIONS = ("auto", "ring", "nccl")
 PARTITIONERS = ("none", "fixed", "min_size")
 # "train" measures training; "allreduce" runs the nccl-tests-style probe
-# (bench.child.probes.allreduce) through the strategy's cross-device path instead.
+# (bench.child.backends.tf.allreduce) through the strategy's cross-device path instead.
 MODES = ("train", "allreduce")
 # How training is driven: "custom" (the harness's own loop: strategy.run inside a
-# tf.function, bench.child.trainer) or "fit" (Keras model.compile + model.fit,
-# bench.child.fit), the way most users train.
+# tf.function, bench.child.backends.tf.trainer) or "fit" (Keras model.compile + model.fit,
+# bench.child.backends.tf.fit), the way most users train.
 LOOPS = ("custom", "fit")
 # Keras major version the child trains with: 3 (the `keras` package) or 2 (tf_keras,
 # selected with TF_USE_LEGACY_KERAS=1; the `keras2` extra installs it).
 KERAS_VERSIONS = (3, 2)
-# The framework a run trains with: "tf" (tf.distribute, the default) or "jax" (Keras 3
-# on JAX, keras.distribution: bench.child.backends.jax).
-# Each strategy names the backends that run it (StrategyFactory.backends).
-BACKENDS = ("tf", "jax")
+# The framework a run trains with: one of the lanes (bench.lanes), "tf" (tf.distribute)
+# the default. Each strategy names the backends that run it (StrategyFactory.backends).
+BACKENDS = tuple(LANES.names())
 # KERAS_BACKEND's values that name a lane: a side of `bench ab` that sets it trains on
 # that lane (``on_lane``); Keras's other backends (torch, numpy) have none here.
-KERAS_BACKEND_LANES = {"tensorflow": "tf", "jax": "jax"}
+KERAS_BACKEND_LANES = {lane.keras_backend: name for name, lane in LANES.items()}
 ALLREDUCE_MIN_BYTES = 1024  # the probe's sizes: 1 KiB doubling up to allreduce_max_bytes
 
 _ALWAYS_IN_KEY = ("workload", "strategy", "devices", "batch")
@@ -536,7 +536,8 @@ def lane_of(env: Mapping[str, str]) -> str | None:
     value = env["KERAS_BACKEND"]
     if value not in KERAS_BACKEND_LANES:
         raise SpecError(f"KERAS_BACKEND={value} names no lane of stratbench: "
-                        f"{', '.join(KERAS_BACKEND_LANES)} (tf.distribute, Keras 3 on JAX). "
+                        f"{', '.join(KERAS_BACKEND_LANES)} "
+                        f"({', '.join(lane.label for _, lane in LANES.items())}). "
                         f"Received: KERAS_BACKEND={value!r}")
     return KERAS_BACKEND_LANES[value]
 

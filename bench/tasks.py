@@ -80,7 +80,7 @@ def gpu_run(task: Task, hw: Hardware | None = None) -> GpuRun:
     """The GPU sampler of ``task``'s process: the run's cards (``RUN_GPUS``, else the
     task's own, else the GPUs it sees) in its main task; nothing in the others (one
     sampler per run). A task of a multi-host run (``extra["gather"]``, see
-    bench.child.gather) samples its own host's cards: one sampler per machine."""
+    bench.child.backends.tf.gather) samples its own host's cards: one sampler per machine."""
     sample = task.main or bool(task.extra.get("gather"))
     if not sample:
         return GpuRun(sample=False)

@@ -6,7 +6,7 @@ For each workload (default size unless told), per training example:
 
 - ``hand``: workloads.flops' analytic count (Dense and convolution layers; what the
   results of the MLP, CNN and ResNet50 store);
-- ``graph``: bench.child.flops' count of the step as TensorFlow traces it (forward and
+- ``graph``: bench.child.backends.tf.flops' count of the step as TensorFlow traces it (forward and
   the sparse categorical cross-entropy on the logits, then the gradients of the
   trainable variables), matrix-multiply and convolution ops
   (MatMul, BatchMatMul, Einsum, Conv2D and its two gradients), each costed by
@@ -30,7 +30,7 @@ def rows(names: list[str], size: str, batch: int) -> list[dict[str, Any]]:
     """One row of counts per workload (this process imports TensorFlow)."""
     import tensorflow as tf
 
-    from bench.child.flops import MATRIX_OPS, matrix_flops, traced_step_flops
+    from bench.child.backends.tf.flops import MATRIX_OPS, matrix_flops, traced_step_flops
     from workloads import WORKLOADS
     from workloads.flops import model_stats
     from workloads.synth import LabelSpec
@@ -43,7 +43,7 @@ def rows(names: list[str], size: str, batch: int) -> list[dict[str, Any]]:
         hand = model_stats(model)
         labels = LabelSpec("class_ids", w.num_classes(params))
 
-        def loss(y: Any, out: Any) -> Any:  # the custom loop's (bench.child.task)
+        def loss(y: Any, out: Any) -> Any:  # the custom loop's (bench.child.backends.tf.task)
             return tf.keras.losses.sparse_categorical_crossentropy(
                 y, tf.cast(out, tf.float32), from_logits=True)
 

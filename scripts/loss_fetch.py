@@ -48,9 +48,9 @@ def run_config(config: str, rounds: int, seconds: float, devices: Any
                ) -> dict[str, list[float]]:
     """Windows of every way for ``config`` (``workload,strategy,devices,batch``), alternated;
     examples/s per way in round order. ``devices``: the process's DeviceSetup."""
-    from bench.child.build import build as build_strategy
-    from bench.child.devices import DeviceSetup
-    from bench.child.trainer import Trainer
+    from bench.child.backends.base import DeviceSetup
+    from bench.child.backends.tf.build import build as build_strategy
+    from bench.child.backends.tf.trainer import Trainer
     from bench.child.windows import FETCH_LAG, NoDeviceMemory, Rules, run_window, warm_up
     from bench.spec import RunSpec
 
@@ -62,7 +62,7 @@ def run_config(config: str, rounds: int, seconds: float, devices: Any
     setup = DeviceSetup(devices.kind, names, devices.logical)
     trainer = Trainer(spec, build_strategy(spec, names), setup)
     loop, rules = trainer.loop(), Rules.of(spec)
-    phases = {"import_tf_s": 0.0, "device_setup_s": 0.0, "build_s": 0.0}
+    phases = {"import_framework_s": 0.0, "device_setup_s": 0.0, "build_s": 0.0}
     out = warm_up(loop, rules, launch_ts=time.time(), phases=phases).out
     lags = fetch_lags(FETCH_LAG)
     rates: dict[str, list[float]] = {w: [] for w in WAYS}
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     configs = args.config or DEFAULT_SET
     import tensorflow as tf
 
-    from bench.child.devices import setup_devices
+    from bench.child.backends.tf.devices import setup_devices
 
     devices = setup_devices(tf, max(int(c.split(",")[2]) for c in configs))
     for config in configs:

@@ -1,7 +1,7 @@
 """Harness overhead: the harness's measured loop vs its minimal peer, and its fit.
 
 For each configuration (its own process, as in a sweep), the same strategy object
-trains two copies of the model: one through bench.child.trainer.Trainer (what every
+trains two copies of the model: one through bench.child.backends.tf.trainer.Trainer (what every
 sweep measures) and one through its minimal peer, the simplest loop a user would write
 (``minimal_loop``: strategy.run of the step in one tf.function on one fixed batch per
 replica placed on the devices once, nothing else per step, synchronised at the window
@@ -13,7 +13,7 @@ better, "HARNESS SLOWER" below. The default set has a row for every in-process s
 device count, and the CNN under the two multi-device ones.
 
 Then the same for Keras fit (``fit_comparison``): the harness's fit mode
-(bench.child.fit) vs a plain hand-written ``model.fit`` vs tf_keras' benchmark helper
+(bench.child.backends.tf.fit) vs a plain hand-written ``model.fit`` vs tf_keras' benchmark helper
 (``measure_performance``, Keras 2 lane and one device only), rotating order each round,
 each timed in its steady state (see ``hand_written_fit`` and ``keras_helper_fit``).
 
@@ -58,15 +58,15 @@ def minimal_loop(tf: Any, keras: Any, strategy: Any, spec: Any, devices: list[st
     documentation shows: the strategies leave the values where the function made them); the
     train step ``strategy.run`` inside one ``tf.function``. No input pipeline and no
     distributed dataset: one distributed iterator under OneDevice or Mirrored leaves every
-    later step of the process slower (see bench.child.trainer), a cost this peer must not
-    carry. A measurement is a fixed number of calls with nothing else per step, then one
+    later step of the process slower (see bench.child.backends.tf.trainer), a cost this peer
+    must not carry. A measurement is a fixed number of calls with nothing else per step, then one
     synchronisation; it starts synchronised (the previous measurement, the harness's or this
     one's, ended so). Its call count is sized from the previous measurement to last about
     ``seconds``.
 
     The step captures its batch (a user with one batch calls ``step()``); the harness
     passes each call its batch as arguments, as it cycles a pool of up to 8, and calls the
-    traced graph directly (bench.child.trainer: tf.function's dispatch of per-replica
+    traced graph directly (bench.child.backends.tf.trainer: tf.function's dispatch of per-replica
     arguments cost it 5-8% of an 8 ms MLP step). The peer is the loop a user writes, not
     an equal-work twin, so what the harness's way of feeding costs shows in the ratio.
     """
@@ -123,9 +123,9 @@ def run_one(config: str, rounds: int, seconds: float) -> dict[str, Any]:
     import keras
     import tensorflow as tf
 
-    from bench.child.build import build as build_strategy
-    from bench.child.devices import setup_devices
-    from bench.child.trainer import Trainer
+    from bench.child.backends.tf.build import build as build_strategy
+    from bench.child.backends.tf.devices import setup_devices
+    from bench.child.backends.tf.trainer import Trainer
     from bench.spec import RunSpec
 
     workload, strategy_name, devices, batch = config.split(",")
@@ -136,7 +136,7 @@ def run_one(config: str, rounds: int, seconds: float) -> dict[str, Any]:
     strategy = build_strategy(spec, setup.names)
     trainer = Trainer(spec, strategy, setup)
     minimal = minimal_loop(tf, keras, strategy, spec, setup.names)
-    phases = {"import_tf_s": 0.0, "device_setup_s": 0.0, "build_s": 0.0}
+    phases = {"import_framework_s": 0.0, "device_setup_s": 0.0, "build_s": 0.0}
     rates: dict[str, list[float]] = {"harness": [], "minimal": []}
     measures = {
         "harness": lambda: trainer.measure(time.time(), phases).global_throughput,
@@ -253,15 +253,15 @@ def keras_helper_fit(spec: Any, pool: int) -> Any:
 def run_fit_one(config: str, keras_version: int, rounds: int, seconds: float
                 ) -> dict[str, Any]:
     """Inside the child: harness fit, hand-written fit and the helper, rotating order."""
-    from bench.child.keras_lane import select_keras
+    from bench.child.backends.tf.keras_lane import select_keras
 
     select_keras(keras_version)  # before TensorFlow
     import keras
     import tensorflow as tf
 
-    from bench.child.build import build as build_strategy
-    from bench.child.devices import setup_devices
-    from bench.child.fit import FitTrainer
+    from bench.child.backends.tf.build import build as build_strategy
+    from bench.child.backends.tf.devices import setup_devices
+    from bench.child.backends.tf.fit import FitTrainer
     from bench.spec import RunSpec
 
     workload, strategy_name, devices, batch = config.split(",")
@@ -271,7 +271,7 @@ def run_fit_one(config: str, keras_version: int, rounds: int, seconds: float
     setup = setup_devices(tf, spec.devices)
     strategy = build_strategy(spec, setup.names)
     trainer = FitTrainer(spec, strategy, setup)
-    phases = {"import_tf_s": 0.0, "device_setup_s": 0.0, "build_s": 0.0}
+    phases = {"import_framework_s": 0.0, "device_setup_s": 0.0, "build_s": 0.0}
     measures = {
         "harness": lambda s: trainer.measure(time.time(), phases).global_throughput,
         "hand": hand_written_fit(keras, strategy, spec, trainer.dataset),

@@ -197,9 +197,9 @@ def case_host(setup: Any, tmp: str) -> dict[str, Any]:
     import keras
     import tensorflow as tf
 
-    from bench.child.build import build as build_strategy
-    from bench.child.devices import DeviceSetup
-    from bench.child.fit import FitTrainer
+    from bench.child.backends.base import DeviceSetup
+    from bench.child.backends.tf.build import build as build_strategy
+    from bench.child.backends.tf.fit import FitTrainer
     from bench.child.probes.profile import capture
 
     strategy = tf.distribute.get_strategy()

@@ -47,7 +47,7 @@ def fake_figures(throughputs: tuple[float, ...] = (1000.0, 1100.0), replicas: in
     return Figures(
         global_throughput=med, per_replica_throughput=med / replicas, step_time=st,
         windows=windows, warmup=Warmup(first_call_s=0.5, steps=2, total_s=0.6),
-        startup=Startup(import_tf_s=2.0, device_setup_s=0.01, build_s=0.4,
+        startup=Startup(import_framework_s=2.0, device_setup_s=0.01, build_s=0.4,
                         launch_to_first_step_s=3.1),
         memory=Memory(device_peak_bytes={"CPU:0": 2**20}, device_scope="process",
                       host_peak_rss_bytes=600 * 2**20, host_scope="window"),

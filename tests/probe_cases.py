@@ -46,8 +46,8 @@ def case_allreduce(setup: Any, configs: list[dict[str, str]], sizes: list[int],
                    workload: str = "mlp") -> dict[str, Any]:
     """Probe the sizes and the workload's gradients under each (strategy,
     cross_device_ops) config in turn (at most one collective-based Mirrored)."""
-    from bench.child.build import build as build_strategy
-    from bench.child.probes.allreduce import gradient_buffers, run_points, size_buffers
+    from bench.child.backends.tf.allreduce import gradient_buffers, run_points, size_buffers
+    from bench.child.backends.tf.build import build as build_strategy
     from workloads import WORKLOADS
     from workloads.flops import model_stats
 
@@ -67,10 +67,10 @@ def case_allreduce(setup: Any, configs: list[dict[str, str]], sizes: list[int],
 
 def case_profile(setup: Any, runs: list[dict[str, Any]], tmp: str) -> list[dict[str, Any]]:
     """Measure then profile each run (at most one Mirrored) with the harness's hooks."""
-    from bench.child.build import build as build_strategy
-    from bench.child.devices import DeviceSetup
-    from bench.child.probes.hooks import after_windows
-    from bench.child.trainer import Trainer
+    from bench.child.backends.base import DeviceSetup
+    from bench.child.backends.tf.after import after_windows
+    from bench.child.backends.tf.build import build as build_strategy
+    from bench.child.backends.tf.trainer import Trainer
 
     out = []
     for i, over in enumerate(runs):
@@ -78,7 +78,7 @@ def case_profile(setup: Any, runs: list[dict[str, Any]], tmp: str) -> list[dict[
         names = setup.names[: spec.devices]
         strategy = build_strategy(spec, names)
         trainer = Trainer(spec, strategy, DeviceSetup(setup.kind, names, setup.logical))
-        figures = trainer.measure(0.0, {"import_tf_s": 0.0, "device_setup_s": 0.0,
+        figures = trainer.measure(0.0, {"import_framework_s": 0.0, "device_setup_s": 0.0,
                                         "build_s": 0.0})
         after_windows(trainer, figures, Path(tmp) / f"run{i}")
         out.append(asdict(figures))
@@ -122,7 +122,7 @@ def serve(cases: dict[str, Callable[..., Any]]) -> None:
     many logical CPU devices, print its result after MARK and exit."""
     import tensorflow as tf
 
-    from bench.child.devices import setup_devices
+    from bench.child.backends.tf.devices import setup_devices
 
     case, devices, kwargs = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
     setup = setup_devices(tf, devices, force_cpu=True)

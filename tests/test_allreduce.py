@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 
-from bench.child.probes.allreduce import Buffers, algbw, busbw, human_bytes, size_buffers, sizes
+from bench.child.backends.tf.allreduce import (
+    Buffers,
+    algbw,
+    busbw,
+    human_bytes,
+    size_buffers,
+    sizes,
+)
 from tests.probe_cases import run_probe_case
 
 KiB, MiB = 2**10, 2**20

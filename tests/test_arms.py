@@ -181,7 +181,7 @@ def test_mirrored_arms_on_different_device_counts_share_a_process(
         rebuilt: tuple[Path, list[RunResult]]) -> None:
     """Mirrored arms on 4 and 2 devices both run in one process."""
     # Each MirroredStrategy's collective group keys started at 1: the second one built,
-    # on another device count, failed at its first all-reduce (bench.child.build).
+    # on another device count, failed at its first all-reduce (bench.child.backends.tf.build).
     _, results = rebuilt
     mirrored = [r for r in results if r.spec.strategy == "mirrored"]
     assert sorted(r.spec.devices for r in mirrored) == [2, 4]

@@ -64,7 +64,8 @@ def test_child_side_modules_do_not_load_scipy() -> None:
     modules = [name for pkg in (bench, workloads)
                for info in pkgutil.walk_packages(pkg.__path__, prefix=pkg.__name__ + ".")
                if (name := info.name).startswith(CHILD_SIDE) and not name.endswith("__main__")]
-    assert {"bench.child.main", "bench.child.windows", "bench.child.fit"} <= set(modules)
+    assert {"bench.child.main", "bench.child.windows",
+            "bench.child.backends.tf.fit"} <= set(modules)
     loaded = loaded_by_importing(modules, ("scipy",))
     assert loaded == [], f"child-side imports loaded {loaded[:5]}"
 
@@ -74,7 +75,7 @@ def test_every_strategy_has_a_child_side_builder() -> None:
     # name the same strategies; read statically so that TensorFlow stays unloaded.
     from bench.strategies import STRATEGIES
 
-    text = (ROOT / "bench" / "child" / "build.py").read_text(encoding="utf-8")
+    text = (ROOT / "bench" / "child" / "backends" / "tf" / "build.py").read_text(encoding="utf-8")
     built = {line.split('"')[1] for line in text.splitlines()
              if line.startswith("@_register(")}
     assert built == {n for n, f in STRATEGIES.items() if "tf" in f.backends}

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bench.child.ps import check_data_source
+from bench.child.backends.tf.ps import check_data_source
 from bench.errors import SpecError, Unsupported
 from bench.results.combination import COMBINERS, combine
 from bench.results.concurrency import (

@@ -129,14 +129,14 @@ class FakeFit:
 
     def __init__(self, rules: Rules, k: int = 1, agree: Any = None,
                  warm_target: int | None = None) -> None:
-        from bench.child.fit import FitClock
+        from bench.child.backends.tf.fit import FitClock
 
         self.now, self.sum, self.n, self.syncs, self.gone = 0.0, 0.0, 0, 0, 0
         self.k = k
         self.clock = FitClock(
             rules=rules, sync=self._sync, reset_loss=self._reset,
             memory=NoDeviceMemory("process"), examples_per_step=32, replicas=2,
-            launch_ts=0.0, phases={"import_tf_s": 1.0, "device_setup_s": 0.1,
+            launch_ts=0.0, phases={"import_framework_s": 1.0, "device_setup_s": 0.1,
                                    "build_s": 0.2},
             before_windows=self._go, agree=agree, warm_target=warm_target,
             clock=self._tick)
@@ -261,11 +261,11 @@ def case_fit_and_custom(setup: Any, keras: int = 3,
     """In-process strategies trained with fit; one_device and mirrored with the custom
     loop too (one strategy object per strategy: a second MirroredStrategy in a process
     breaks collectives, see tests/tf_cases.py). ``keras``: the lane (chosen by main)."""
-    from bench.child.build import build as build_strategy
-    from bench.child.devices import DeviceSetup
-    from bench.child.fit import TRAINERS
+    from bench.child.backends.base import DeviceSetup
+    from bench.child.backends.tf.build import build as build_strategy
+    from bench.child.backends.tf.fit import TRAINERS
 
-    phases = {"import_tf_s": 0.0, "device_setup_s": 0.0, "build_s": 0.0}
+    phases = {"import_framework_s": 0.0, "device_setup_s": 0.0, "build_s": 0.0}
     out: dict[str, Any] = {}
     for strategy_name, devices in strategies or IN_PROCESS:
         loops = ("fit", "custom") if strategy_name in PARITY else ("fit",)
@@ -374,12 +374,12 @@ CASES = {"fit_and_custom": case_fit_and_custom}
 
 
 def main() -> None:
-    from bench.child.keras_lane import select_keras
+    from bench.child.backends.tf.keras_lane import select_keras
 
     select_keras(json.loads(sys.argv[2]).get("keras", 3))  # before TensorFlow
     import tensorflow as tf
 
-    from bench.child.devices import setup_devices
+    from bench.child.backends.tf.devices import setup_devices
 
     case, kwargs = sys.argv[1], json.loads(sys.argv[2])
     setup = setup_devices(tf, 2, force_cpu=True)

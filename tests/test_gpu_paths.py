@@ -356,7 +356,7 @@ class FakeTF:
 
 @pytest.mark.parametrize(("gpus", "count"), [(1, 1), (2, 2), (8, 2), (8, 8)])
 def test_device_setup_on_gpus_grows_memory_on_the_chosen_ones(gpus: int, count: int) -> None:
-    from bench.child.devices import setup_devices
+    from bench.child.backends.tf.devices import setup_devices
 
     tf = FakeTF(gpus)
     setup = setup_devices(tf, count)
@@ -367,7 +367,7 @@ def test_device_setup_on_gpus_grows_memory_on_the_chosen_ones(gpus: int, count: 
 
 
 def test_device_setup_with_a_memory_limit_per_gpu() -> None:
-    from bench.child.devices import setup_devices
+    from bench.child.backends.tf.devices import setup_devices
 
     tf = FakeTF(2)
     setup_devices(tf, 2, gpu_memory_limit_mb=18432)
@@ -376,14 +376,14 @@ def test_device_setup_with_a_memory_limit_per_gpu() -> None:
 
 
 def test_device_setup_refuses_more_devices_than_gpus() -> None:
-    from bench.child.devices import setup_devices
+    from bench.child.backends.tf.devices import setup_devices
 
     with pytest.raises(Unsupported, match="4 devices requested but only 2 GPU"):
         setup_devices(FakeTF(2), 4)
 
 
 def test_device_setup_force_cpu_hides_the_gpus_and_splits_the_cpu() -> None:
-    from bench.child.devices import setup_devices
+    from bench.child.backends.tf.devices import setup_devices
 
     tf = FakeTF(8)
     setup = setup_devices(tf, 2, force_cpu=True)
@@ -392,7 +392,7 @@ def test_device_setup_force_cpu_hides_the_gpus_and_splits_the_cpu() -> None:
 
 
 def test_a_cpu_build_of_tensorflow_on_a_gpu_machine_fails_loudly(smi: Any) -> None:
-    from bench.child.devices import GpuSetupError, setup_devices
+    from bench.child.backends.tf.devices import GpuSetupError, setup_devices
 
     smi(cards(2))
     with pytest.raises(GpuSetupError, match=r"nvidia-smi shows 2 .*tensorflow\[and-cuda\]"):
@@ -400,7 +400,7 @@ def test_a_cpu_build_of_tensorflow_on_a_gpu_machine_fails_loudly(smi: Any) -> No
 
 
 def test_a_process_meant_to_see_no_gpu_sets_up_the_cpu(smi: Any) -> None:
-    from bench.child.devices import setup_devices
+    from bench.child.backends.tf.devices import setup_devices
 
     smi(cards(2), visible="")  # a parameter server or the coordinator (child_env)
     assert setup_devices(FakeTF(0), 1).kind == "CPU"

@@ -1,4 +1,5 @@
-"""bench.child.lean_import: the optional packages are refused only while TensorFlow starts."""
+"""bench.child.backends.tf.lean_import: the optional packages are refused only while
+TensorFlow starts."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from importlib.machinery import ModuleSpec
 
 import pytest
 
-from bench.child.lean_import import _SkipOptional
+from bench.child.backends.tf.lean_import import _SkipOptional
 
 
 def _framework(initializing: bool) -> types.ModuleType:

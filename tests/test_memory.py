@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from bench.child.memory import ArmMemory, DeviceMemory
+from bench.child.backends.tf.memory import DeviceMemory
+from bench.child.memory import ArmMemory
 from bench.env import CPU_ALLOCATOR_VAR
 from bench.hardware import Hardware
 from bench.launch.launcher import child_env

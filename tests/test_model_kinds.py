@@ -273,10 +273,11 @@ def case_tf(directory: str) -> dict[str, Any]:
     2 logical devices (custom loop; the two-headed model with fit too)."""
     import tensorflow as tf
 
-    from bench.child.build import build as build_strategy
-    from bench.child.devices import DeviceSetup, setup_devices
-    from bench.child.fit import TRAINERS
-    from bench.child.preflight import check
+    from bench.child.backends.base import DeviceSetup
+    from bench.child.backends.tf.build import build as build_strategy
+    from bench.child.backends.tf.devices import setup_devices
+    from bench.child.backends.tf.fit import TRAINERS
+    from bench.child.backends.tf.preflight import check
 
     setup = setup_devices(tf, 2, force_cpu=True)
     devices = DeviceSetup(setup.kind, setup.names[:2], setup.logical)
@@ -289,14 +290,14 @@ def case_tf(directory: str) -> dict[str, Any]:
             out[kind] = {"status": "refused", "reason": answer["problem"]}
             continue
         figures = TRAINERS.get("custom")(spec, strategy, devices).measure(
-            0.0, {"import_tf_s": 0.0, "device_setup_s": 0.0, "build_s": 0.0})
+            0.0, {"import_framework_s": 0.0, "device_setup_s": 0.0, "build_s": 0.0})
         m = figures.model
         out[kind] = {"status": "ok", "loss_end": figures.loss_end,
                      "record": {"inputs": m.inputs, "labels": m.labels, "loss": m.loss,
                                 "optimizer": m.optimizer, "data": m.data}}
         if kind == "two_heads":
             fit = TRAINERS.get("fit")(spec.replace(loop="fit"), strategy, devices).measure(
-                0.0, {"import_tf_s": 0.0, "device_setup_s": 0.0, "build_s": 0.0})
+                0.0, {"import_framework_s": 0.0, "device_setup_s": 0.0, "build_s": 0.0})
             out[kind]["fit_loss_end"] = fit.loss_end
     return out
 

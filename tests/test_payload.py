@@ -119,7 +119,7 @@ def test_task_figures_take_the_tasks_share_and_fill_gaps_from_the_process() -> N
 
 
 def test_a_hosts_own_report_carries_its_figures_and_peaks() -> None:
-    from bench.child.gather import REASON_CHARS, own_report
+    from bench.child.backends.tf.gather import REASON_CHARS, own_report
 
     spec = tiny_spec(strategy="multi_worker_mirrored", devices=2)
     f = dataclasses.replace(fake_figures(), peak_flops_per_s=1e11, peak_fault="low")

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from bench.child.backends.tf import peak as tf_peak
 from bench.child.probes import peak
 from bench.hardware import (
     QUIET_OTHERS_SHARE,
@@ -113,14 +114,14 @@ def _fake_sizes(rates: list[float], monkeypatch: pytest.MonkeyPatch) -> list[flo
             calls.append(left.pop(0))
         return rate, 8, 0.01
 
-    monkeypatch.setattr(peak, "measure_size", measure_size)
+    monkeypatch.setattr(tf_peak, "measure_size", measure_size)
     return calls
 
 
 def test_a_quiet_machine_gives_two_measurements_and_keeps_the_best(
         monkeypatch: pytest.MonkeyPatch) -> None:
     calls = _fake_sizes([1.10e11, 1.20e11], monkeypatch)
-    got = peak.measure_peak(None, "float32", "/cpu:0",
+    got = tf_peak.measure_peak(None, "float32", "/cpu:0",
                             watch=_Watch([(False, False), (False, False)]), pause=lambda _: None)
     assert calls == [1.10e11, 1.20e11]  # QUIET_MEASUREMENTS quiet ones, then stop
     assert got.flops_per_s == 1.20e11 and got.by_size["1024"] == 1.20e11
@@ -132,7 +133,7 @@ def test_a_busy_measurement_is_taken_again_and_not_kept(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # busy during the first, busy before the second: both taken again
     calls = _fake_sizes([0.60e11, 0.70e11, 1.10e11, 1.05e11], monkeypatch)
-    got = peak.measure_peak(None, "float32", "/cpu:0",
+    got = tf_peak.measure_peak(None, "float32", "/cpu:0",
                             watch=_Watch([(False, True), (True, False), (False, False),
                                           (False, False)]),
                             pause=lambda _: None)
@@ -146,12 +147,12 @@ def test_a_machine_never_quiet_keeps_the_best_and_says_it_may_read_low(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # a busy measurement that happens to read higher is still kept over nothing
     _fake_sizes([0.9e11, 1.0e11, 0.8e11, 0.7e11], monkeypatch)
-    got = peak.measure_peak(None, "float32", "/cpu:0", watch=_Watch([(True, True)] * 4),
+    got = tf_peak.measure_peak(None, "float32", "/cpu:0", watch=_Watch([(True, True)] * 4),
                             pause=lambda _: None)
     assert len(got.measurements) == peak.MAX_MEASUREMENTS and got.measured_quiet is False
     assert got.flops_per_s == 1.0e11 and "none was quiet" in got.conditions
     _fake_sizes([2e11, 3e11], monkeypatch)  # /proc unreadable: nothing to check
-    unknown = peak.measure_peak(None, "float32", "/cpu:0", watch=lambda: None,
+    unknown = tf_peak.measure_peak(None, "float32", "/cpu:0", watch=lambda: None,
                                 pause=lambda _: None)
     assert unknown.measured_quiet is None and unknown.quiet == [None, None]
     assert "quiet not checked" in unknown.conditions and unknown.flops_per_s == 3e11
@@ -266,15 +267,15 @@ def test_a_cached_probe_error_is_replaced_on_refresh_and_reported(
     monkeypatch.setenv("STRATBENCH_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(peak, "theoretical_for", lambda *_: peak.cpu_theoretical(ROME))
     for flops in (3.0e11, 1.1e11):  # 300 GFLOP/s cached: above the 249.6 maximum
-        monkeypatch.setattr(peak, "measure_peak", lambda *_, f=flops: _dtype_peak(f))
-        got = peak.achievable_peak(FakeTF, "/cpu:0", "float32", refresh=True, ceiling=249.6e9)
+        monkeypatch.setattr(tf_peak, "measure_peak", lambda *_, f=flops: _dtype_peak(f))
+        got = tf_peak.achievable_peak(FakeTF, "/cpu:0", "float32", refresh=True, ceiling=249.6e9)
     assert got.flops_per_s == 1.1e11  # not kept as "the best the hardware showed"
-    monkeypatch.setattr(peak, "measure_peak", lambda *_: _dtype_peak(1.0e11))
-    kept = peak.achievable_peak(FakeTF, "/cpu:0", "float32", refresh=True, ceiling=249.6e9)
+    monkeypatch.setattr(tf_peak, "measure_peak", lambda *_: _dtype_peak(1.0e11))
+    kept = tf_peak.achievable_peak(FakeTF, "/cpu:0", "float32", refresh=True, ceiling=249.6e9)
     assert kept.flops_per_s == 1.1e11 and "is higher and stays" in kept.conditions
-    monkeypatch.setattr(peak, "measure_peak", lambda *_: _dtype_peak(3.0e11))
-    peak.achievable_peak(FakeTF, "/cpu:0", "bfloat16")  # 300 > 249.6 and > float32
-    entry = peak.fingerprint_entry(FakeTF, "/cpu:0", ("float32", "bfloat16"))
+    monkeypatch.setattr(tf_peak, "measure_peak", lambda *_: _dtype_peak(3.0e11))
+    tf_peak.achievable_peak(FakeTF, "/cpu:0", "bfloat16")  # 300 > 249.6 and > float32
+    entry = tf_peak.fingerprint_entry(FakeTF, "/cpu:0", ("float32", "bfloat16"))
     errors = entry["achievable"]["probe_errors"]
     assert set(errors) == {"bfloat16"} and "above the theoretical maximum" in errors["bfloat16"]
     assert entry["theoretical"]["bound"] is True
@@ -293,17 +294,17 @@ def test_processes_that_miss_the_cache_together_measure_once(
         measured.append(1.2e11)
         return _dtype_peak(1.2e11)
 
-    monkeypatch.setattr(peak, "measure_peak", slow_measure)
+    monkeypatch.setattr(tf_peak, "measure_peak", slow_measure)
     got: list[float] = []
     tasks = [threading.Thread(target=lambda: got.append(
-        peak.achievable_peak(FakeTF, "/cpu:0", "float32").flops_per_s)) for _ in range(3)]
+        tf_peak.achievable_peak(FakeTF, "/cpu:0", "float32").flops_per_s)) for _ in range(3)]
     for t in tasks:
         t.start()
     for t in tasks:
         t.join(timeout=30)
     assert got == [1.2e11] * 3 and len(measured) == 1
     # A refresh (a run beat the figure) measures again, under the same lock.
-    peak.achievable_peak(FakeTF, "/cpu:0", "float32", refresh=True)
+    tf_peak.achievable_peak(FakeTF, "/cpu:0", "float32", refresh=True)
     assert len(measured) == 2
     # A lock held past the wait is not waited on forever: measure anyway.
     with peak.measuring() as first:
@@ -324,9 +325,9 @@ def test_a_remote_device_is_measured_without_this_hosts_quiet_check(
         calls.append(device)
         return {"512": 1e11 + len(calls)}, {"512": 4}
 
-    monkeypatch.setattr(peak, "_measure_sizes", sizes)
+    monkeypatch.setattr(tf_peak, "_measure_sizes", sizes)
     worker = "/job:worker/replica:0/task:0/device:CPU:0"
-    assert peak.measure_dtype(FakeTF, "float32", worker, remote=True) == 1e11 + 2
+    assert tf_peak.measure_dtype(FakeTF, "float32", worker, remote=True) == 1e11 + 2
     assert calls == [worker] * peak.QUIET_MEASUREMENTS
 
 
@@ -337,5 +338,5 @@ def test_onednn_on_and_off_keep_their_own_peaks(monkeypatch: pytest.MonkeyPatch)
             monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS", raising=False)
         else:
             monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", value)
-        keys.add(peak.cache_key(FakeTF, "/cpu:0"))
+        keys.add(tf_peak.cache_key(FakeTF, "/cpu:0"))
     assert len(keys) == 3

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from bench.child.backends.tf import peak as tf_peak
 from bench.child.probes import peak
 from bench.errors import SpecError
 from bench.launch.memory_fit import note_largest_fit
@@ -111,17 +112,17 @@ def _fake_peak(flops: float) -> peak.DtypePeak:
 def test_achievable_peak_comes_from_the_cache_without_measuring(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STRATBENCH_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(peak, "measure_peak", lambda _tf, dtype, _dev: _fake_peak(4.0e11))
-    assert peak.achievable_peak(FakeTF, "/cpu:0", "float32").flops_per_s == 4.0e11
+    monkeypatch.setattr(tf_peak, "measure_peak", lambda _tf, dtype, _dev: _fake_peak(4.0e11))
+    assert tf_peak.achievable_peak(FakeTF, "/cpu:0", "float32").flops_per_s == 4.0e11
 
     def no_measuring(*_: Any, **__: Any) -> float:
         raise AssertionError("measured although the cache has the figure")
 
-    monkeypatch.setattr(peak, "measure_peak", no_measuring)
-    assert peak.achievable_peak(FakeTF, "/cpu:0", "float32").flops_per_s == 4.0e11
-    assert peak.cached_peak(FakeTF, "/cpu:0", "bfloat16") is None  # measured per dtype
-    key = peak.cache_key(FakeTF, "/cpu:0")
-    assert peak.cache_key(FakeTF, "/gpu:0") != key  # another device kind, another entry
+    monkeypatch.setattr(tf_peak, "measure_peak", no_measuring)
+    assert tf_peak.achievable_peak(FakeTF, "/cpu:0", "float32").flops_per_s == 4.0e11
+    assert tf_peak.cached_peak(FakeTF, "/cpu:0", "bfloat16") is None  # measured per dtype
+    key = tf_peak.cache_key(FakeTF, "/cpu:0")
+    assert tf_peak.cache_key(FakeTF, "/gpu:0") != key  # another device kind, another entry
     assert key.endswith(peak.METHOD_VERSION)  # figures of another method are not reused
     entry = json.loads(peak.cache_path().read_text())[key]
     assert "chained square matmuls" in entry["method"]
@@ -131,11 +132,11 @@ def test_a_refresh_keeps_the_higher_peak(tmp_path: Path,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STRATBENCH_CACHE_DIR", str(tmp_path))
     for flops in (4.0e11, 1.0e11):  # a busy machine reads low: the cached 4e11 stays
-        monkeypatch.setattr(peak, "measure_peak", lambda *_, f=flops: _fake_peak(f))
-        got = peak.achievable_peak(FakeTF, "/cpu:0", "float32", refresh=True)
+        monkeypatch.setattr(tf_peak, "measure_peak", lambda *_, f=flops: _fake_peak(f))
+        got = tf_peak.achievable_peak(FakeTF, "/cpu:0", "float32", refresh=True)
     assert got.flops_per_s == 4.0e11 and got.remeasured == 1
-    monkeypatch.setattr(peak, "measure_peak", lambda *_: _fake_peak(5.0e11))
-    assert peak.achievable_peak(FakeTF, "/cpu:0", "float32", refresh=True).flops_per_s == 5e11
+    monkeypatch.setattr(tf_peak, "measure_peak", lambda *_: _fake_peak(5.0e11))
+    assert tf_peak.achievable_peak(FakeTF, "/cpu:0", "float32", refresh=True).flops_per_s == 5e11
 
 
 def test_chains_are_long_enough_that_launch_latency_does_not_count() -> None:
@@ -256,8 +257,8 @@ def test_each_float32_math_mode_has_its_own_cached_peak() -> None:
     off = type("Off", (FakeTF,), {})
     off.config = type("config", (), {"threading": FakeTF.config.threading,
                                      "experimental": _Experimental(False)})
-    assert peak.cache_key(FakeTF, "/gpu:0") != peak.cache_key(off, "/gpu:0")
-    assert peak.cache_key(FakeTF, "/cpu:0") == peak.cache_key(off, "/cpu:0")
+    assert tf_peak.cache_key(FakeTF, "/gpu:0") != tf_peak.cache_key(off, "/gpu:0")
+    assert tf_peak.cache_key(FakeTF, "/cpu:0") == tf_peak.cache_key(off, "/cpu:0")
 
 
 class FakePeak:
@@ -372,14 +373,14 @@ def test_a_failing_profile_costs_its_figures_not_the_run(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from bench.child.probes import hooks
+    from bench.child.backends.tf import after as hooks
     from tests.helpers import fake_figures
 
     def broken_capture(*_: Any, **__: Any) -> Any:
         raise RuntimeError("another profiler session is active")
 
-    monkeypatch.setattr(peak, "fingerprint_entry", lambda *_, **__: {"device": "/cpu:0"})
-    monkeypatch.setattr(peak, "achievable_peak", lambda *_, **__: _fake_peak(1e12))
+    monkeypatch.setattr(tf_peak, "fingerprint_entry", lambda *_, **__: {"device": "/cpu:0"})
+    monkeypatch.setattr(tf_peak, "achievable_peak", lambda *_, **__: _fake_peak(1e12))
     monkeypatch.setattr(peak, "theoretical_for", lambda *_: peak.Theoretical())
     monkeypatch.setattr(hooks, "capture", broken_capture)
     trainer = SimpleNamespace(
@@ -396,7 +397,7 @@ def test_a_failing_profile_costs_its_figures_not_the_run(
 
 def test_a_run_that_beats_its_peak_twice_stores_no_mfu_and_says_why(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from bench.child.probes import hooks
+    from bench.child.backends.tf import after as hooks
     from tests.helpers import fake_figures
 
     calls: list[bool] = []
@@ -406,8 +407,8 @@ def test_a_run_that_beats_its_peak_twice_stores_no_mfu_and_says_why(
         calls.append(refresh)
         return _fake_peak(1.0)  # far below the 600 FLOP/example x ~1000 examples/s
 
-    monkeypatch.setattr(peak, "fingerprint_entry", lambda *_, **__: {})
-    monkeypatch.setattr(peak, "achievable_peak", low_peak)
+    monkeypatch.setattr(tf_peak, "fingerprint_entry", lambda *_, **__: {})
+    monkeypatch.setattr(tf_peak, "achievable_peak", low_peak)
     monkeypatch.setattr(peak, "theoretical_for", lambda *_: peak.Theoretical())
     figures = fake_figures()
     out = hooks.settle_run_mfu(None, figures, "float32", "/cpu:0", 1)

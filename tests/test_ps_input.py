@@ -36,7 +36,7 @@ def case() -> dict[str, Any]:
     import numpy as np
     import tensorflow as tf
 
-    from bench.child.ps import pool_size, worker_dataset_fn
+    from bench.child.backends.tf.ps import pool_size, worker_dataset_fn
     from tests.helpers import tiny_spec
 
     out: dict[str, Any] = {}

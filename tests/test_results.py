@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import tarfile
 from pathlib import Path
 
 import pytest
 
 from bench.errors import SchemaError
 from bench.results.samples import coefficient_of_variation, step_time_stats
-from bench.results.schema import SCHEMA_VERSION, STATUSES, RunResult, units_table
+from bench.results.schema import SCHEMA_VERSION, STATUSES, RunResult, migrate, units_table
 from bench.results.store import load, save
 from tests.helpers import fake_result
 
@@ -55,6 +56,49 @@ def test_other_schema_versions_refused(tmp_path: Path, version: object) -> None:
     path.write_text(json.dumps(doc))
     with pytest.raises(SchemaError, match=r"old\.json.*schema_version"):
         load(path)
+
+
+def schema_1(doc: dict) -> dict:
+    """``doc`` as schema 1 wrote it: the framework's import was ``import_tf_s``."""
+    startup = doc["figures"]["startup"]
+    startup["import_tf_s"] = startup.pop("import_framework_s")
+    doc["units"]["figures.startup.import_tf_s"] = doc["units"].pop(
+        "figures.startup.import_framework_s")
+    return {**doc, "schema_version": 1}
+
+
+def test_schema_1_import_tf_s_loads_as_the_framework_import(tmp_path: Path) -> None:
+    r = fake_result()
+    doc = schema_1(r.to_dict())
+    path = tmp_path / "v1.json"
+    path.write_text(json.dumps(doc))
+    back = load(path)
+    assert back == r
+    assert back.figures is not None
+    assert back.figures.startup.import_framework_s == r.figures.startup.import_framework_s
+    assert "import_tf_s" in doc["figures"]["startup"]  # the caller's document unchanged
+    assert migrate(doc)["schema_version"] == SCHEMA_VERSION
+
+
+def test_stored_schema_1_results_load() -> None:
+    """Every result of the stored sweeps (schema 1) loads, its import time kept."""
+    archive = Path(__file__).parent / "fixtures" / "stored-sweeps.tar.xz"
+    seen = 0
+    with tarfile.open(archive) as tar:
+        for member in tar.getmembers():
+            if not (member.isfile() and "/results/" in member.name
+                    and member.name.endswith(".json")):
+                continue
+            fh = tar.extractfile(member)
+            assert fh is not None
+            doc = json.load(fh)
+            result = RunResult.from_dict(doc)
+            seen += 1
+            startup = (doc.get("figures") or {}).get("startup")
+            if startup is not None and result.figures is not None:
+                assert doc["schema_version"] == 1
+                assert result.figures.startup.import_framework_s == startup["import_tf_s"]
+    assert seen > 100
 
 
 def test_corrupt_files_named(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bench.child.trainer import shard_rows
+from bench.child.backends.tf.trainer import shard_rows
 from bench.env import CPU_ALLOCATOR_VAR
 from tests.tf_cases import Lanes, run_cases
 

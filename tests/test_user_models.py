@@ -306,7 +306,7 @@ def test_the_teacher_feeds_several_inputs_and_token_ids() -> None:
 
 
 def test_einsum_flops_follow_the_batch_matmul_rule() -> None:
-    from bench.child.flops import _einsum_flops
+    from bench.child.backends.tf.flops import _einsum_flops
 
     assert _einsum_flops("abc,cd->abd", [(2, 3, 4), (4, 5)]) == 2 * 2 * 3 * 4 * 5
     assert _einsum_flops("...ij,jk->...ik", [(2, 3, 4, 5), (5, 6)]) == 2 * 2 * 3 * 4 * 5 * 6
@@ -532,7 +532,7 @@ def test_the_sweep_and_its_report_take_a_users_file(user_dir: Path, runs: Lanes)
 
 # -- the child side of the TensorFlow cases --------------------------------------------------
 def _measure(trainer: Any) -> dict[str, Any]:
-    f = trainer.measure(0.0, {"import_tf_s": 0.0, "device_setup_s": 0.0, "build_s": 0.0})
+    f = trainer.measure(0.0, {"import_framework_s": 0.0, "device_setup_s": 0.0, "build_s": 0.0})
     m = f.model
     return {"loss_start": f.loss_start, "loss_end": f.loss_end, "learned": f.learned,
             "divergence": f.replica_divergence, "flops_method": m.flops_method,
@@ -547,9 +547,9 @@ def case_in_process(setup: Any, directory: str) -> dict[str, Any]:
     Transformer under every in-process strategy."""
     import tensorflow as tf
 
-    from bench.child.build import build as build_strategy
-    from bench.child.devices import DeviceSetup
-    from bench.child.fit import TRAINERS
+    from bench.child.backends.base import DeviceSetup
+    from bench.child.backends.tf.build import build as build_strategy
+    from bench.child.backends.tf.fit import TRAINERS
 
     sys.path.insert(0, directory)
     __import__(MODULE).saved(str(Path(directory) / "saved.keras"))
@@ -596,7 +596,7 @@ CASES = {"in_process": case_in_process}
 def main() -> None:
     import tensorflow as tf
 
-    from bench.child.devices import setup_devices
+    from bench.child.backends.tf.devices import setup_devices
 
     case, kwargs = sys.argv[1], json.loads(sys.argv[2])
     setup = setup_devices(tf, 2, force_cpu=True)

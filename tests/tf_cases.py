@@ -3,7 +3,7 @@
 The pytest process never imports TensorFlow (a process cannot change its devices once
 TensorFlow is up). A child costs ~3 s of a 2-core machine to import TensorFlow, so one
 child runs many cases (``run_cases``: case ``many``), each reported on its own.
-Several MirroredStrategy objects may live in one child: bench.child.build gives each
+Several MirroredStrategy objects may live in one child: bench.child.backends.tf.build gives each
 its own range of collective keys (without it the second one's all-reduce aborted with
 "Shape mismatch in the collective instance ...", tensorflow#62790), as the harness's
 arms rely on. ``Lanes`` runs a test module's children (or harness runs) two at a time:
@@ -107,9 +107,9 @@ class Lanes:
 
 # -- cases (run inside the child) ------------------------------------------------
 def _trainer(setup: Any, **over: Any) -> Any:
-    from bench.child.build import build as build_strategy
-    from bench.child.devices import DeviceSetup
-    from bench.child.trainer import Trainer
+    from bench.child.backends.base import DeviceSetup
+    from bench.child.backends.tf.build import build as build_strategy
+    from bench.child.backends.tf.trainer import Trainer
     from tests.helpers import tiny_spec
 
     spec = tiny_spec(**over)
@@ -145,7 +145,7 @@ def case_memory_probe(setup: Any) -> dict[str, Any]:
     """The device memory probe after one matmul, with this process's allocator."""
     import tensorflow as tf
 
-    from bench.child.memory import DeviceMemory
+    from bench.child.backends.tf.memory import DeviceMemory
 
     probe = DeviceMemory(tf, setup.kind, len(setup.names))
     probe.reset()
@@ -158,7 +158,7 @@ def case_measure(setup: Any, **over: Any) -> dict[str, Any]:
     from dataclasses import asdict
 
     t = _trainer(setup, **over)
-    f = t.measure(launch_ts=0.0, phases={"import_tf_s": 1.0, "device_setup_s": 0.0,
+    f = t.measure(launch_ts=0.0, phases={"import_framework_s": 1.0, "device_setup_s": 0.0,
                                          "build_s": 0.5})
     return {"figures": asdict(f), "spec": t.spec.to_dict()}
 
@@ -201,7 +201,7 @@ def case_executed_flops(setup: Any, models: list[dict[str, Any]],
     """
     import tensorflow as tf
 
-    from bench.child.flops import executed_ops
+    from bench.child.backends.tf.flops import executed_ops
     from workloads import WORKLOADS
     from workloads.flops import model_stats
 
@@ -267,7 +267,7 @@ CASES: dict[str, Callable[..., Any]] = {
 def main() -> None:
     import tensorflow as tf
 
-    from bench.child.devices import setup_devices
+    from bench.child.backends.tf.devices import setup_devices
 
     case, kwargs = sys.argv[1], json.loads(sys.argv[2])
     setup = setup_devices(tf, DEVICES, force_cpu=True)

@@ -43,7 +43,7 @@ class Workload:
     vocab: Callable[[Mapping[str, Any]], int] | None = None
     # How the child counts its FLOPs: "analytic" (workloads.flops, Dense and
     # convolution layers) or "graph" (TensorFlow's op statistics of the traced step,
-    # bench.child.flops: attention's einsums are no Dense layer).
+    # bench.child.backends.tf.flops: attention's einsums are no Dense layer).
     flops: str = "analytic"
     # Training FLOPs per example from the parameters, without building the model: the
     # first guess of a configuration's step time when a sweep prices its plan before

@@ -25,8 +25,8 @@ class ModelStats:
     forward_flops_per_example: float
     train_flops_per_example: float
     flops_method: str = FLOPS_METHOD
-    # What the run fed the model and how it scored it (bench.child.task's record): for
-    # a user's model all of it is read from the model.
+    # What the run fed the model and how it scored it (the record of
+    # bench.child.backends.tf.task): for a user's model all of it is read from the model.
     inputs: list[str] | None = None
     labels: str | None = None
     loss: str | None = None

@@ -9,7 +9,7 @@ TensorFlow, which the parent never does). It reads the spelling, finds the file 
 module through the import path, as ``import`` would, without running it), reads the
 function's parameters from its source with ``ast`` and hashes the file. Everything
 that needs the model itself (does the module import, is it a Keras model, what does it
-take) is checked by the child (``bench.child.task``), and before a sweep by one short
+take) is checked by the child (``bench.child.backends.tf.task``), and before a sweep by one short
 child process (``bench.launch.usermodel``).
 """
 

@@ -73,24 +73,19 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from bench.child.backends import simulated
-from bench.child.devices import DeviceSetup
-from bench.child.keras_lane import select_keras
-from bench.child.lean_import import skip_optional_while_tensorflow_imports
+from bench.child.backends import lane_backend, simulated
+from bench.child.backends.base import ArmsLane, Backend, DeviceSetup
 from bench.child.main import (
     child_log,
-    configure_threads,
     failure_report,
     finish_process,
     inject_fault,
     progress_log,
     start_process,
-    task_environment,
 )
-from bench.child.memory import ArmMemory, DeviceMemory
-from bench.child.probes.hooks import AfterWindows
+from bench.child.memory import ArmMemory
 from bench.child.windows import (
     Rules,
     Warm,
@@ -197,75 +192,6 @@ def _fail(arm: Arm, exc: BaseException) -> None:
     child_log(f"arm {arm.index} ({arm.spec.label()}) failed: {arm.report.reason}")
 
 
-class ArmsLane(Protocol):
-    """What a session's process asks of the framework that trains its arms: the
-    process set up (``start``: its phases, devices, fingerprint and the allocator the
-    arms share), each arm built (``build``; ``after_strategy`` runs once its strategy
-    exists, before its variables), and MFU and the profile after the windows."""
-
-    def start(self, task: Task, say: Callable[[str], None]
-              ) -> tuple[dict[str, float], DeviceSetup, dict[str, Any], Any]: ...
-
-    def build(self, spec: RunSpec, own: DeviceSetup, after_strategy: Callable[[], None]
-              ) -> Any: ...
-
-    def after_windows(self, trainer: Any, figures: Figures, where: Path | None,
-                      progress: Callable[[str], None], evidence_steps: int
-                      ) -> AfterWindows: ...
-
-
-class TfArms:
-    """TensorFlow's lane: the process imports it once; each arm builds its strategy
-    and trainer (``bench.child.fit.TRAINERS``)."""
-
-    def start(self, task: Task, say: Callable[[str], None]
-              ) -> tuple[dict[str, float], DeviceSetup, dict[str, Any], Any]:
-        phases: dict[str, float] = {}
-        t = time.perf_counter()
-        import tensorflow as tf
-
-        phases["import_tf_s"] = time.perf_counter() - t
-        say(f"TensorFlow imported in {phases['import_tf_s']:.1f}s")
-        from bench.child.devices import setup_devices
-
-        threads = configure_threads(tf, task)
-        t = time.perf_counter()
-        devices = setup_devices(tf, task.local_devices, task.gpu_memory_limit_mb)
-        phases["device_setup_s"] = time.perf_counter() - t
-        say(f"devices set up: {', '.join(devices.names)}")
-        env = task_environment(tf, devices, threads, task)
-        return phases, devices, env, DeviceMemory(tf, devices.kind, len(devices.names))
-
-    def build(self, spec: RunSpec, own: DeviceSetup, after_strategy: Callable[[], None]
-              ) -> Any:
-        from bench.child.build import build as build_strategy
-        from bench.child.fit import TRAINERS
-
-        strategy = build_strategy(spec, own.names)
-        # A cluster worker's strategy (MultiWorkerMirrored) configures the collective
-        # ops, which must come before anything starts the context: reading the
-        # allocator does.
-        after_strategy()
-        return TRAINERS.get(spec.loop)(spec, strategy, own)
-
-    def after_windows(self, trainer: Any, figures: Figures, where: Path | None,
-                      progress: Callable[[str], None], evidence_steps: int
-                      ) -> AfterWindows:
-        from bench.child.probes.hooks import after_windows
-
-        return after_windows(trainer, figures, where, progress=progress,
-                             evidence_steps=evidence_steps)
-
-
-def arms_lane() -> ArmsLane:
-    """TensorFlow's lane, or its stand-in on a simulated GPU server (``bench.sim``)."""
-    if simulated():
-        from bench.child.backends.sim import SimArms
-
-        return SimArms()
-    return TfArms()
-
-
 @dataclass
 class _Session:
     """One process's arms and what they share: the lane that builds them, the process's
@@ -288,13 +214,13 @@ class _Session:
     slowdown: float = 0.0
 
     @classmethod
-    def start(cls, specs: list[RunSpec], task: Task, run_dir: Path, *, launch_ts: float,
-              seed: int, pacer: Pacer | None, rewarm_calls: int) -> _Session:
+    def start(cls, lane: ArmsLane, specs: list[RunSpec], task: Task, run_dir: Path, *,
+              launch_ts: float, seed: int, pacer: Pacer | None, rewarm_calls: int
+              ) -> _Session:
         """The process set up (its lane, devices, fingerprint), its arms not built yet."""
         say = progress_log(run_dir, task)
         # Every phase of the arms' build is a heartbeat: the launcher waits on progress,
         # not on the sum of the arms' builds (bench.launch.liveness).
-        lane = arms_lane()
         phases, devices, env, allocator = lane.start(task, say)
         gpu = gpu_run(task)  # one sampler for the process; each arm keeps its own windows'
         gpu.begin()
@@ -500,8 +426,9 @@ class _Session:
         return reports
 
 
-def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, seed: int,
-             rewarm_calls: int, launch_ts: float, profile_dirs: list[Path | None] | None = None,
+def run_arms(lane: ArmsLane, specs: list[RunSpec], task: Task, run_dir: Path, *,
+             rounds: int, seed: int, rewarm_calls: int, launch_ts: float,
+             profile_dirs: list[Path | None] | None = None,
              profile_steps: int = 0, pacer: Pacer | None = None, builds: int = 1,
              rebuild_share: float = REBUILD_SHARE
              ) -> tuple[list[TaskReport], dict[str, Any]]:
@@ -512,7 +439,7 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
 
     Returns one report per arm (in ``specs``' order) and the process's environment.
     """
-    session = _Session.start(specs, task, run_dir, launch_ts=launch_ts, seed=seed,
+    session = _Session.start(lane, specs, task, run_dir, launch_ts=launch_ts, seed=seed,
                              pacer=pacer, rewarm_calls=rewarm_calls)
     set_up_s = session.build_all(first=True)
     if not simulated():  # every arm's first call is done: any JIT is in the CUDA cache now
@@ -543,13 +470,13 @@ def run_arms(specs: list[RunSpec], task: Task, run_dir: Path, *, rounds: int, se
     return session.finish(summaries, profile_dirs, profile_steps), session.env
 
 
-def run_paced_backend(specs: list[RunSpec], task: Task, run_dir: Path, *, launch_ts: float,
-                      rewarm_calls: int, pacer: Pacer | None, profile_dir: Path | None,
-                      profile_steps: int) -> TaskReport:
-    """The one arm of a process of another framework's lane (``bench.child.backends``:
-    a duet's side or a session's member), its windows in the launcher's turns; its
-    report, failed or unsupported with the reason rather than raised."""
-    from bench.child.backends import BACKENDS
+def run_paced_backend(backend: Backend, specs: list[RunSpec], task: Task, run_dir: Path,
+                      *, launch_ts: float, rewarm_calls: int, pacer: Pacer | None,
+                      profile_dir: Path | None, profile_steps: int) -> TaskReport:
+    """The one arm of a process of a lane that holds one arm a process
+    (``Backend.arms_lane`` is None: a duet's side or a session's member), its windows
+    in the launcher's turns; its report, failed or unsupported with the reason rather
+    than raised."""
     from bench.child.backends.runner import run_backend
 
     spec = specs[0]
@@ -560,7 +487,7 @@ def run_paced_backend(specs: list[RunSpec], task: Task, run_dir: Path, *, launch
         if len(specs) != 1:  # the launcher checks (bench.launch.arms.check_arms)
             raise ValueError(f"a {spec.backend} process holds one arm. Received: "
                              f"{len(specs)} arms")
-        return run_backend(BACKENDS.get(spec.backend)(), spec, task, launch_ts=launch_ts,
+        return run_backend(backend, spec, task, launch_ts=launch_ts,
                            mark_ready=lambda: (run_dir / f"ready.{task.name}").touch(),
                            before_windows=lambda at_start: _windows_open(task, at_start),
                            profile_dir=profile_dir, progress=say, turns=pacer,
@@ -597,11 +524,15 @@ def main(argv: list[str] | None = None) -> int:
     inject_fault(task, "exit_at_start")
     own: TaskReport
     try:
-        select_keras(specs[0].keras)  # one Keras lane per process: the launcher checks
-        if specs[0].backend != "tf":
+        backend: Backend = lane_backend(specs[0].backend)
+        # One lane and one Keras per process (the launcher checks), chosen before
+        # anything imports a framework.
+        backend.begin_process(specs[0])
+        lane = backend.arms_lane()
+        if lane is None:
             profile = doc.get("profile") or {}
             where = (profile.get("dirs") or [None])[0]
-            report = run_paced_backend(specs, task, args.run_dir, launch_ts=args.launch_ts,
+            report = run_paced_backend(backend, specs, task, args.run_dir, launch_ts=args.launch_ts,
                                        rewarm_calls=int(doc.get("rewarm_calls", 1)),
                                        pacer=args.pace,
                                        profile_dir=Path(where) if where else None,
@@ -610,11 +541,9 @@ def main(argv: list[str] | None = None) -> int:
             finish_process(replace(TaskReport("ok", environment=report.environment),
                                    task=task, pid=os.getpid()), args.run_dir, task.name)
             return 0
-        if not simulated():
-            skip_optional_while_tensorflow_imports()
         profile = doc.get("profile") or {}
         dirs = [Path(d) if d else None for d in profile.get("dirs", [])] or None
-        reports, env = run_arms(specs, task, args.run_dir, rounds=int(doc["rounds"]),
+        reports, env = run_arms(lane, specs, task, args.run_dir, rounds=int(doc["rounds"]),
                                 builds=int(doc.get("builds", 1)),
                                 rebuild_share=float(doc.get("rebuild_share", REBUILD_SHARE)),
                                 seed=int(doc["seed"]),

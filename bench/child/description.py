@@ -1,9 +1,9 @@
 """What a model of the user's own trains with, read from the model once, for every lane.
 
-Both lanes (TensorFlow's, bench.child.task, and Keras 3 on JAX, bench.child.backends.jax)
-load the user's model here and train it from one ``ModelDescription``: Keras only, no
-TensorFlow, no JAX (the loss is written against an ``Ops`` of the lane's three tensor
-functions). What it reads:
+Both lanes (TensorFlow's, bench.child.backends.tf.task, and Keras 3 on JAX,
+bench.child.backends.jax) load the user's model here and train it from one
+``ModelDescription``: Keras only, no TensorFlow, no JAX (the loss is written against an
+``Ops`` of the lane's three tensor functions). What it reads:
 
 - inputs from ``model.inputs`` (names, per-example shapes, dtypes; an integer input
   takes ids below the smallest ``input_dim`` of the Embedding layers it feeds), or,

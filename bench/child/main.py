@@ -33,20 +33,16 @@ import traceback
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
-from bench.child.backends import simulated
-from bench.child.gather import gather_hosts
-from bench.child.keras_lane import select_keras
-from bench.child.lean_import import skip_optional_while_tensorflow_imports
+from bench.child.backends import lane_backend, simulated
+from bench.child.backends.runner import run_backend
 from bench.errors import Unsupported
 from bench.gpu_build import note_jit_kept
 from bench.hardware import detect
 from bench.progress import beat
-from bench.results.mfu import at_sustained_clock
 from bench.results.payload import TaskReport
 from bench.spec import RunSpec
-from bench.tasks import Task, gpu_run
+from bench.tasks import Task
 
 # Exceptions whose class name means "ran out of memory" (TensorFlow's class is
 # matched by name so that this module does not import TensorFlow at load time).
@@ -94,6 +90,7 @@ class Context:
         # explanations (bench.launch.evidence), although its spec asks for none.
         self.evidence_steps = evidence_steps
         self.say = progress_log(run_dir, task)  # log a phase, and beat
+        self.backend = lane_backend(spec.backend)  # imports no framework yet
 
     def mark_ready(self) -> None:
         (self.run_dir / f"ready.{self.task.name}").touch()
@@ -124,112 +121,20 @@ def inject_fault(task: Task, stage: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def configure_threads(tf: Any, task: Task) -> dict[str, int]:
-    """Apply the task's thread counts; returns the counts TensorFlow uses."""
-    if task.intra_threads:
-        tf.config.threading.set_intra_op_parallelism_threads(task.intra_threads)
-    if task.inter_threads:
-        tf.config.threading.set_inter_op_parallelism_threads(task.inter_threads)
-    return {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
-            "inter_op": tf.config.threading.get_inter_op_parallelism_threads()}
-
-
-def task_environment(tf: Any, devices: Any, threads: dict[str, int],
-                     task: Task) -> dict[str, Any]:
-    """This process's environment fingerprint with its devices, threads and task."""
-    from bench.child.env import child_fingerprint
-
-    env = child_fingerprint()
-    env["devices"] = {"kind": devices.kind, "names": devices.names, "logical": devices.logical}
-    env["threads"] = threads
-    env["task"] = {"name": task.name, "cores": list(task.cores), "gpus": list(task.gpus),
-                   "gpu_memory_limit_mb": task.gpu_memory_limit_mb}
-    return env
-
-
 def run_train(ctx: Context) -> TaskReport:
-    """Measure training with the spec's backend: one behind the seam
-    (bench.child.backends: jax), else TensorFlow's own path below."""
-    from bench.child.backends import lane_backend
+    """Measure training with the spec's backend (bench.child.backends), or its
+    all-reduce probe."""
     from bench.strategies import STRATEGIES
 
-    backend = lane_backend(ctx.spec.backend)
-    if backend is None:
-        return run_tf_train(ctx)
     # What this process trains: an independent copy trains one replica's share.
     ctx.spec = STRATEGIES.get(ctx.spec.strategy).local_spec(ctx.spec, ctx.task)
-    if ctx.spec.mode == "allreduce":  # a simulated server's probe (TensorFlow's: below)
-        from bench.child.backends.sim import run_allreduce
-
-        return TaskReport("ok", allreduce=run_allreduce(ctx.spec, ctx.task, ctx.mark_ready,
-                                                        ctx.say))
-    from bench.child.backends.runner import run_backend
-
-    return run_backend(backend, ctx.spec, ctx.task,
+    if ctx.spec.mode == "allreduce":
+        return ctx.backend.allreduce(ctx.spec, ctx.task, ctx.mark_ready, ctx.say)
+    return run_backend(ctx.backend, ctx.spec, ctx.task,
                        launch_ts=ctx.launch_ts, mark_ready=ctx.mark_ready,
                        before_windows=lambda at_start: _before_windows(ctx, at_start),
-                       profile_dir=ctx.profile_dir, progress=ctx.say)
-
-
-def run_tf_train(ctx: Context) -> TaskReport:
-    """Build the tf.distribute strategy and model for this task and measure training."""
-    phases: dict[str, float] = {}
-    t = time.perf_counter()
-    import tensorflow as tf
-
-    phases["import_tf_s"] = time.perf_counter() - t
-    ctx.say(f"TensorFlow imported in {phases['import_tf_s']:.1f}s")
-    from bench.child.build import build as build_strategy
-    from bench.child.devices import setup_devices
-    from bench.child.fit import TRAINERS  # the spec's loop: custom or Keras fit
-    from bench.strategies import STRATEGIES
-
-    factory = STRATEGIES.get(ctx.spec.strategy)
-    spec = factory.local_spec(ctx.spec, ctx.task)
-    threads = configure_threads(tf, ctx.task)
-    t = time.perf_counter()
-    devices = setup_devices(tf, ctx.task.local_devices,
-                            ctx.task.gpu_memory_limit_mb or spec.gpu_memory_limit_mb)
-    phases["device_setup_s"] = time.perf_counter() - t
-    ctx.say(f"devices set up: {', '.join(devices.names)}")
-    env = task_environment(tf, devices, threads, ctx.task)
-    # Clocks, power, throttling of the run's cards, in its main process only (one
-    # sampler per run); nothing without nvidia-smi.
-    gpu = gpu_run(ctx.task)
-    gpu.begin()
-    env.update(gpu.environment())
-    t = time.perf_counter()
-    strategy = build_strategy(spec, devices.names)
-    ctx.say(f"strategy {spec.strategy} built")
-    if not ctx.task.barrier:
-        ctx.mark_ready()  # barrier tasks are ready once warmed up (_before_windows)
-    if spec.mode == "allreduce":  # the all-reduce probe instead of training
-        from bench.child.probes.allreduce import plan, run_points
-
-        # Each point said as it ends: a heartbeat, so a collective that hangs is caught
-        # by the silence after it rather than by the probe's whole timeout.
-        probe = run_points(spec, strategy, plan(spec), progress=ctx.say)
-        return TaskReport("ok", allreduce=probe, environment=env)
-    trainer = TRAINERS.get(spec.loop)(spec, strategy, devices)
-    phases["build_s"] = time.perf_counter() - t
-    ctx.say(f"built {spec.label()} in {phases['build_s']:.2f}s "
-            f"({trainer.stats.params:,} params, pool of {trainer.pool} batches)")
-    figures = trainer.measure(ctx.launch_ts, phases, progress=ctx.say,
-                              before_windows=_before_windows(ctx, gpu.at_start))
-    gpu.at_end()  # the state at both ends of the windows, for throttle_findings
-    env.update(gpu.environment())
-    from bench.child.probes.hooks import after_windows  # MFU, then the profile
-
-    profile_dir = ctx.profile_dir
-    if profile_dir is not None and ctx.task.role != "single":  # one profile per process
-        profile_dir = profile_dir / ctx.task.name
-    extras = after_windows(trainer, figures, profile_dir, progress=ctx.say,
-                           evidence_steps=ctx.evidence_steps)
-    figures = at_sustained_clock(figures, env.get("gpu_state") or {})
-    env["peak_flops"] = extras.peak_entry
-    return TaskReport("ok", extras.reason, figures=figures, environment=env,
-                      local_replicas=trainer.local_replicas,
-                      weights_checksum=trainer.weights_checksum())
+                       profile_dir=ctx.profile_dir, progress=ctx.say,
+                       evidence_steps=ctx.evidence_steps)
 
 
 def _before_windows(ctx: Context, at_start: Callable[[], None]
@@ -254,37 +159,16 @@ def _before_windows(ctx: Context, at_start: Callable[[], None]
 
 
 def run_server(ctx: Context) -> TaskReport:
-    """A TensorFlow cluster server (parameter-server or worker task): serve until killed."""
-    from bench import sim
-
-    if sim.active() is not None:  # a simulated server's: up, then idle until killed
-        ctx.say("server up (simulated)")
-        ctx.mark_ready()
-        while True:
-            time.sleep(3600)
-    import tensorflow as tf
-
-    ctx.say("TensorFlow imported")
-    configure_threads(tf, ctx.task)
-    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    server = tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type,
-                                  task_index=resolver.task_id, protocol="grpc", start=True)
-    ctx.mark_ready()
-    child_log(f"serving as {resolver.task_type}:{resolver.task_id}")
-    server.join()  # the launcher kills this process when the run ends
-    return TaskReport("failed", "server.join() returned")
+    """A cluster server (parameter-server or worker task): serve until killed."""
+    return ctx.backend.serve(ctx.task, ctx.mark_ready, ctx.say)
 
 
 def run_ps_chief(ctx: Context) -> TaskReport:
-    """Coordinate a parameter-server run and measure it."""
-    from bench import sim
-
-    if sim.active() is not None:  # the coordinator acted out as one training process
-        return run_train(ctx)
-    from bench.child.ps import run_coordinator
-
-    return run_coordinator(ctx.spec, ctx.launch_ts, ctx.mark_ready, ctx.say,
-                           gpu=gpu_run(ctx.task))
+    """Coordinate a parameter-server run and measure it (a lane without a coordinator
+    of its own trains the task as one training process)."""
+    report = ctx.backend.coordinate(ctx.spec, ctx.task, launch_ts=ctx.launch_ts,
+                                    mark_ready=ctx.mark_ready, progress=ctx.say)
+    return run_train(ctx) if report is None else report
 
 
 RUNNERS: dict[str, Callable[[Context], TaskReport]] = {
@@ -333,9 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     ctx = Context(spec, task, args.run_dir, args.launch_ts, args.profile_dir,
                   args.profile_steps)
     try:
-        select_keras(spec.keras)  # before anything imports TensorFlow
-        if spec.backend == "tf" and not simulated():
-            skip_optional_while_tensorflow_imports()
+        ctx.backend.begin_process(spec)  # before anything imports a framework
         report = RUNNERS[task.runner](ctx)
     except Unsupported as exc:
         report = TaskReport("unsupported", str(exc) or type(exc).__name__)
@@ -343,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
         report = failure_report(exc)
         traceback.print_exc()
     report = replace(report, task=task, pid=os.getpid())
-    report = gather_hosts(task, spec, args.run_dir, report)  # multi-host: every host's figures
+    # Multi-host: every host's figures.
+    report = ctx.backend.gather_hosts(task, spec, args.run_dir, report)
     finish_process(report, args.run_dir, task.name)
     return 0
 

@@ -65,21 +65,23 @@ def preload() -> float:
     """Import what every TensorFlow child of the Keras 3 lane imports, in the order a
     child does (the lane chosen, optional packages skipped); the seconds it took."""
     t = time.perf_counter()
-    from bench.child.keras_lane import select_keras
-    from bench.child.lean_import import skip_optional_while_tensorflow_imports
+    from bench.child.backends.tf.keras_lane import select_keras
+    from bench.child.backends.tf.lean_import import skip_optional_while_tensorflow_imports
 
     select_keras(3)
     skip_optional_while_tensorflow_imports()
     import keras  # noqa: F401
     import tensorflow  # noqa: F401
 
-    import bench.child.build
-    import bench.child.devices
-    import bench.child.fit
+    import bench.child.backends.tf
+    import bench.child.backends.tf.after
+    import bench.child.backends.tf.build
+    import bench.child.backends.tf.devices
+    import bench.child.backends.tf.fit
+    import bench.child.backends.tf.ps
+    import bench.child.backends.tf.trainer
     import bench.child.main
     import bench.child.probes.hooks
-    import bench.child.ps
-    import bench.child.trainer
     import bench.child.windows  # noqa: F401
     return time.perf_counter() - t
 

@@ -181,7 +181,7 @@ def warm_up(loop: Loop, rules: Rules, *, launch_ts: float, phases: dict[str, flo
     loss_start = loop.fetch(out)
     loop.sync(out)
     first_call_s = time.perf_counter() - t
-    startup = Startup(import_tf_s=phases["import_tf_s"],
+    startup = Startup(import_framework_s=phases["import_framework_s"],
                       device_setup_s=phases["device_setup_s"], build_s=phases["build_s"],
                       launch_to_first_step_s=time.time() - launch_ts,
                       preimported_s=preimport.PREIMPORTED_S)
@@ -324,7 +324,7 @@ def measure(loop: Loop, rules: Rules, *, stats: ModelStats, launch_ts: float,
 
     ``launch_ts`` is the wall-clock time the parent launched this process; ``phases``
     holds the seconds spent importing TensorFlow, setting up devices and building
-    (``import_tf_s``, ``device_setup_s``, ``build_s``). ``before_windows`` runs between
+    (``import_framework_s``, ``device_setup_s``, ``build_s``). ``before_windows`` runs between
     warm-up and the first window (e.g. a start barrier shared by independent copies); it
     returns the wall-clock time the windows start at when they follow a schedule common
     to several processes (``Rules.common_start_ts``), else None.

@@ -23,8 +23,9 @@ def cmd_env(args: argparse.Namespace) -> int:
         return Exit.OK
     # The TensorFlow part comes from a child process: this side never imports TensorFlow.
     try:
-        out = subprocess.run([sys.executable, "-m", "bench.child.env"], capture_output=True,
-                             text=True, timeout=TF_FINGERPRINT_TIMEOUT_S, check=True,
+        out = subprocess.run([sys.executable, "-m", "bench.child.backends.tf.env"],
+                             capture_output=True, text=True,
+                             timeout=TF_FINGERPRINT_TIMEOUT_S, check=True,
                              env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
                              stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired as exc:

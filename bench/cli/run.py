@@ -27,7 +27,7 @@ from bench.exits import Exit
 from bench.hardware import Hardware, detect
 from bench.launch.evidence import OFF, Evidence, cost_line
 from bench.launch.gpu_preflight import gpu_preflight, scope_of
-from bench.launch.interpreter import require_jax
+from bench.launch.interpreter import INSTALL_CHECKS
 from bench.launch.sweep import Replication, SweepOutcome, measured_line, run_sweep
 from bench.launch.usermodel import preflight
 from bench.results.store import SweepStore, load_sweep, new_sweep_dir
@@ -103,8 +103,8 @@ def _preflight(specs: list[RunSpec], hw: Hardware, *, profile: bool) -> Evidence
     """What must hold before anything runs (each a usage error, exit 2): JAX where asked
     for, the user's own models built, the GPUs able to run; returns the evidence the runs
     take (``--profile``)."""
-    if any(s.backend == "jax" for s in specs):  # JAX and, on GPUs, its CUDA wheels (exit 2)
-        require_jax(len(hw.gpus))
+    for lane in sorted({s.backend for s in specs} & set(INSTALL_CHECKS)):
+        INSTALL_CHECKS[lane](len(hw.gpus))  # e.g. JAX and, on GPUs, its CUDA wheels (exit 2)
     preflight(specs)  # models of the user's own: one short process builds each (exit 2)
     evidence = Evidence() if profile else OFF
     if sim.active() is not None:  # a simulated server's faults, read as its children will

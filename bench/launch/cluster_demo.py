@@ -6,7 +6,7 @@ own host (``bench.launch.netns``: a namespace with its own address in
 ``TF_CONFIG`` naming those addresses, pinned to its own cores. Nothing is shared
 but the emulated network: each host writes into its own directory, and the
 chief's result holds every host's figures only because they crossed the network
-(``bench.child.gather``). It is the same command a user runs on real hosts.
+(``bench.child.backends.tf.gather``). It is the same command a user runs on real hosts.
 
 Layout (``layout``): MultiWorkerMirrored puts one worker per host, on disjoint
 cores when there are enough (2 cores, 2 hosts: one core each). ParameterServer

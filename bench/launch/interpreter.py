@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -202,6 +203,12 @@ def require_jax(gpus: int, python: str | None = None,
         raise UsageError(f"nvidia-smi shows {gpus} GPU(s) but the JAX under {python} has no "
                          f"CUDA plugin (jax-cuda12-plugin): --backend jax would train on the "
                          f"CPU under a GPU label; nothing was run. {hint}")
+
+
+# What a lane needs installed, checked before anything runs on it (UsageError, exit 2),
+# by lane (bench.lanes), given the GPUs nvidia-smi shows; a lane without an entry is
+# checked by its runs themselves.
+INSTALL_CHECKS: dict[str, Callable[[int], None]] = {"jax": require_jax}
 
 
 def tensorflow_check_cache() -> Path:

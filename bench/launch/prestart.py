@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Protocol
 
 from bench.hardware import detect
+from bench.lanes import LANES
 from bench.spec import RunSpec
 
 PRESTART_VAR = "STRATBENCH_PRESTART"
@@ -222,8 +223,10 @@ def _become_subreaper() -> bool:
 
 
 def starter_lane(specs: Sequence[RunSpec]) -> bool:
-    """Whether ``specs`` train in the lane a starter imported: TensorFlow, Keras 3."""
-    return bool(specs) and all(s.backend == "tf" and s.keras == 3 for s in specs)
+    """Whether ``specs`` train in the lane a starter imported: TensorFlow, Keras 3
+    (``Lane.prestarted_keras``)."""
+    return bool(specs) and all(s.keras in LANES.get(s.backend).prestarted_keras
+                               for s in specs)
 
 
 def forkable(cmd: Sequence[str], env: Mapping[str, str], *, lane_ok: bool) -> bool:

@@ -3,7 +3,7 @@
 What the parent can check without importing the user's code is checked when the spec
 is made (workloads.user: the spelling, the file, the function's parameters). What needs
 the model itself (does the module import, is it a Keras model, can its inputs be
-synthesised) needs TensorFlow, so one short child process (bench.child.preflight)
+synthesised) needs TensorFlow, so one short child process (bench.child.backends.tf.preflight)
 builds each distinct model once, under the default strategy, before any run; a
 problem is a usage error (exit 2) naming the value, never a traceback. The
 configurations then run as usual: a model that fails under one strategy only is a
@@ -28,6 +28,7 @@ from pathlib import Path
 
 from bench.errors import UsageError
 from bench.files import replace_whole
+from bench.lanes import LANES
 from bench.launch.interpreter import _read_json, tensorflow_check_cache
 from bench.launch.launcher import checkout_pythonpath
 from bench.spec import RunSpec, workload_label
@@ -35,7 +36,7 @@ from workloads.user import looks_like_user_model
 
 # Importing TensorFlow and building a model: seconds; a large model on a slow disk more.
 PREFLIGHT_TIMEOUT_S = 300.0
-MARK = "STRATBENCH_PREFLIGHT "  # bench.child.preflight.MARK (no child import here)
+MARK = "STRATBENCH_PREFLIGHT "  # bench.child.backends.tf.preflight.MARK (no child import here)
 
 
 def _identity(spec: RunSpec) -> dict[str, object]:
@@ -61,7 +62,8 @@ def models_to_check(specs: Iterable[RunSpec]) -> list[RunSpec]:
     for spec in specs:
         # The check builds with TensorFlow: a JAX-lane run checks its model itself (a
         # model that calls TensorFlow is unsupported there, with that reason).
-        if looks_like_user_model(spec.workload) and spec.backend == "tf":
+        if looks_like_user_model(spec.workload) and \
+                LANES.get(spec.backend).preflights_user_models:
             out.setdefault(json.dumps(_identity(spec), sort_keys=True), spec)
     return list(out.values())
 
@@ -116,7 +118,7 @@ def _ask(python: str, keras: int, specs: list[RunSpec],
            "TF_CPP_MIN_LOG_LEVEL": "2"}
     names = ", ".join(s.workload for s in specs)
     try:
-        out = subprocess.run([python, "-m", "bench.child.preflight"], input=request,
+        out = subprocess.run([python, "-m", "bench.child.backends.tf.preflight"], input=request,
                              capture_output=True, text=True, timeout=timeout_s, env=env,
                              check=False)
     except subprocess.TimeoutExpired:

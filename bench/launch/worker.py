@@ -8,7 +8,7 @@ stacks into its log and is killed.
 
 The chief (the MultiWorkerMirrored worker 0, or the ParameterServer coordinator)
 writes the run's result like a sweep, holding every host's own figures: the
-child gathers them through the cluster itself (``bench.child.gather``: an
+child gathers them through the cluster itself (``bench.child.backends.tf.gather``: an
 all-gather over the collectives, or the coordinator's reads of its servers), so
 no shared filesystem is assumed. A host that failed or never reported makes the
 run ``failed`` with that host named; when the chief's own task fails or times
@@ -59,7 +59,7 @@ from bench.spec import RunSpec
 from bench.strategies import STRATEGIES
 from bench.tasks import RUN_GPUS, Task
 
-# Task.extra flag that makes the child gather every host's figures (bench.child.gather).
+# Task.extra flag that makes the child gather every host's figures (bench.child.backends.tf.gather).
 GATHER_FLAG = "gather"
 # What an emulated host was given (CPU budget, link), as JSON set by the launcher that
 # made the host (bench cluster-demo, bench lab); the chief records it in the result.

@@ -6,7 +6,7 @@ the loader of the result schema, which refuses an unknown field or status by
 name: a child of another stratbench version fails the run loudly instead of
 losing figures silently. On a multi-host run the chief's report also carries a
 ``HostReport`` per cluster task, gathered through the cluster
-(bench/child/gather.py), with the same strict loading.
+(bench/child/backends/tf/gather.py), with the same strict loading.
 
 ``task_figures`` is the one place a task's ``TaskFigures`` are made from its
 report (the launcher's processes, a host's own report).

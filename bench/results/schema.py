@@ -2,8 +2,10 @@
 
 Figures are typed dataclasses; each numeric field declares its unit in field
 metadata, and the JSON carries a ``units`` table built from it, so a result
-file describes itself. Files are written atomically and never overwritten;
-a file of another ``schema_version`` is refused loudly on load.
+file describes itself. Files are written atomically and never overwritten.
+A file of an earlier ``schema_version`` is brought to this one on load, one version
+at a time (``MIGRATIONS``), so that every stored result still loads; a file of a later
+or unknown version is refused loudly.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from bench.tasks import Task
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 STATUSES = ("ok", "failed", "oom", "timeout", "unsupported")
 
 THROUGHPUT_DEFINITION = (
@@ -205,7 +207,8 @@ class Warmup:
 class Startup:
     """Where the time before the first measured step went, from process launch."""
 
-    import_tf_s: float = unit("s")
+    # The framework's import: TensorFlow's in its lane, JAX and Keras in the JAX lane.
+    import_framework_s: float = unit("s")
     device_setup_s: float = unit("s")
     build_s: float = unit("s")  # strategy, model, optimizer, data on devices
     launch_to_first_step_s: float = unit(
@@ -215,8 +218,15 @@ class Startup:
                "without the import (preimported_s)")
     # Set in a process forked from the pre-imported starter (bench.child.starter): the
     # starter's import of TensorFlow and Keras, paid once for every such process and
-    # not in import_tf_s or launch_to_first_step_s. None: the process imported them.
+    # not in import_framework_s or launch_to_first_step_s. None: the process imported
+    # them.
     preimported_s: float | None = unit("s", None)
+
+    @property
+    def import_tf_s(self) -> float:
+        """``import_framework_s`` under its name in schema 1, for readers not yet
+        moved to the new name."""
+        return self.import_framework_s
 
 
 @dataclass
@@ -250,7 +260,7 @@ class ModelInfo:
     train_flops_per_example: float = unit("FLOP")
     flops_method: str = unit("")
     # What the run fed the model and how it scored it (a user's model: inferred from the
-    # model, bench.child.task). None in results written before they were recorded.
+    # model, bench.child.backends.tf.task). None in results written before they were recorded.
     inputs: list[str] | None = None  # one "name dtype[shape]" per input
     labels: str | None = None
     loss: str | None = None
@@ -545,13 +555,45 @@ class RunResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunResult:
-        version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise SchemaError(
-                f"result schema_version {version!r} is not supported by this stratbench "
-                f"(expects {SCHEMA_VERSION}); re-run the sweep or use a matching version")
+        data = migrate(data)
         data = {k: v for k, v in data.items() if k not in ("units", "definitions")}
         return load_strict(cls, data, "result document")
+
+
+def _framework_import(doc: dict[str, Any]) -> dict[str, Any]:
+    """1 -> 2: ``startup.import_tf_s`` is ``startup.import_framework_s`` (every lane's
+    framework, not only TensorFlow's)."""
+    figures = doc.get("figures")
+    startup = figures.get("startup") if isinstance(figures, dict) else None
+    if not isinstance(figures, dict) or not isinstance(startup, dict) \
+            or "import_tf_s" not in startup:
+        return doc
+    startup = {("import_framework_s" if k == "import_tf_s" else k): v
+               for k, v in startup.items()}
+    return {**doc, "figures": {**figures, "startup": startup}}
+
+
+# Version v -> what turns a stored document of version v into one of version v + 1 (the
+# JSON as written, before it is loaded; the caller's document is never changed).
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    1: _framework_import,
+}
+
+
+def migrate(data: dict[str, Any]) -> dict[str, Any]:
+    """A stored result document brought to ``SCHEMA_VERSION``; raises SchemaError for a
+    version this stratbench cannot read."""
+    version = data.get("schema_version")
+    readable = sorted({*MIGRATIONS, SCHEMA_VERSION})
+    if isinstance(version, bool) or version not in readable:
+        raise SchemaError(
+            f"result schema_version {version!r} is not supported by this stratbench "
+            f"(reads {', '.join(map(str, readable))}); re-run the sweep or use a "
+            f"matching version")
+    while version != SCHEMA_VERSION:
+        data = {**MIGRATIONS[version](data), "schema_version": version + 1}
+        version += 1
+    return data
 
 
 def check_outcome(owner: str, status: str, reason: str | None) -> None:

@@ -1,4 +1,4 @@
-"""Framework backends behind one seam (DESIGN principle 14).
+"""Framework backends behind one seam.
 
 The harness (the window loop, energy, GPU state, the typed payload, the parent side,
 reports) knows no framework; a backend provides device setup, the distribution and
@@ -6,27 +6,19 @@ the model, one compiled step as a ``Loop`` the windows drive, memory, the achiev
 peak, FLOPs, a profile and its part of the fingerprint (``base.Backend``).
 ``runner.run_backend`` is the harness's side of the seam.
 
-TensorFlow (``RunSpec.backend == "tf"``) still trains through bench.child.main's own
-path; ``BACKENDS`` holds the backends that already sit behind the seam, each loaded
-only by the run that asks for it (importing one imports its framework).
+Each lane of ``bench.lanes`` (``RunSpec.backend``: tf, jax) is the package
+``bench.child.backends.<name>``, whose ``backend()`` makes its ``Backend``; a run loads
+only the lane it asks for, and importing a lane's package imports no framework (its
+``load`` does). On a simulated GPU server (``bench.sim``) TensorFlow's lane is acted
+out by ``bench.child.backends.sim``.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
 
 from bench.child.backends.base import Backend
-from bench.registry import Registry
-
-BACKENDS: Registry[Callable[[], Backend]] = Registry("backend")
-
-
-def _jax() -> Backend:
-    return importlib.import_module("bench.child.backends.jax").JaxBackend()
-
-
-BACKENDS.register("jax", _jax)
+from bench.lanes import LANES
 
 
 def simulated() -> bool:
@@ -37,13 +29,13 @@ def simulated() -> bool:
     return sim.active() is not None
 
 
-def lane_backend(name: str) -> Backend | None:
-    """The backend that trains lane ``name`` in this process: a registered one, the
-    simulated server's stand-in for TensorFlow's, or None (TensorFlow's own path)."""
-    if name in BACKENDS:
-        return BACKENDS.get(name)()
-    if name == "tf" and simulated():
+def lane_backend(name: str) -> Backend:
+    """The backend that trains lane ``name`` (one of ``bench.lanes.LANES``) in this
+    process: its package's, or on a simulated server the stand-in for TensorFlow's."""
+    lane = LANES.get(name)  # an unknown name is refused, naming the lanes
+    if lane.name == "tf" and simulated():
         from bench.child.backends.sim import SimBackend
 
         return SimBackend()
-    return None
+    backend: Backend = importlib.import_module(f"bench.child.backends.{lane.name}").backend()
+    return backend

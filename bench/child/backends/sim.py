@@ -34,9 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from bench import gpu_build, sim
-from bench.child.devices import DeviceSetup
+from bench.child.backends.base import DeviceSetup
+from bench.child.backends.runner import HarnessWindows, environment, load_timed, settle
+from bench.child.probes.hooks import AfterWindows, evidence_step_count
 from bench.child.windows import DeviceMemoryProbe, Loop
 from bench.errors import Unsupported
+from bench.results.payload import TaskReport
 from bench.results.schema import AllReduceFigures, AllReducePoint
 from bench.sim.faults import FAULTS_VAR, Faults
 from bench.sim.profile import Profile
@@ -282,15 +285,23 @@ def visible_cards(p: Profile) -> int:
     return len([e for e in listed.split(",") if e.strip()])
 
 
-class SimBackend:
+class SimBackend(HarnessWindows):
     """``bench.child.backends.base.Backend`` for a simulated server (TensorFlow's lane
-    acted out): the name, software and build it records are the wheel's."""
+    acted out): the name, software and build it records are the wheel's; the harness
+    drives its step (``runner.HarnessWindows``)."""
 
     name = "tf"
+    framework = "TensorFlow (simulated)"
 
     def __init__(self) -> None:
         self.profile = active_profile()
         self.faults = Faults()
+
+    def begin_process(self, spec: RunSpec) -> None:
+        """The spec's Keras, as TensorFlow's lane selects it."""
+        from bench.child.backends.tf.keras_lane import select_keras
+
+        select_keras(spec.keras)
 
     def prepare(self, task: Task, spec: RunSpec) -> None:
         self.faults = Faults.parse(os.environ.get(FAULTS_VAR, ""), spec.strategy)
@@ -312,14 +323,16 @@ class SimBackend:
         idle(costs.cuda_init_s + costs.cuda_init_per_gpu_s * max(0, count - 1))
         return DeviceSetup("GPU", [f"/gpu:{i}" for i in range(count)], False)
 
-    def build(self, spec: RunSpec, devices: DeviceSetup,
-              progress: Callable[[str], None]) -> SimBuilt:
+    def build(self, spec: RunSpec, devices: DeviceSetup, progress: Callable[[str], None],
+              distribution_up: Callable[[], None] = lambda: None) -> SimBuilt:
         stats = model_stats(spec)
         workload = find_workload(spec.workload)
         cost = workload.cost_hint if isinstance(workload, Workload) else 1.0
         idle(self.profile.costs.build_s * cost)
-        return SimBuilt(self.profile, spec, devices, stats, spec.replicas,
-                        len(devices.names), self.faults, progress)
+        built = SimBuilt(self.profile, spec, devices, stats, spec.replicas,
+                         len(devices.names), self.faults, progress)
+        distribution_up()
+        return built
 
     def achievable_peak(self, device: str, dtype: str, refresh: bool = False) -> float | None:
         """The datasheet peak at the share a matmul reached on the recorded H100 (TF32
@@ -345,17 +358,45 @@ class SimBackend:
     def fingerprint(self) -> dict[str, Any]:
         p = self.profile
         build = gpu_build.parse_build_info(p.wheel_build_info())
-        return {"tensorflow": f"{p.wheel} (simulated)", "keras": "3 (simulated)",
+        return {"backend": self.name, "tensorflow": f"{p.wheel} (simulated)",
+                "keras": "3 (simulated)",
                 "tf_build": {k: str(v) for k, v in build.items()},
                 "physical_devices": [f"GPU:/physical_device:GPU:{i}"
                                      for i in range(visible_cards(p))]}
+
+    def allreduce(self, spec: RunSpec, task: Task, mark_ready: Callable[[], None],
+                  progress: Callable[[str], None]) -> TaskReport:
+        return TaskReport("ok", allreduce=run_allreduce(spec, task, mark_ready, progress))
+
+    def serve(self, task: Task, mark_ready: Callable[[], None],
+              progress: Callable[[str], None]) -> TaskReport:
+        """A server that is up, then idle until the launcher kills it."""
+        progress("server up (simulated)")
+        mark_ready()
+        while True:
+            time.sleep(3600)
+
+    def coordinate(self, spec: RunSpec, task: Task, *, launch_ts: float,
+                   mark_ready: Callable[[], None], progress: Callable[[str], None]
+                   ) -> TaskReport | None:
+        return None  # the coordinator acted out as one training process
+
+    def gather_hosts(self, task: Task, spec: RunSpec, run_dir: Path,
+                     report: TaskReport) -> TaskReport:
+        """As TensorFlow's lane gathers (bench.child.backends.tf.gather)."""
+        from bench.child.backends.tf.gather import gather_hosts
+
+        return gather_hosts(task, spec, run_dir, report)
+
+    def arms_lane(self) -> SimArms:
+        return SimArms()
 
 
 def run_allreduce(spec: RunSpec, task: Task, mark_ready: Callable[[], None],
                   say: Callable[[str], None]) -> AllReduceFigures:
     """The all-reduce probe acted out: NCCL's set-up, then each size at the profile's
     bus bandwidth (nccl-tests' convention), a point's progress said as it ends."""
-    from bench.child.probes.allreduce import busbw, human_bytes, sizes
+    from bench.child.backends.tf.allreduce import busbw, human_bytes, sizes
 
     backend = SimBackend()
     backend.prepare(task, spec)
@@ -420,14 +461,8 @@ class SimArms:
 
     def start(self, task: Task, say: Callable[[str], None]
               ) -> tuple[dict[str, float], DeviceSetup, dict[str, Any], Any]:
-        from bench.child.backends.runner import environment
-
         self.say = say
-        phases: dict[str, float] = {}
-        t = time.perf_counter()
-        self.backend.load()
-        phases["import_tf_s"] = time.perf_counter() - t
-        say(f"TensorFlow imported in {phases['import_tf_s']:.1f}s (simulated)")
+        phases = load_timed(self.backend, say)
         t = time.perf_counter()
         devices = self.backend.setup_devices(task, RunSpec(workload="resnet50",
                                                            strategy="default"))
@@ -447,9 +482,6 @@ class SimArms:
 
     def after_windows(self, trainer: Any, figures: Any, where: Path | None,
                       progress: Callable[[str], None], evidence_steps: int) -> Any:
-        from bench.child.backends.runner import settle
-        from bench.child.probes.hooks import AfterWindows, evidence_step_count
-
         entry, problems = settle(self.backend, trainer, figures, trainer.spec,
                                  trainer.devices, progress)
         out = AfterWindows(entry, problems)

@@ -1,38 +1,18 @@
-"""What runs after a training run's measured windows: MFU, then the optional profile.
-
-Kept out of the measured loop so neither the peak probe nor the profiler can touch
-the throughput windows; the child calls ``after_windows`` once ``measure`` returned.
+"""What a lane adds after a training run's measured windows (``AfterWindows``: the
+fingerprint's peak entry, what cost a figure), and how many steps a sweep's evidence
+profile takes. Kept out of the measured loop so neither the peak probe nor the profiler
+can touch the throughput windows: ``Backend.after_windows`` runs once they returned.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-from bench.child.probes import peak
-from bench.child.probes.peak import PRECISION_DTYPE
-from bench.child.probes.profile import capture
-from bench.child.probes.trace import Classifier
-from bench.results.schema import Figures
-from bench.results.text import breakdown_line
 
 # A sweep's evidence profile (bench.launch.evidence) takes its steps up to this long in
 # all (the trace's size, and so the time to write and read it, grows with them), but
 # never fewer than EVIDENCE_MIN_STEPS.
 EVIDENCE_SECONDS, EVIDENCE_MIN_STEPS = 1.0, 2
-
-
-def optimizer_classifier(optimizer: Any) -> Classifier:
-    """Packing ops count inside the run's optimizer scope(s), where Keras all-reduces
-    gradients (a LossScaleOptimizer's inner optimizer has its own scope)."""
-    names = [optimizer.name]
-    inner = getattr(optimizer, "inner_optimizer", None)
-    if inner is not None:
-        names.append(inner.name)
-    return Classifier(reduction_scopes=tuple(re.sub(r"_\d+$", "", n) for n in names))
 
 
 @dataclass
@@ -48,51 +28,6 @@ class AfterWindows:
         return "; ".join(self.problems) or None
 
 
-def settle_run_mfu(tf: Any, figures: Figures, precision: str, device: str,
-                   physical_devices: int, share: float = 1.0,
-                   progress: Callable[[str], None] = lambda _: None) -> AfterWindows:
-    """Fill ``figures``' MFU fields in place against both peaks (see peak.settle_mfu).
-
-    ``share`` is the fraction of the global achieved FLOP/s done by this process's
-    devices (a worker of a synchronous multi-process run does its replicas' share).
-    The achievable peak of the run's dtype is measured here if the cache lacks it (after
-    the windows: never inside them), and again if the run beats it.
-    """
-    dtype = PRECISION_DTYPE[precision]
-    out = AfterWindows({})
-    own = figures.achieved_flops_per_s * share
-    kind = peak.device_kind(device)
-    theo = peak.device_theoretical(tf, device)
-
-    def achievable(refresh: bool) -> float | None:
-        if refresh:
-            progress(f"measuring the {dtype} peak again: the run's {own:.4g} FLOP/s beat the "
-                     f"cached one, or it reads above the theoretical maximum")
-        try:
-            return peak.achievable_peak(tf, device, dtype, refresh=refresh,
-                                        ceiling=peak.bound_of(theo, dtype)).flops_per_s
-        except OSError as exc:  # e.g. an unwritable cache directory
-            out.problems.append(f"no MFU: peak FLOP/s probe failed ({exc})")
-        except Exception as exc:  # no matmul kernel for this dtype here: no peak
-            out.problems.append(f"no MFU: no {dtype} matmul peak on {device} "
-                                f"({type(exc).__name__}: {str(exc).strip()[:200]})")
-        return None
-
-    settled = peak.settle_mfu(own, physical_devices, achievable,
-                              theo.flops_per_s.get(dtype),
-                              peak.method_text(device, peak.SIZES[kind]),
-                              theoretical_bound=theo.bound)
-    figures.mfu, figures.peak_flops_per_s = settled.mfu, settled.peak_flops_per_s
-    figures.mfu_theoretical = settled.mfu_theoretical
-    figures.theoretical_peak_flops_per_s = settled.theoretical_peak_flops_per_s
-    if settled.fault:
-        figures.peak_fault = settled.fault
-        out.problems.append(settled.fault)
-        progress(settled.fault)
-    out.peak_entry = peak.fingerprint_entry(tf, device)
-    return out
-
-
 def evidence_step_count(asked: int, call_s: float, multi_worker: bool) -> int:
     """Calls (profiled steps) of a sweep's evidence profile: ``asked``, fewer where they
     would take over ``EVIDENCE_SECONDS`` at ``call_s`` each (at least
@@ -102,44 +37,3 @@ def evidence_step_count(asked: int, call_s: float, multi_worker: bool) -> int:
     if multi_worker or call_s <= 0:
         return asked
     return min(asked, max(EVIDENCE_MIN_STEPS, int(EVIDENCE_SECONDS / call_s)))
-
-
-def after_windows(trainer: Any, figures: Figures, profile_dir: Path | None,
-                  progress: Callable[[str], None] = lambda _: None,
-                  evidence_steps: int = 0) -> AfterWindows:
-    """Fill ``figures``' MFU fields, ``breakdown`` and ``communication`` in place.
-
-    The peak is measured here, after the strategy exists, if the cache lacks it (see
-    peak.fingerprint_entry). The trainer drives the profiled steps itself
-    (``trainer.profile_steps``, a ``probes.profile.StepDriver``), so the custom loop
-    and ``fit`` are split alike: the spec's ``profile_steps``, else up to
-    ``evidence_steps`` (a sweep's evidence, kept short on slow steps). A failing profile
-    costs the breakdown, not the throughput already measured: it is reported in
-    ``problems``.
-    """
-    spec, devices = trainer.spec, trainer.devices
-    physical = 1 if devices.kind == "CPU" else len(devices.names)
-    out = settle_run_mfu(trainer.tf, figures, spec.precision, devices.names[0], physical,
-                         share=trainer.local_replicas / trainer.replicas, progress=progress)
-    steps = spec.profile_steps or (evidence_step_count(
-        evidence_steps, figures.step_time.median_s * spec.steps_per_call,
-        trainer.local_replicas < trainer.replicas) if evidence_steps else 0)
-    if not steps:
-        return out
-    if profile_dir is None:
-        out.problems.append("profile_steps > 0 but no profile directory was given: "
-                            "not profiled")
-        return out
-    profile_dir = profile_dir.resolve()  # the stored path must work from anywhere
-    try:
-        figures.breakdown, figures.communication = capture(
-            trainer.tf, trainer.profile_steps, steps, profile_dir,
-            steps_per_call=spec.steps_per_call, unprofiled_step_s=figures.step_time.median_s,
-            classifier=optimizer_classifier(trainer.optimizer), loop=spec.loop)
-    except Exception as exc:
-        out.problems.append(f"profile failed, no step breakdown: "
-                            f"{type(exc).__name__}: {str(exc).strip()[:300]}")
-        progress(out.problems[-1])
-        return out
-    progress(breakdown_line(figures.breakdown))
-    return out

@@ -14,21 +14,29 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from bench.child.backends.base import DeviceSetup
 from bench.child.backends.jax import devices as jax_devices
 from bench.child.backends.jax import peak
-from bench.child.devices import DeviceSetup
+from bench.child.backends.runner import HarnessWindows
 from bench.spec import RunSpec
 from bench.tasks import Task
 
 
-class JaxBackend:
-    """The JAX lane: see the module docstring."""
+class JaxBackend(HarnessWindows):
+    """The JAX lane: see the module docstring. The harness drives its step
+    (``runner.HarnessWindows``)."""
 
     name = "jax"
+    framework = "JAX"
 
     def __init__(self) -> None:
         self.jax: Any = None
         self._devices: list[Any] = []
+
+    def begin_process(self, spec: RunSpec) -> None:
+        """Keras 3, whatever the shell says: TensorFlow's switch to Keras 2
+        (TF_USE_LEGACY_KERAS), inherited, would be recorded as this run's software."""
+        os.environ.pop("TF_USE_LEGACY_KERAS", None)
 
     def prepare(self, task: Task, spec: RunSpec) -> None:
         """KERAS_BACKEND and the logical CPU devices, before jax is imported."""
@@ -52,12 +60,14 @@ class JaxBackend:
                                    "tensorfloat32" if spec.tf32 else "float32")
         return setup
 
-    def build(self, spec: RunSpec, devices: DeviceSetup,
-              progress: Callable[[str], None]) -> Any:
+    def build(self, spec: RunSpec, devices: DeviceSetup, progress: Callable[[str], None],
+              distribution_up: Callable[[], None]) -> Any:
         """The distribution, model, pool and the compiled step (step.JaxTrainer)."""
         from bench.child.backends.jax.step import JaxTrainer
 
-        return JaxTrainer(spec, self._devices)
+        built = JaxTrainer(spec, self._devices)
+        distribution_up()
+        return built
 
     def achievable_peak(self, device: str, dtype: str, refresh: bool = False) -> float | None:
         """Chained-matmul FLOP/s of the first device, cached (peak.py)."""
@@ -76,9 +86,14 @@ class JaxBackend:
         import keras
         import numpy
 
-        return {"jax": jax.__version__, "jaxlib": jaxlib.__version__,
+        return {"backend": self.name, "jax": jax.__version__, "jaxlib": jaxlib.__version__,
                 "keras": keras.__version__, "keras_backend": keras.backend.backend(),
                 "numpy": numpy.__version__, "xla_flags": os.environ.get("XLA_FLAGS", ""),
                 "jax_platform": jax.default_backend(),
                 "physical_devices": [str(d) for d in jax.devices()],
                 "matmul_precision": str(getattr(jax.config, "jax_default_matmul_precision", None))}
+
+
+def backend() -> JaxBackend:
+    """This lane's backend (``bench.child.backends.lane_backend``)."""
+    return JaxBackend()

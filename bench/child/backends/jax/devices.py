@@ -6,7 +6,7 @@ import os
 import sys
 from typing import Any
 
-from bench.child.devices import DeviceSetup
+from bench.child.backends.base import DeviceSetup
 from bench.errors import BenchError, Unsupported
 from bench.tasks import Task
 

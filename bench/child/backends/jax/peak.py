@@ -1,5 +1,5 @@
 """The achievable matmul peak of one JAX device: chained square matmuls in one
-compiled loop, synchronised once per call (the TF lane's method, bench.child.probes.peak,
+compiled loop, synchronised once per call (the TF lane's method, bench.child.backends.tf.peak,
 in JAX), cached beside the TF lane's figures: measured once per machine, jax version,
 device kind, usable cores and float32 matmul precision, then read (a few seconds less
 in every run's process)."""

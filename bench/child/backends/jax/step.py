@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
+from bench.child.backends.base import pool_batches
 from bench.child.backends.jax.distribution import DISTRIBUTIONS
 from bench.child.backends.jax.model import build_task
 from bench.child.description import last_line
-from bench.child.trainer import pool_batches
 from bench.child.windows import Loop
 from bench.errors import Unsupported
 from bench.spec import RunSpec

@@ -17,24 +17,16 @@ from typing import Any
 
 import numpy as np
 
-from bench.child.devices import DeviceSetup
-from bench.child.flops import task_stats
-from bench.child.keras_lane import variable_handle
-from bench.child.memory import DeviceMemory
+from bench.child.backends.base import DeviceSetup, pool_batches
+from bench.child.backends.tf.flops import task_stats
+from bench.child.backends.tf.keras_lane import variable_handle
+from bench.child.backends.tf.memory import DeviceMemory
+from bench.child.backends.tf.task import TrainingTask, build_task, check_data
 from bench.child.probes.profile import Annotate, call_steps
-from bench.child.task import TrainingTask, build_task, check_data
 from bench.child.windows import Loop, Rules, measure
 from bench.results.schema import Figures
 from bench.spec import RunSpec
 from workloads.synth import first_input, input_bytes, map_inputs
-
-POOL_BYTES_BUDGET = 256 * 2**20  # host/device bytes for the synthetic pool
-MAX_POOL_BATCHES = 8
-
-
-def pool_batches(global_batch_bytes: int) -> int:
-    """How many distinct global batches the synthetic pool holds (1..8)."""
-    return max(1, min(MAX_POOL_BATCHES, POOL_BYTES_BUDGET // max(1, global_batch_bytes)))
 
 
 def shard_rows(a: Any, pool: int, shards: int, index: int) -> Any:
@@ -380,7 +372,7 @@ class Trainer:
 
         ``launch_ts`` is the wall-clock time the parent launched this process;
         ``phases`` holds the seconds spent importing TensorFlow, setting up
-        devices and building (keys ``import_tf_s``, ``device_setup_s``, ``build_s``).
+        devices and building (keys ``import_framework_s``, ``device_setup_s``, ``build_s``).
         ``before_windows`` runs between warm-up and the first window (e.g. a
         start barrier shared by independent processes).
         """

@@ -28,7 +28,7 @@ class _KerasAlias(types.ModuleType):
     """``keras`` standing for tf_keras, imported at first use.
 
     Importing tf_keras imports TensorFlow: deferring it keeps TensorFlow's import
-    where the child times it (``import_tf_s``).
+    where the child times it (``import_framework_s``).
     """
 
     def __getattr__(self, name: str) -> Any:

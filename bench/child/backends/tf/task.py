@@ -16,7 +16,7 @@ define ``dataset_fn(input_context)``: the pipeline ``--data tfdata`` reads inste
 the teacher's pool.
 
 What cannot be used raises ``UserModelError`` (a failed run, or exit 2 in the
-preflight, bench.child.preflight) or ``Unsupported`` (inputs the teacher cannot make,
+preflight, bench.child.backends.tf.preflight) or ``Unsupported`` (inputs the teacher cannot make,
 and no dataset_fn to read instead), with a message that names the value.
 """
 

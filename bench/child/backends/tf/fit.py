@@ -1,7 +1,7 @@
 """The fit mode: train with Keras ``model.compile`` + ``model.fit``, measured like the custom loop.
 
 Most users train with ``fit``; this mode gives the number for that code. The work is
-the custom loop's (bench.child.trainer): the same model and optimizer from
+the custom loop's (bench.child.backends.tf.trainer): the same model and optimizer from
 ``build_task`` (seed, precision policy, loss scaling), the same loss (the task's:
 sparse categorical cross-entropy on float32 logits for the built-in workloads, a
 user's model's own compile() loss or the harness default, averaged over the global
@@ -46,19 +46,19 @@ from typing import Any
 import numpy as np
 
 from bench.child import preimport
-from bench.child.devices import DeviceSetup
-from bench.child.flops import task_stats
-from bench.child.keras_lane import variable_handle
-from bench.child.memory import DeviceMemory, host_peak_rss_bytes, reset_host_peak
-from bench.child.probes.profile import Annotate
-from bench.child.task import build_task, check_data
-from bench.child.trainer import (
+from bench.child.backends.base import DeviceSetup, pool_batches
+from bench.child.backends.tf.flops import task_stats
+from bench.child.backends.tf.keras_lane import variable_handle
+from bench.child.backends.tf.memory import DeviceMemory
+from bench.child.backends.tf.task import build_task, check_data
+from bench.child.backends.tf.trainer import (
     Trainer,
-    pool_batches,
     replica_divergence,
     shard_rows,
     weights_checksum,
 )
+from bench.child.memory import host_peak_rss_bytes, reset_host_peak
+from bench.child.probes.profile import Annotate
 from bench.child.windows import DeviceMemoryProbe, Rules, summarize
 from bench.energy import energy_meter, window_energy
 from bench.env import INJECT_SLOWDOWN_VAR, injected_slowdown, stall_until
@@ -158,7 +158,7 @@ class FitClock:
             first_call_s = self.clock() - self._t_start
             self.loss_start = loss
             self.startup = Startup(
-                import_tf_s=self.phases["import_tf_s"],
+                import_framework_s=self.phases["import_framework_s"],
                 device_setup_s=self.phases["device_setup_s"],
                 build_s=self.phases["build_s"],
                 launch_to_first_step_s=time.time() - self.launch_ts,

@@ -30,8 +30,10 @@ from typing import Any
 
 import numpy as np
 
+from bench.results.payload import TaskReport
 from bench.results.schema import AllReduceFigures, AllReducePoint
 from bench.spec import ALLREDUCE_MIN_BYTES, RunSpec
+from bench.tasks import Task, gpu_run
 
 
 @dataclass(frozen=True)
@@ -197,7 +199,7 @@ def gradient_buffers(spec: RunSpec) -> Buffers:
     """The exact gradient shapes of the spec's workload (one tensor per variable)."""
     import tensorflow as tf
 
-    from bench.child.task import build_task
+    from bench.child.backends.tf.task import build_task
     from bench.spec import workload_label
     from workloads import Workload, find_workload
 
@@ -214,6 +216,32 @@ def plan(spec: RunSpec) -> list[Buffers]:
     """The points of an all-reduce run: every size, then the workload's gradients."""
     return [*(size_buffers(b) for b in sizes(spec.allreduce_max_bytes)),
             gradient_buffers(spec)]
+
+
+def run_strategy_probe(backend: Any, spec: RunSpec, task: Task,
+                       mark_ready: Callable[[], None],
+                       progress: Callable[[str], None]) -> TaskReport:
+    """The probe as a run's task: TensorFlow and the devices set up as for training,
+    the spec's strategy built, then every point of ``plan`` (``backend``: the lane's
+    TfBackend)."""
+    from bench.child.backends.runner import environment, load_timed
+    from bench.child.backends.tf.build import build as build_strategy
+
+    load_timed(backend, progress)
+    devices = backend.setup_devices(task, spec)
+    progress(f"devices set up: {', '.join(devices.names)}")
+    env = environment(backend, devices, task)
+    gpu = gpu_run(task)  # the run's cards as the probe starts
+    gpu.begin()
+    env.update(gpu.environment())
+    strategy = build_strategy(spec, devices.names)
+    progress(f"strategy {spec.strategy} built")
+    if not task.barrier:
+        mark_ready()
+    # Each point said as it ends: a heartbeat, so a collective that hangs is caught
+    # by the silence after it rather than by the probe's whole timeout.
+    probe = run_points(spec, strategy, plan(spec), progress=progress)
+    return TaskReport("ok", allreduce=probe, environment=env)
 
 
 def run_points(spec: RunSpec, strategy: Any, points: Sequence[Buffers],

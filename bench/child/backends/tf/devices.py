@@ -7,17 +7,21 @@ are made visible, with memory growth or an optional per-GPU memory limit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from bench.child.backends.base import DeviceSetup
 from bench.errors import BenchError, Unsupported
+from bench.tasks import Task
 
 
-@dataclass(frozen=True)
-class DeviceSetup:
-    kind: str  # "CPU" or "GPU"
-    names: list[str]  # TensorFlow device strings, one per device, e.g. "/cpu:1"
-    logical: bool  # True when devices are logical splits of one physical device
+def configure_threads(tf: Any, task: Task) -> dict[str, int]:
+    """Apply the task's thread counts; returns the counts TensorFlow uses."""
+    if task.intra_threads:
+        tf.config.threading.set_intra_op_parallelism_threads(task.intra_threads)
+    if task.inter_threads:
+        tf.config.threading.set_inter_op_parallelism_threads(task.inter_threads)
+    return {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+            "inter_op": tf.config.threading.get_inter_op_parallelism_threads()}
 
 
 def setup_devices(tf: Any, count: int, gpu_memory_limit_mb: int | None = None,

@@ -126,7 +126,8 @@ def _through_coordinator(task: Task, spec: RunSpec, report: TaskReport) -> list[
     """The coordinator reads every server's figures through its cluster connection."""
     import tensorflow as tf
 
-    from bench.child.probes.peak import PRECISION_DTYPE, measure_dtype
+    from bench.child.backends.tf.peak import measure_dtype
+    from bench.child.probes.peak import PRECISION_DTYPE
 
     cluster, _, _ = _tf_config()
     reports = [own_report(task, spec, report)]

@@ -42,7 +42,7 @@ class _SkipOptional(importlib.abc.MetaPathFinder):
                   target: ModuleType | None = None) -> ModuleSpec | None:
         if fullname.partition(".")[0] in OPTIONAL and any(map(_initializing, FRAMEWORKS)):
             raise ModuleNotFoundError(f"No module named {fullname!r} (not imported while "
-                                      f"TensorFlow starts: bench.child.lean_import)",
+                                      f"TensorFlow starts: bench.child.backends.tf.lean_import)",
                                       name=fullname)
         return None
 

@@ -25,17 +25,18 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from bench.child.build import build as build_strategy
-from bench.child.flops import task_stats
-from bench.child.task import TrainingTask, build_task, check_data
-from bench.child.trainer import make_apply, pool_batches
+from bench.child.backends.base import pool_batches
+from bench.child.backends.tf.build import build as build_strategy
+from bench.child.backends.tf.flops import task_stats
+from bench.child.backends.tf.task import TrainingTask, build_task, check_data
+from bench.child.backends.tf.trainer import make_apply
 from bench.child.windows import Loop, NoDeviceMemory, Rules, measure
 from bench.errors import Unsupported
-from bench.hardware import GpuRun
 from bench.results.payload import TaskReport
 from bench.results.schema import Figures
 from bench.spec import RunSpec
 from bench.strategies import STRATEGIES
+from bench.tasks import Task, gpu_run
 from workloads import Workload, find_workload
 from workloads.synth import input_bytes
 
@@ -152,21 +153,19 @@ def worker_dataset_fn(spec: RunSpec) -> Callable[[], Any]:
 _NEVER_TORN_DOWN: list[Any] = []
 
 
-def run_coordinator(spec: RunSpec, launch_ts: float, mark_ready: Callable[[], None],
-                    log: Callable[[str], None], gpu: GpuRun | None = None) -> TaskReport:
-    """Build the PS strategy from TF_CONFIG, train through the coordinator, measure.
-    ``gpu``: the run's sampler (``bench.tasks.gpu_run`` of the coordinator's task)."""
+def run_coordinator(backend: Any, spec: RunSpec, task: Task, launch_ts: float,
+                    mark_ready: Callable[[], None], log: Callable[[str], None]
+                    ) -> TaskReport:
+    """Build the PS strategy from TF_CONFIG, train through the coordinator, measure
+    (``backend``: the lane's TfBackend, which imports TensorFlow)."""
+    from bench.child.backends.runner import load_timed
+    from bench.child.backends.tf.env import child_fingerprint
     from bench.hardware import detect
 
     machine_gpus = len(detect().gpus)
     check_data_source(spec, machine_gpus)
-    phases: dict[str, float] = {}
-    t = time.perf_counter()
-    import tensorflow as tf
-
-    from bench.child.env import child_fingerprint
-
-    phases["import_tf_s"] = time.perf_counter() - t
+    phases = load_timed(backend, log)
+    tf = backend.tf
     phases["device_setup_s"] = 0.0
     t = time.perf_counter()
     strategy = build_strategy(spec, [])
@@ -175,14 +174,14 @@ def run_coordinator(spec: RunSpec, launch_ts: float, mark_ready: Callable[[], No
     # The workers' GPUs are remote to this process; nvidia-smi and NVML show this
     # host's GPUs (theirs on one machine), whatever this process's CUDA_VISIBLE_DEVICES
     # hides: the plan names the workers' cards (RUN_GPUS), the only ones read.
-    gpu = gpu if gpu is not None else GpuRun(sample=False)
+    gpu = gpu_run(task)
     gpu.begin()
-    task = build_task(spec, strategy)
-    check_data(task, spec)
-    apply = make_apply(spec, task)
-    stats = task_stats(tf, task, spec, progress=log)
+    training = build_task(spec, strategy)
+    check_data(training, spec)
+    apply = make_apply(spec, training)
+    stats = task_stats(tf, training, spec, progress=log)
     iterator = iter(coordinator.create_per_worker_dataset(
-        _coordinator_dataset_fn(spec, task, strategy)))
+        _coordinator_dataset_fn(spec, training, strategy)))
     step = _step_fn(tf, strategy, apply)
     phases["build_s"] = time.perf_counter() - t
     workers = spec.devices
@@ -257,8 +256,9 @@ def _settle_mfu(tf: Any, figures: Figures, spec: RunSpec, machine_gpus: int,
     """MFU against the machine's peak: the coordinator runs with TensorFlow's default
     threads on every core, as the worker servers do, so its cached peak is theirs.
     On GPUs the workers train on cards the coordinator does not see: no peak here."""
-    from bench.child.probes.hooks import AfterWindows, settle_run_mfu
-    from bench.child.probes.peak import first_device
+    from bench.child.backends.tf.after import settle_run_mfu
+    from bench.child.backends.tf.peak import first_device
+    from bench.child.probes.hooks import AfterWindows
 
     device = first_device(tf)
     if machine_gpus and "cpu" in device:

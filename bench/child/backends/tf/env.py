@@ -15,7 +15,7 @@ def tf_fingerprint() -> dict[str, Any]:
 
     build = {k: str(v) for k, v in tf.sysconfig.get_build_info().items()}
     devices = [f"{d.device_type}:{d.name}" for d in tf.config.list_physical_devices()]
-    from bench.child.probes.peak import fingerprint_entry  # measured once per machine, cached
+    from bench.child.backends.tf.peak import fingerprint_entry  # measured once a machine
 
     return {"tensorflow": tf.__version__, "keras": keras.__version__,
             "numpy": numpy.__version__, "tf_build": build, "physical_devices": devices,
@@ -28,7 +28,7 @@ def child_fingerprint() -> dict[str, Any]:
 
 
 def main() -> int:
-    """``python -m bench.child.env``: print the fingerprint as this process sees it."""
+    """``python -m bench.child.backends.tf.env``: print the fingerprint as this process sees it."""
     import json
 
     print(json.dumps(child_fingerprint(), indent=2))

@@ -1,9 +1,9 @@
 """Can these models of the user's own be trained at all? One short process answers.
 
-    python -m bench.child.preflight  < CHECK.json   -> one line: MARK + answers (JSON)
+    python -m bench.child.backends.tf.preflight  < CHECK.json   -> one line: MARK + answers (JSON)
 
 CHECK.json holds ``{"keras": 3, "specs": [spec, ...]}``: one spec per distinct model,
-parameters and data source. Each is built as a run builds it (bench.child.task, under
+parameters and data source. Each is built as a run builds it (bench.child.backends.tf.task, under
 the default strategy: no devices are set up, nothing is trained), so that a module that
 does not import, a function that is missing or returns no Keras model, a file that
 does not load, parameters the function does not take, or inputs the harness cannot
@@ -18,8 +18,8 @@ import json
 import sys
 from typing import Any
 
-from bench.child.keras_lane import select_keras
-from bench.child.lean_import import skip_optional_while_tensorflow_imports
+from bench.child.backends.tf.keras_lane import select_keras
+from bench.child.backends.tf.lean_import import skip_optional_while_tensorflow_imports
 from bench.errors import BenchError
 from bench.spec import RunSpec
 
@@ -30,7 +30,7 @@ def check(spec: RunSpec) -> dict[str, Any]:
     """One spec's answer: its problem (None: the model can be trained) and its record."""
     import tensorflow as tf
 
-    from bench.child.task import build_task, check_data, last_line
+    from bench.child.backends.tf.task import build_task, check_data, last_line
 
     try:
         task = build_task(spec, tf.distribute.get_strategy())
