@@ -179,7 +179,7 @@ def measured_price(result: RunResult) -> Price | None:
     profile = f.breakdown.capture_s if f.breakdown is not None else 0.0
     # The JIT a cold CUDA cache cost is paid once per machine (``Pricer.one_time``),
     # not by this configuration's next run.
-    return Price(f.startup.import_tf_s + f.startup.device_setup_s, f.startup.build_s,
+    return Price(f.startup.import_framework_s + f.startup.device_setup_s, f.startup.build_s,
                  max(0.0, f.warmup.total_s - f.warmup.jit_s), windows_s(result), profile,
                  source="measured")
 

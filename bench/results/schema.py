@@ -222,12 +222,6 @@ class Startup:
     # them.
     preimported_s: float | None = unit("s", None)
 
-    @property
-    def import_tf_s(self) -> float:
-        """``import_framework_s`` under its name in schema 1, for readers not yet
-        moved to the new name."""
-        return self.import_framework_s
-
 
 @dataclass
 class Memory:
