@@ -55,6 +55,7 @@ from bench.child.backends.tf.trainer import (
     Trainer,
     replica_divergence,
     shard_rows,
+    strategy_replicas,
     weights_checksum,
 )
 from bench.child.memory import host_peak_rss_bytes, reset_host_peak
@@ -267,13 +268,6 @@ def agreed_window_steps(tf: Any, strategy: Any, spec: RunSpec, step_s: float) ->
     return max(k, math.ceil(mean / k) * k)
 
 
-def _local_replicas(strategy: Any, replicas: int) -> int:
-    try:
-        return len(strategy.extended.worker_devices) or replicas
-    except (AttributeError, RuntimeError):  # the default strategy raises RuntimeError
-        return replicas
-
-
 class FitTrainer:
     """Builds the custom loop's model, optimizer and data under a strategy; trains with fit.
 
@@ -286,11 +280,7 @@ class FitTrainer:
         import tensorflow as tf
 
         self.tf, self.spec, self.strategy, self.devices = tf, spec, strategy, devices
-        self.replicas = int(strategy.num_replicas_in_sync)
-        self.local_replicas = _local_replicas(strategy, self.replicas)
-        if self.replicas != spec.replicas:
-            raise RuntimeError(f"strategy made {self.replicas} replicas, spec expects "
-                               f"{spec.replicas}")
+        self.replicas, self.local_replicas = strategy_replicas(strategy, spec)
         self.task = build_task(spec, strategy)
         check_data(self.task, spec)
         self.model, self.optimizer = self.task.model, self.task.optimizer

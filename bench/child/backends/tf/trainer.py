@@ -126,6 +126,19 @@ def _on_replica_device(tf: Any, local_devices: list[str], ctx: Any,
         return make()
 
 
+def strategy_replicas(strategy: Any, spec: RunSpec) -> tuple[int, int]:
+    """The strategy's replicas, all of them and this process's (all of them except under
+    multi-worker strategies); a count other than the spec's is an error."""
+    replicas = int(strategy.num_replicas_in_sync)
+    try:
+        local = len(strategy.extended.worker_devices) or replicas
+    except (AttributeError, RuntimeError):  # the default strategy raises RuntimeError
+        local = replicas
+    if replicas != spec.replicas:
+        raise RuntimeError(f"strategy made {replicas} replicas, spec expects {spec.replicas}")
+    return replicas, local
+
+
 class Trainer:
     """Builds model, optimizer and data under a strategy and measures training."""
 
@@ -136,15 +149,7 @@ class Trainer:
         self.spec = spec
         self.strategy = strategy
         self.devices = devices
-        self.replicas = int(strategy.num_replicas_in_sync)
-        # Replicas in this process (all of them except under multi-worker strategies).
-        try:
-            self.local_replicas = len(strategy.extended.worker_devices) or self.replicas
-        except (AttributeError, RuntimeError):  # the default strategy raises RuntimeError
-            self.local_replicas = self.replicas
-        if self.replicas != spec.replicas:
-            raise RuntimeError(f"strategy made {self.replicas} replicas, spec expects "
-                               f"{spec.replicas}")
+        self.replicas, self.local_replicas = strategy_replicas(strategy, spec)
         self.task = build_task(spec, strategy)
         check_data(self.task, spec)
         self.model, self.optimizer = self.task.model, self.task.optimizer
