@@ -314,7 +314,7 @@ class RunSpec:
                             "split; open with the printed tensorboard command)",
         label="profile={}", variant=False)
     allreduce_max_bytes: int = spec_field(256 * 2**20, cli=None, hparam=False, variant=False)
-    # Multi-process strategies (see bench/strategies.py for how each uses
+    # Multi-process strategies (see bench/strategies/ for how each uses
     # them). Worker processes: 0 = one per device (the natural layout); in-process
     # strategies always run one process. ``devices`` stays the run's total.
     workers: int = spec_field(0, help="multi_worker_mirrored: worker processes "
@@ -338,7 +338,7 @@ class RunSpec:
         help="parameter_server variable partitioning: {choices}",
         label="partition={}", strategies="accepts", variant=False)
     # The training loop (LOOPS) and the Keras major version (KERAS_VERSIONS). Which
-    # strategies train with which: each strategy's ``loop_limits`` (bench/strategies.py).
+    # strategies train with which: each strategy's ``loop_limits`` (bench/strategies/).
     loop: str = spec_field("custom", choices=LOOPS,
                            help="custom (the harness's loop), fit (Keras)", label="loop={}")
     keras: int = spec_field(3, choices=KERAS_VERSIONS, help="3, 2 (tf_keras: the keras2 extra)",

@@ -1,6 +1,6 @@
 """The processes of one run: roles, device shares, cores and threads.
 
-A strategy factory plans its tasks (bench/strategies.py); the launcher starts
+A strategy factory plans its tasks (bench/strategies/); the launcher starts
 them (bench/launch/launcher.py); the child runs its role (bench/child/main.py). In-process
 strategies have one task; multi-process strategies have one per worker,
 parameter server and coordinator.

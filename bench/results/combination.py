@@ -1,6 +1,6 @@
 """How a run's global figures come from its processes' own figures.
 
-Each strategy names its rule through its ``combiner`` trait (bench/strategies.py);
+Each strategy names its rule through its ``combiner`` trait (bench/strategies/);
 the arithmetic lives here, beside the schema it fills, so that the strategy
 registry stays a table of traits that imports no stage. The words stored with the
 result (``Figures.combination``) start from the strategy's ``combination`` trait.
