@@ -37,16 +37,20 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from bench.adaptive.budget import look
 from bench.answers.configs import group_configs, pool_noise
 from bench.answers.noise import Measured, NoisePool
+from bench.answers.places import answered
 from bench.answers.recommend import Recommendation, beaten_by
 from bench.answers.runs import views
+from bench.answers.sequential import LookPlan, Looks
 from bench.launch.launcher import make_result
 from bench.regress.compare import IMPROVED, REGRESSED, compare
 from bench.results.levels import DEFAULT_ALPHA
@@ -313,10 +317,6 @@ def opening_place(rng: np.random.Generator, out: Path, wait: bool) -> bool:
     for multi_worker_mirrored; else without it), then the look after its runs; returns
     whether the place's answer is a settled answer other than multi_worker_mirrored,
     which is wrong whatever it claims."""
-    from bench.adaptive.budget import look
-    from bench.answers.places import answered
-    from bench.answers.sequential import LookPlan, Looks
-
     arms = [_spec(s, d, 256) for s, d in OPENING_ARMS]
     alone = _spec(*ALONE, 256)
     for n in range(1, 4):
@@ -341,8 +341,6 @@ def opening_place(rng: np.random.Generator, out: Path, wait: bool) -> bool:
 def opening_case(trials: int, seed: int, wait: bool = True) -> Rate:
     """``opening_place`` ``trials`` times: how often the place settles on an answer that
     is not the configuration that ran alone, the truly fastest."""
-    import tempfile
-
     rng = np.random.default_rng(seed)
     count = 0
     for _ in range(trials):
