@@ -16,10 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bench.answers.configs import ConfigView
-from bench.answers.machines import Machine
 from bench.answers.places import answered
 from bench.answers.recommend import ALONE, STANDS, Recommendation, hardest_open
-from bench.answers.runs import Variant
+from bench.answers.runs import Machine, Variant
 from bench.answers.sequential import Looks
 from bench.answers.worth import worth
 from bench.results.schema import RunResult

@@ -12,7 +12,6 @@ from dataclasses import replace
 
 from bench.answers.basis import Basis
 from bench.answers.configs import ConfigView, Ratio, settle_of
-from bench.answers.machines import Machine
 from bench.answers.recommend import (
     ALONE,
     STANDS,
@@ -25,6 +24,7 @@ from bench.answers.recommend import (
     open_comparisons,
     super_ideal,
 )
+from bench.answers.runs import Machine
 from bench.answers.scaling import Scaling
 from bench.results.levels import DEFAULT_ALPHA
 from bench.results.stats.settlement import (

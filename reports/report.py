@@ -15,10 +15,9 @@ from pathlib import Path
 import pandas as pd
 
 from bench.answers.configs import ConfigView, Ratio
-from bench.answers.machines import Machine
 from bench.answers.places import MachineAnswers, answered
 from bench.answers.recommend import WorkloadAnswer
-from bench.answers.runs import RunView
+from bench.answers.runs import Machine, RunView
 from bench.answers.scaling import Scaling
 from bench.answers.sequential import Looks
 from bench.results.schema import RunResult

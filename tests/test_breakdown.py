@@ -16,7 +16,8 @@ import pytest
 
 from bench.answers.configs import group_configs
 from bench.answers.runs import views
-from bench.launch.evidence import DEFAULT_STEPS, OFF, Evidence, cost_line
+from bench.launch.evidence import DEFAULT_STEPS, OFF, Evidence
+from bench.launch.sweep import cost_line
 from bench.regress.pytest_plugin import extra_info
 from bench.results.schema import BREAKDOWN_PARTS, Communication, RunResult
 from reports.breakdown import breakdown_table, common_dir, profiled

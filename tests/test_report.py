@@ -19,7 +19,7 @@ import pytest
 
 from bench.answers.configs import Ratio
 from bench.answers.recommend import Recommendation
-from bench.cli.report import report_after_sweep
+from bench.cli.report import outputs_after_sweep
 from bench.results.schema import Communication, RunResult, TaskFigures
 from bench.results.stats.settlement import EQUIVALENT, FASTER, NOT_SETTLED
 from bench.results.store import save
@@ -363,10 +363,13 @@ def test_report_failure_is_printed_not_raised(tmp_path: Path,
     r = measured("one_device", 1, 32, 1000.0)
     save(r, sweep / "results" / f"{r.key}.json")
     (sweep / "report").write_text("a file where the report directory should be")
-    assert report_after_sweep(sweep) is None
-    err = capsys.readouterr().err
+    assert outputs_after_sweep(sweep) is None
+    out, err = capsys.readouterr()
     assert "could not be written" in err and "bench report" in err
     assert (sweep / "results" / f"{r.key}.json").exists()
+    # One output's failure does not take the other with it.
+    assert "tensorboard: 1 run(s) as HParams sessions" in out
+    assert "TensorBoard export" not in err
 
 
 def test_frame_has_one_row_per_result_with_scaling_columns() -> None:

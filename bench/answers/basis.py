@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.answers.configs import ConfigView, group_configs, pool_noise
-from bench.answers.machines import Machine
+from bench.answers.runs import Machine
 from bench.answers.scaling import Index, Scaling, scaling_of
 
 

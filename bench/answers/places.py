@@ -16,9 +16,8 @@ from dataclasses import dataclass, replace
 
 from bench.answers.basis import Basis, basis_of
 from bench.answers.configs import ConfigView
-from bench.answers.machines import by_machine
 from bench.answers.recommend import Recommendation, WorkloadAnswer, answer_workload, place_of
-from bench.answers.runs import Variant, place_identity, views
+from bench.answers.runs import Variant, by_machine, place_identity, views
 from bench.answers.sequential import Looks
 from bench.results.schema import RunResult
 from bench.results.stats.settlement import NOT_SETTLED

@@ -32,7 +32,6 @@ from bench.cli import (
     run,
     show,
     slurm_script,
-    tensorboard_export,
     worker,
 )
 from bench.errors import BenchError, SpecError, UsageError
@@ -40,9 +39,8 @@ from bench.exits import EPILOG, Exit
 from bench.hardware import detect
 from bench.launch.interpreter import require_tensorflow
 
-COMMANDS = (run, listing, env, show, report, tensorboard_export, history, compare, nightly,
-            ab, allreduce, worker, cluster_demo, lab, k8s_manifest, slurm_script, project,
-            gpu_smoke)
+COMMANDS = (run, listing, env, show, report, history, compare, nightly, ab, allreduce, worker,
+            cluster_demo, lab, k8s_manifest, slurm_script, project, gpu_smoke)
 
 
 def build_parser() -> argparse.ArgumentParser:

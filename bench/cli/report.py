@@ -1,12 +1,16 @@
-"""``python -m bench report SWEEP_DIR``: write the HTML, Markdown and CSV report."""
+"""A sweep's written outputs: ``stratbench report SWEEP_DIR`` (the HTML, Markdown and CSV
+report) and ``stratbench tensorboard SWEEP_DIR`` (each stored run an HParams session in
+``SWEEP_DIR/tensorboard/``: its spec as hyperparameters, its figures as metrics).
+``stratbench run`` writes both at the end of a sweep (``outputs_after_sweep``)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from bench.cli.common import add_explain, add_width, answers_width, writable_dir
 from bench.errors import UsageError
@@ -18,6 +22,9 @@ from bench.results.store import SweepStore
 if TYPE_CHECKING:
     from reports.files import Written
     from reports.report import SweepReport
+    from reports.tensorboard import Exported
+
+T = TypeVar("T")
 
 
 def generate(sweep_dir: Path, out_dir: Path | None = None) -> tuple[SweepReport, Written]:
@@ -31,34 +38,64 @@ def generate(sweep_dir: Path, out_dir: Path | None = None) -> tuple[SweepReport,
     return report, write(report, out_dir or SweepStore(sweep_dir).report_dir)
 
 
-def report_after_sweep(sweep_dir: Path, explain: bool = False,
-                       width: int | None = None) -> Written | None:
-    """The report at the end of ``bench run``; any failure is printed, never raised.
+def _after_sweep(what: str, command: str, sweep_dir: Path, write: Callable[[], T]) -> T | None:
+    """One output at the end of ``bench run``: a failure is printed, never raised. A
+    sweep's results are already stored when this runs, and its exit code says how the
+    runs went; a bug in an output must turn neither into a crash."""
+    try:  # the imports too: an output that fails to import is printed like any failure
+        return write()
+    except Exception as exc:  # reported; the sweep's outcome stands
+        print(f"warning: {what} of {sweep_dir} could not be written: "
+              f"{type(exc).__name__}: {exc}. Results are intact; retry with "
+              f"`python -m bench {command} {sweep_dir}`", file=sys.stderr)
+        return None
+
+
+def outputs_after_sweep(sweep_dir: Path, explain: bool = False,
+                        width: int | None = None) -> Written | None:
+    """The report (its answers printed) and the TensorBoard export at the end of
+    ``bench run``; returns the report's files, None where it failed.
 
     ``explain``: each answer's full sentence after the table; ``width``: the columns
-    the answers may take (``reports.answers.text_table``). A sweep's results are
-    already stored when this runs, and its exit code says how the runs went; a bug in
-    the report must not turn either into a crash.
+    the answers may take (``reports.answers.text_table``).
     """
     t0 = time.monotonic()
-    try:  # the imports too: reports that fail to import are printed like any failure
+
+    def report() -> Written:
         from reports.answers import recommendations_text
 
-        report, paths = generate(sweep_dir)
-    except Exception as exc:  # reported; the sweep's outcome stands
-        print(f"warning: the report of {sweep_dir} could not be written: "
-              f"{type(exc).__name__}: {exc}. Results are intact; retry with "
-              f"`python -m bench report {sweep_dir}`", file=sys.stderr)
-        return None
-    print(f"\n{recommendations_text(report, explain, width)}\nreport: {paths.html} (summary: "
-          f"{paths.markdown}, csv: {paths.csv}; {time.monotonic() - t0:.1f} s)")
+        made, paths = generate(sweep_dir)
+        print(f"\n{recommendations_text(made, explain, width)}\nreport: {paths.html} "
+              f"(summary: {paths.markdown}, csv: {paths.csv}; "
+              f"{time.monotonic() - t0:.1f} s)")
+        return paths
+
+    def tensorboard() -> Exported:
+        from reports.tensorboard import export
+
+        exported = export(sweep_dir)
+        print(_exported_line(exported))
+        return exported
+
+    paths = _after_sweep("the report", "report", sweep_dir, report)
+    _after_sweep("the TensorBoard export", "tensorboard", sweep_dir, tensorboard)
     return paths
 
 
-def cmd_report(args: argparse.Namespace) -> int:
+def _exported_line(exported: Exported) -> str:
+    return (f"tensorboard: {exported.sessions} run(s) as HParams sessions in "
+            f"{exported.logdir}; open them beside the profiles with: {exported.command}")
+
+
+def _sweep_dir(args: argparse.Namespace) -> Path:
     if not args.sweep_dir.is_dir():
         raise UsageError(f"no sweep directory at {args.sweep_dir}. "
                          f"Received: sweep_dir={str(args.sweep_dir)!r}")
+    return Path(args.sweep_dir)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    _sweep_dir(args)
     out = writable_dir(args.out or SweepStore(args.sweep_dir).report_dir)  # before any work
     from reports.answers import recommendations_text  # once the arguments stand
 
@@ -73,8 +110,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     return Exit.OK
 
 
+def cmd_tensorboard(args: argparse.Namespace) -> int:
+    sweep_dir = _sweep_dir(args)
+    from reports.tensorboard import export  # once the arguments stand
+
+    print(_exported_line(export(sweep_dir)))
+    return Exit.OK
+
+
 def add_parser(sub: Any) -> None:
-    """Register ``report`` on the ``bench`` command line."""
+    """Register ``report`` and ``tensorboard`` on the ``bench`` command line."""
     p = sub.add_parser("report", help="HTML/Markdown/CSV report of a sweep (scaling "
                                       "efficiency, recommendations, verdicts)")
     p.add_argument("sweep_dir", type=Path, help="a directory written by `bench run --out`")
@@ -86,3 +131,8 @@ def add_parser(sub: Any) -> None:
     add_explain(p)
     add_width(p)
     p.set_defaults(func=cmd_report)
+
+    t = sub.add_parser("tensorboard", help="write a sweep as TensorBoard HParams sessions "
+                                           "and print the command that opens it")
+    t.add_argument("sweep_dir", type=Path, help="a directory written by `bench run --out`")
+    t.set_defaults(func=cmd_tensorboard)

@@ -20,15 +20,14 @@ from bench.cli.common import (
     specs_from_args,
     writable_dir,
 )
-from bench.cli.report import report_after_sweep
-from bench.cli.tensorboard_export import export_after_sweep
+from bench.cli.report import outputs_after_sweep
 from bench.errors import UsageError
 from bench.exits import Exit
 from bench.hardware import Hardware, detect
-from bench.launch.evidence import OFF, Evidence, cost_line
+from bench.launch.evidence import OFF, Evidence
 from bench.launch.gpu_preflight import gpu_preflight, scope_of
 from bench.launch.interpreter import INSTALL_CHECKS
-from bench.launch.sweep import Replication, SweepOutcome, measured_line, run_sweep
+from bench.launch.sweep import Replication, SweepOutcome, cost_line, measured_line, run_sweep
 from bench.launch.usermodel import preflight
 from bench.results.store import SweepStore, load_sweep, new_sweep_dir
 from bench.sim.faults import FAULTS_VAR, Faults
@@ -90,8 +89,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return Exit.INTERRUPTED
     # The report never decides the exit code: a report failure is printed and the
     # sweep's results and status stand.
-    report_after_sweep(out, args.explain, answers_width(args.width))
-    export_after_sweep(out)
+    outputs_after_sweep(out, args.explain, answers_width(args.width))
     if outcome.problems:
         print(f"\n{len(outcome.problems)} configuration(s) failed, ran out of memory or timed "
               f"out; logs in {SweepStore(out).logs_dir}", file=sys.stderr)

@@ -7,7 +7,8 @@ single-device one) is known only once the sweep has measured them, so every
 configuration is profiled once, in its first run, after the windows, so it never
 touches the throughput. Where that run is an arm of a shared process, the arm is
 profiled after every arm's windows, alone (``bench.child.arms``). What it costs is
-measured in the run (``Breakdown.capture_s``) and summed for the sweep (``cost_line``).
+measured in the run (``Breakdown.capture_s``) and summed for the sweep
+(``bench.launch.sweep.cost_line``).
 
 The profile is asked of the run, not written into its spec: the configuration, its
 key and its stored spec stay the same, so a profiled run is one of its runs like any
@@ -17,10 +18,8 @@ keys of their own; ``--no-profile`` turns the evidence off.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bench.results.schema import RunResult
 from bench.spec import RunSpec
 from bench.strategies import STRATEGIES
 
@@ -53,17 +52,3 @@ class Evidence:
 
 OFF = Evidence(steps=0)
 
-
-def cost_line(results: Sequence[RunResult], wall_s: float) -> str | None:
-    """What the profiles of ``results`` cost the sweep: ``evidence: 12 runs profiled
-    after their windows, 4.1 s of the sweep's 310 s (1.3%)``; None without profiles."""
-    costs = [b.capture_s for r in results
-             if r.figures is not None and (b := r.figures.breakdown) is not None]
-    if not costs:
-        return None
-    spent = sum(costs)
-    share = f" ({spent / wall_s:.1%})" if wall_s > 0 else ""
-    many = len(costs) != 1
-    return (f"evidence: {len(costs)} run{'s' if many else ''} profiled after "
-            f"{'their' if many else 'its'} windows, {spent:.1f} s of the sweep's {wall_s:.0f} s"
-            f"{share} (--no-profile skips it)")

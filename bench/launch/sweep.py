@@ -46,6 +46,21 @@ class SweepOutcome:
         return [r for r in self.ran if r.status in ("failed", "oom", "timeout")]
 
 
+def cost_line(results: Sequence[RunResult], wall_s: float) -> str | None:
+    """What the profiles of ``results`` cost the sweep: ``evidence: 12 runs profiled
+    after their windows, 4.1 s of the sweep's 310 s (1.3%)``; None without profiles."""
+    costs = [b.capture_s for r in results
+             if r.figures is not None and (b := r.figures.breakdown) is not None]
+    if not costs:
+        return None
+    spent = sum(costs)
+    share = f" ({spent / wall_s:.1%})" if wall_s > 0 else ""
+    many = len(costs) != 1
+    return (f"evidence: {len(costs)} run{'s' if many else ''} profiled after "
+            f"{'their' if many else 'its'} windows, {spent:.1f} s of the sweep's {wall_s:.0f} s"
+            f"{share} (--no-profile skips it)")
+
+
 def measured_line(results: Sequence[RunResult], wall_s: float) -> str | None:
     """How much of the sweep measured: ``measured: 148 s of the sweep's 555 s in
     windows (27%), the rest start-ups, builds, warm-ups and profiles``; None when no
