@@ -88,3 +88,19 @@ def test_the_first_guess_scales_with_the_machine(cores: int, fits: bool) -> None
     hw = Hardware("test cpu", cores, 256 * GIB)
     kept = affordable_part(resnet(224), hw, 1, 240.0, lambda _: None)
     assert (kept == resnet(224)) is fits
+
+
+def test_sessions_beyond_the_cores_share_them_in_the_first_guess() -> None:
+    """Sessions started together build side by side, one core each: up to the machine's
+    cores the start-ups overlap whole, beyond them they share the cores."""
+    from bench.adaptive.pricing import session_guess
+
+    unit = preset_resnet()
+    one, two, three = (session_guess(unit, TWO_CORES, 10, n) for n in (1, 2, 3))
+    windows = two - one  # a session's windows: the part each more session adds whole
+    fixed = one - windows
+    assert fixed > 0 and windows > 0
+    assert three - two == pytest.approx(windows + fixed / 2)  # a third shares two cores
+    eight = Hardware("test cpu", 8, 24 * GIB)
+    assert session_guess(unit, eight, 10, 3) - session_guess(unit, eight, 10, 2) == \
+        pytest.approx(windows)

@@ -337,5 +337,6 @@ def session_guess(unit: Sequence[RunSpec], hw: Hardware, rounds: int,
     prices = [pricer.first_guess(s.replace(repeats=rounds)) for s in unit]
     one = unit_price(prices)
     fixed = one - sum(p.windows_s for p in prices)
-    # Sessions measured together build side by side, each mostly on one core.
-    return fixed + sessions * (one - fixed)
+    # Sessions measured together build side by side, each mostly on one core: more of
+    # them than cores share the cores.
+    return fixed * max(1.0, sessions / max(1, hw.cores)) + sessions * (one - fixed)
