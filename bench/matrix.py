@@ -212,7 +212,11 @@ def preset_default(hw: Hardware, workloads: Sequence[str] = (), batches: Sequenc
     # Ten windows a run, ten rounds a session of arms: the sessions' pair noise on the
     # Intel machine was mostly its windows' (round log ratios 0.07-0.18 SD, 3 rounds), and
     # a session's start-up and builds cost twice its three rounds (31% of a sweep measured;
-    # 43% with six).
+    # 43% with six). Three steps a window at least, not more: at five a ResNet50 or
+    # CNN-256 window doubled, a sweep measured 65-68% of its time instead of 60-63%, but
+    # its answers' median half-width grew from 10% to 15% and it settled one place of five
+    # instead of two or three: longer windows cost sessions, and a place's precision comes
+    # from its sessions (runs differ process to process more than window to window).
     fixed = {"repeats": CPU_ROUNDS, "max_seconds": 0.5, "min_steps": 3, "max_steps": 400,
              "warmup_steps": 3, "timeout_s": 300.0}
     chosen = [cpu_workload(name, batches, params)
