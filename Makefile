@@ -101,10 +101,16 @@ gpu-smoke: $(STAMP) ## does TensorFlow train on this machine's GPUs? (about 3 mi
 # process alone kept 1.2 of the 2 cores busy, waiting on its TensorFlow children. Then
 # the `alone` tests, whose assertions rest on real timings, one at a time with nothing
 # beside them. `python -m pytest` runs the same tests in one process.
+# The suite writes bytecode caches where PYTHONDONTWRITEBYTECODE is set (these machines
+# set it): without them every pytest process rewrote the asserts of all 100 test modules
+# anew (10 s of collection against 4 s from its cache, three processes a run) and every
+# child process compiled the project's modules again. They go to __pycache__ folders,
+# which git ignores.
+TEST_ENV = env -u PYTHONDONTWRITEBYTECODE
 TEST_WORKERS ?= 2
 test: $(STAMP) ## run the test suite
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not alone"
-	$(PY) -m pytest -m alone
+	$(TEST_ENV) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not alone"
+	$(TEST_ENV) $(PY) -m pytest -m alone
 
 # Machines of this kind differ: oneDNN is on by default on CPUs with AVX-512 VNNI/BF16 or
 # AMX (kernels named _MklMatMul, other noise) and off elsewhere. Both ways on any machine.

@@ -78,12 +78,15 @@ def hardware_skip_reason(markers: set[str], gpus: int) -> str | None:
 # tests marked `alone` one at a time. Each file goes whole to one worker, so that its
 # module fixtures (TensorFlow runs, often two lanes at once) are built once. The files
 # go in collection order: the longest first (seconds under two workers), so that none
-# of them starts last and runs on while the other worker idles.
-# The Slurm tests hold the namespace lock for their whole module: they go first, so
-# that the other worker's namespace tests do not queue behind them late in the run.
-LONGEST_FIRST = ("test_slurm.py", "test_multiprocess.py", "test_user_models.py",
-                 "test_model_kinds.py",
-                 "test_training.py", "test_cli.py", "test_multihost.py", "test_fit.py",
+# of them starts last and runs on while the other worker idles, and a file that mostly
+# waits (on Slurm's daemons, on deadlines) next to one that keeps the cores busy: the
+# scheduler gives the first two files one to each worker, then each next one to
+# whichever worker is free. The Slurm tests hold the namespace lock for their
+# whole module: they go first, so that the other worker's namespace tests do not queue
+# behind them late in the run.
+LONGEST_FIRST = ("test_slurm.py", "test_user_models.py", "test_multiprocess.py",
+                 "test_model_kinds.py", "test_gpu_sim.py", "test_training.py",
+                 "test_multihost.py", "test_cli.py", "test_fit.py",
                  "test_jax_lane.py", "test_allreduce.py", "test_sequential.py",
                  "test_error_rates.py", "test_k8s_pods.py", "test_report_browser.py",
                  "test_preflight.py", "test_duet.py")
