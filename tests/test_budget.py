@@ -571,12 +571,14 @@ def test_a_planned_baseline_alone_does_not_hold_a_look(tmp_path: Path) -> None:
     assert still == []
 
 
+@pytest.mark.parametrize("wall_s, sessions", [(150.0, 3), (250.0, 2)])
 def test_the_sweep_opens_with_the_answer_of_fewest_configurations(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, wall_s: float, sessions: int
+        ) -> None:
     """Chosen before any figure: the unit of fewest configurations (ResNet50's two arms
-    in the CPU preset) runs three sessions first, together on CPUs, then a look; then
-    the other answers' first sessions."""
-    wall_s = 150.0
+    in the CPU preset) runs three sessions first, each only where the last one's wall
+    time says it ends within the first third of the budget (600 s: 200 s), then a look;
+    then the other answers' first sessions."""
     three = [ONE.replace(batch=64), TWO.replace(batch=64),
              ONE.replace(batch=64, strategy="central_storage", devices=2)]
     two = [ONE, TWO]
@@ -605,18 +607,19 @@ def test_the_sweep_opens_with_the_answer_of_fewest_configurations(
     # The opening's sessions' rounds stop at the end of the budget's first third, the
     # first pass's at its end, less what a session spends after its windows.
     assert untils == {started + 200.0, started + 600.0 - budget_mod.ENDS_S}
-    # The opening's three sessions measured together (one call), settled at their look;
-    # the other answer's first two sessions together.
-    assert calls == [([32, 32], 3), ([64, 64, 64], 2)]
-    assert not any(line.startswith("the opening stops") for line in lines)
+    # The first two sessions measured together (one call), the third priced alone; the
+    # other answer's first two sessions together.
+    assert calls == [*[([32, 32], n) for n in range(2, sessions + 1)], ([64, 64, 64], 2)]
+    stops = [line for line in lines if line.startswith("the opening stops")]
+    assert len(stops) == (sessions < 3)
     provisional = next(line for line in lines if "provisional answers (" in line)
-    assert "2 sessions each, measured together, 3 of the opening's" in provisional
+    assert f"2 sessions each, measured together, {sessions} of the opening's" in provisional
 
 
 @pytest.mark.parametrize("ratio, noise, wall_s, sessions, looks", [
     (1.5, 0.01, 10.0, 3, 1),   # clear: settled at the look after the third session
     (1.01, 0.2, 10.0, 4, 2),   # open: a fourth session and a look, then half the plan's
-    (1.01, 0.2, 110.0, 3, 1),  # open, but a fourth would end after the first third
+    (1.01, 0.2, 80.0, 3, 1),   # open, but a fourth would end after the first third
 ])
 def test_an_open_opening_takes_another_session_within_the_first_third(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, ratio: float, noise: float,
@@ -631,7 +634,8 @@ def test_an_open_opening_takes_another_session_within_the_first_third(
              **_: Any) -> SweepOutcome:
         calls.append(replication.runs)
         mine = range(replication.first, replication.runs + 1)
-        # Sessions measured together build side by side: one call's wall time.
+        # Sessions measured together build side by side: the pair takes about what one
+        # alone does, besides its windows.
         clock[0] += wall_s
         for n in mine:
             _session(out, (ONE, TWO), n, ratio, noise)
@@ -651,7 +655,7 @@ def test_an_open_opening_takes_another_session_within_the_first_third(
     sweep_mod._open_with([ONE, TWO], tmp_path, budget_s=600.0, started=0.0, evidence=OFF,
                          plan=plan, planned=[ONE, TWO], echo=lines.append,
                          clock=lambda: clock[0])
-    assert calls == list(range(3, sessions + 1))  # the first three together
+    assert calls == list(range(2, sessions + 1))  # the first two together
     taken = [e["sessions"] for e in SweepStore(tmp_path).journal_events()
              if e.get("event") == "look"]
     assert taken == list(range(3, 3 + looks))
@@ -688,14 +692,14 @@ def test_an_opening_whose_place_has_a_configuration_to_run_alone_stops_without_a
     assert bool(budget_mod.settled_events(events)) != alone_planned
     assert any("waits for its configurations that run alone" in line
                for line in lines) == alone_planned
-    assert clock[0] == 10.0  # the three sessions before the look, together
+    assert clock[0] == 20.0  # three sessions: the first two together, then one
 
 
 def test_a_resumed_opening_goes_on_past_the_sessions_it_stored(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Interrupted after its first session, the opening resumes with its second and
-    third (the three start together): a session the store already holds is skipped,
-    not taken for one that could not run."""
+    third: a session the store already holds is skipped, not taken for one that could
+    not run."""
     calls: list[int] = []
 
     def fake(specs: Sequence[RunSpec], out: Path, *, replication: Replication,
@@ -712,7 +716,7 @@ def test_a_resumed_opening_goes_on_past_the_sessions_it_stored(
                                    started=time.monotonic(), evidence=OFF,
                                    plan=LookPlan.for_budget(600.0),
                                    planned=[ONE, TWO], echo=lambda _: None)
-    assert calls == [(1, 3)] and len(outcome.ran) == 4
+    assert calls == [(1, 2), (3, 3)] and len(outcome.ran) == 4
 
 
 def test_a_budget_of_0_turns_it_off_and_a_bad_one_names_the_value() -> None:

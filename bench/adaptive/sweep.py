@@ -344,13 +344,10 @@ def _open_with(unit: Sequence[RunSpec], out: Path, *, budget_s: float, started: 
     ``clock``: ``started``'s."""
     outcome = SweepOutcome(out)
     hw = detect()
-    # On CPUs all of the sessions before the first look start together, as many as the
-    # machine's memory holds (bench.adaptive.footprint): a start-up is mostly one core's
-    # work (two ResNet50 processes built their arms in 38 s side by side, one alone in
-    # 32 s), so a third beside two costs far less than a third after them, and their
-    # windows take turns. Of the unit, what a first guess says the budget's first half
-    # pays for: its builds, warm-ups and two rounds (bench.adaptive.pricing).
-    together = together_fitting([unit], hw, OPENING_SESSIONS if together_on(hw) > 1 else 1)
+    # As many of the first sessions together as the machine's memory holds
+    # (bench.adaptive.footprint), and of the unit what a first guess says the budget's
+    # first half pays for: its builds, warm-ups and two rounds (bench.adaptive.pricing).
+    together = together_fitting([unit], hw, together_on(hw))
     if not hw.gpus:  # on GPUs the first pass was priced whole (bench.adaptive.plan)
         unit = affordable_part(unit, hw, together, budget_s / 2 - (clock() - started), echo)
         if len(unit) < 2:
@@ -370,7 +367,10 @@ def _open_with(unit: Sequence[RunSpec], out: Path, *, budget_s: float, started: 
                  f"end after the first third of the budget ({budget_s / 3:.0f} s)")
             break
         first = n
-        if n == 1:  # the first sessions together; the rest are priced as they come
+        if n == 1:
+            # The first sessions measured together where the hardware allows (and its
+            # memory holds them): their start-ups (mostly one core's work each) overlap,
+            # their windows take turns. The rest are priced as they come.
             n = together
         session = run_sweep(list(unit), out, replication=Replication(runs=n, first=first),
                             interleave=True, evidence=evidence, shared_from=1,
