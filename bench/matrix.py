@@ -148,8 +148,8 @@ class CpuWorkload:
 # sessions keep ten rounds, although they build for ~48 s against ~18 s of rounds: at
 # 24 rounds (the session's noise is mostly its windows': scripts/session_noise) a
 # session took ~105 s, and a 10-minute sweep could no longer give ResNet50 its second
-# session, which is what settles its answer (s43 a, fresh clone: one session, nothing
-# settled, 57.7% measured).
+# session, which is what settles its answer (a fresh clone's sweep at 24 rounds: one
+# ResNet50 session, nothing settled, 57.7% measured).
 ALONE_ROUNDS = 20
 CPU_ROUNDS = 10  # windows of each configuration a session (the comment in preset_default)
 

@@ -77,9 +77,9 @@ class Cost:
     ``fixed_s`` is the whole of what the sessions measured together with it (``group``
     in ``of``) spent besides their windows, not a share of it: their builds run side by
     side, mostly one core each, so two ResNet50 sessions built together reached their
-    windows about as soon as one alone, and a MobileNetV2 session measured alone (s53,
-    117 s) took 49 s besides its windows where its pair's half share was 37 s; priced at
-    that share, the sweep's last session overran the budget by 10 s."""
+    windows about as soon as one alone, and a MobileNetV2 session measured alone (117 s)
+    took 49 s besides its windows where its pair's half share was 37 s; priced at that
+    share, the sweep's last session overran the budget by 10 s."""
 
     windows_s: float
     fixed_s: float = 0.0
@@ -484,13 +484,13 @@ def _affordable(still: Sequence[OpenAnswer], by_key: Mapping[str, RunSpec],
     sessions give the pool's guard enough degrees of freedom: three sessions of three
     arms); among those, the places that measured the fewest configurations
     (``OpenAnswer.members``: fewest comparisons to settle), then the cheapest. Cheapest
-    first alone starved the dearest place: in s41a ResNet50 (one comparison, +72% after
-    one session, a 90 s session) kept one session while four cheaper places (three to
+    first alone starved the dearest place: in a sweep, ResNet50 (one comparison, +72%
+    after one session, a 90 s session) kept one session while four cheaper places (three to
     eight configurations each) took the budget. The order reads no answer's figures:
     ordered by the plan to settle (its price times the sessions its estimated gap still
     needs), an answer's number of sessions at the last look depended on its own data,
-    which the looks' alpha does not cover, and in s30-s34 it left the CNN at 64, then
-    the CNN at 256, at two sessions.
+    which the looks' alpha does not cover, and in default sweeps it left the CNN at 64,
+    then the CNN at 256, at two sessions.
     """
     wanted = []
     for a in still:
@@ -520,7 +520,7 @@ def _shorter(still: Sequence[OpenAnswer], by_key: Mapping[str, RunSpec],
     the first answer, in ``_affordable``'s order, whose session fits with
     ``MIN_ROUNDS`` rounds (``Cost.at``; its rounds then stop at the budget's end,
     ``spend``). A MobileNetV2 sweep stopped 114 s before its end, its next session
-    priced at 116 s (s53, m53b). Empty where none fits."""
+    priced at 116 s. Empty where none fits."""
     for a in sorted(still, key=lambda a: _turn(a, last_run)):
         more = {k for k in a.keys if k in by_key}
         if more and priced([NextRuns.of(0, more, by_key, costs, MIN_ROUNDS)], 1) <= left_s:
