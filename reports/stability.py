@@ -254,13 +254,31 @@ def exit_code(rows: Sequence[Agreement]) -> Exit:
     return Exit.OK
 
 
+def verdict_line(rows: Sequence[Agreement]) -> str:
+    """The exit code in words, with what it rests on: the script's answer in one line."""
+    code = exit_code(rows)
+    if code == Exit.USAGE:
+        return f"verdict: the two sweeps cannot be compared (exit {code:d})"
+    if code == Exit.REGRESSION:
+        return (f"verdict: the answer changed at {len(counted(rows))} place(s), beyond what "
+                f"the places compared give by chance (exit {code:d})")
+    if code == Exit.CANNOT_TELL:
+        why = {NOT_SETTLED: "not settled", NO_ANSWER: "with no answer",
+               DISAGREE: "disagreeing within what that many places give by chance"}
+        found = ", ".join(f"{n} place(s) {words}" for verdict, words in why.items()
+                          if (n := sum(1 for r in rows if r.verdict == verdict)))
+        return (f"verdict: cannot tell yet (exit {code:d}): {found}; sweeps with a longer "
+                f"budget settle more places")
+    return f"verdict: the same answer at every place compared (exit {code:d})"
+
+
 def _pct(value: float | None) -> str:
     return f"{value:.1%}" if value is not None else "n/a"
 
 
 def stability_text(rows: Sequence[Agreement]) -> str:
-    """The table the stability script prints, a count, and the precision of the answers
-    (the last line: ``median half-width: X%``)."""
+    """The table the stability script prints, a count, the verdict (``verdict_line``) and
+    the precision of the answers (the last line: ``median half-width: X%``)."""
     counts = {v: sum(1 for r in rows if r.verdict == v) for v in VERDICTS}
     tail = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
     lines = [*(r.line() for r in rows),
@@ -279,6 +297,7 @@ def stability_text(rows: Sequence[Agreement]) -> str:
               if x is not None and x.beaten_by]
     lines.append("answers shown slower beyond the noise than another configuration: "
                  + ("; ".join(beaten) if beaten else "none"))
+    lines.append(verdict_line(rows))
     lines += [f"half-widths of the answers' intervals: A {_pct(median_half_width(rows, 'a'))}, "
               f"B {_pct(median_half_width(rows, 'b'))} (medians)",
               f"median half-width: {_pct(median_half_width(rows))}"]

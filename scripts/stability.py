@@ -15,7 +15,8 @@ Places are keyed by machine (fingerprint ``machine_id``): two machines' sweeps s
 none. Each answer holds per place, not jointly across places, so each disagreement is
 printed with its p-value (how far the two sweeps' estimates of the two choices lie
 apart for their noise) and that p-value corrected over the places compared (Holm).
-Then ``median half-width: X%``, the median relative half-width of the intervals the
+Then ``verdict: ...``, the exit code below in words with the places it rests on, and
+``median half-width: X%``, the median relative half-width of the intervals the
 answers rest on (both sweeps; each sweep's just above it).
 
 Reads stored results only (no TensorFlow). Exit codes: 0 every place agrees (or is

@@ -32,6 +32,7 @@ from reports.stability import (
     median_half_width,
     shared_places,
     stability_text,
+    verdict_line,
 )
 from scripts.stability import main
 from tests.helpers import fake_environment, replicated
@@ -77,6 +78,8 @@ def test_the_same_choice_agrees_and_a_changed_one_disagrees() -> None:
     assert exit_code(list(rows.values())) == Exit.REGRESSION
     text = stability_text(list(rows.values()))
     assert "1 agree, 1 disagree" in text
+    assert ("verdict: the answer changed at 1 place(s), beyond what the places compared "
+            "give by chance (exit 4)") in text.splitlines()
 
 
 def test_an_answer_not_settled_never_agrees() -> None:
@@ -90,8 +93,13 @@ def test_an_answer_not_settled_never_agrees() -> None:
     assert rows[B128].a is not None and rows[B128].a.choice == rows[B128].b.choice
     assert "not settled, one_device on 1 device for now" in rows[B128].line()
     assert exit_code(list(rows.values())) == Exit.CANNOT_TELL
+    assert [r.verdict for r in rows.values()] == [NOT_SETTLED, NOT_SETTLED]  # 20% noise
+    assert verdict_line(list(rows.values())) == (
+        "verdict: cannot tell yet (exit 5): 2 place(s) not settled; sweeps with a longer "
+        "budget settle more places")
     both = compare_answers(settled, _report(_sweep(1480.0, 1003.0)))
     assert [r.verdict for r in both] == [AGREE, AGREE] and exit_code(both) == Exit.OK
+    assert verdict_line(both) == "verdict: the same answer at every place compared (exit 0)"
 
 
 def test_consistency_needs_each_side_to_have_shown_the_other_choice_equivalent() -> None:
@@ -148,6 +156,8 @@ def test_a_disagreement_fails_the_check_only_beyond_what_the_places_give_by_chan
     text = stability_text(among)
     assert "each answer holds per place, not jointly across places" in text
     assert "over the 5 place(s) compared (Holm at 5%): 0 of 1 beyond" in text
+    assert ("verdict: cannot tell yet (exit 5): 1 place(s) disagreeing within what that "
+            "many places give by chance") in text
     assert f"(p={row.p_value:.2g}; {row.adjusted:.2g} over the places compared" in row.line()
     clear = _places(-0.05, -0.01, 0.005, agreeing=4)
     assert exit_code(clear) == Exit.REGRESSION and len(counted(clear)) == 1
@@ -197,6 +207,7 @@ def test_sweeps_from_two_machines_share_no_place_and_cannot_agree() -> None:
     assert why is not None and "share 0 place(s)" in why
     assert exit_code(rows) == Exit.USAGE
     assert f"cannot compare: {why}" in stability_text(rows)
+    assert verdict_line(rows) == "verdict: the two sweeps cannot be compared (exit 2)"
 
 
 def test_sweeps_must_share_every_place_either_has() -> None:
@@ -250,6 +261,7 @@ def test_the_script_exits_by_what_it_found(tmp_path: Path,
     assert main([str(a), str(b)]) == Exit.OK
     out = capsys.readouterr().out
     assert out.count("agree ") == 2 and "\nmedian half-width: " in out
+    assert "\nverdict: the same answer at every place compared (exit 0)\n" in out
     assert main([str(a), str(c)]) == Exit.REGRESSION
     out = capsys.readouterr().out
     assert (f"disagree              {B64}: A mirrored on 2 devices | B one_device on 1 device "
