@@ -279,7 +279,7 @@ def test_a_session_pays_its_windows_and_its_start_up_once() -> None:
 
 
 def test_a_session_alone_after_a_pair_is_priced_at_the_pair_s_fixed_time() -> None:
-    """MobileNetV2 at batch 256 (s53, m53a): two sessions measured together in 203 s,
+    """MobileNetV2 at batch 256, as a sweep measured it: two sessions measured together in 203 s,
     each with a default and a mirrored arm (33 s and 31 s of windows) and a central
     storage arm that measured nothing (unsupported once built), the first run's arms
     profiled after their windows. The next session ran alone in 117 s. Read as half the
@@ -805,7 +805,7 @@ def test_the_first_pass_leaves_out_what_the_budget_no_longer_pays_for(
 
 
 def test_where_no_whole_session_fits_a_shorter_one_takes_the_time_left() -> None:
-    """MobileNetV2 (m53b) stopped 114 s before its budget's end, its next session priced
+    """A MobileNetV2 sweep stopped 114 s before its budget's end, its next session priced
     at 116 s. A session whose rounds stop at the budget's end costs its fixed part and
     two rounds at least: where that fits, the first open answer in the budget's order
     gets it; where not even that fits, none does."""
