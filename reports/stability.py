@@ -269,7 +269,9 @@ def verdict_line(rows: Sequence[Agreement]) -> str:
                           if (n := sum(1 for r in rows if r.verdict == verdict)))
         return (f"verdict: cannot tell yet (exit {code:d}): {found}; sweeps with a longer "
                 f"budget settle more places")
-    return f"verdict: the same answer at every place compared (exit {code:d})"
+    held = ", ".join(f"{n} {v}" for v in (AGREE, CONSISTENT)
+                     if (n := sum(1 for r in rows if r.verdict == v)))
+    return f"verdict: the answers hold at every place compared: {held} (exit {code:d})"
 
 
 def _pct(value: float | None) -> str:

@@ -99,7 +99,12 @@ def test_an_answer_not_settled_never_agrees() -> None:
         "budget settle more places")
     both = compare_answers(settled, _report(_sweep(1480.0, 1003.0)))
     assert [r.verdict for r in both] == [AGREE, AGREE] and exit_code(both) == Exit.OK
-    assert verdict_line(both) == "verdict: the same answer at every place compared (exit 0)"
+    assert verdict_line(both) == "verdict: the answers hold at every place compared: 2 agree " \
+        "(exit 0)"
+    one_within = [both[0], Agreement("w", CONSISTENT, None, None)]
+    assert exit_code(one_within) == Exit.OK
+    assert verdict_line(one_within) == ("verdict: the answers hold at every place compared: "
+                                        "1 agree, 1 equivalent-consistent (exit 0)")
 
 
 def test_consistency_needs_each_side_to_have_shown_the_other_choice_equivalent() -> None:
@@ -260,8 +265,9 @@ def test_the_script_exits_by_what_it_found(tmp_path: Path,
                    tmp_path / "other")
     assert main([str(a), str(b)]) == Exit.OK
     out = capsys.readouterr().out
-    assert out.count("agree ") == 2 and "\nmedian half-width: " in out
-    assert "\nverdict: the same answer at every place compared (exit 0)\n" in out
+    assert sum(line.startswith("agree ") for line in out.splitlines()) == 2
+    assert "\nmedian half-width: " in out
+    assert "\nverdict: the answers hold at every place compared: 2 agree (exit 0)\n" in out
     assert main([str(a), str(c)]) == Exit.REGRESSION
     out = capsys.readouterr().out
     assert (f"disagree              {B64}: A mirrored on 2 devices | B one_device on 1 device "
