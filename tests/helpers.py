@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,17 @@ from bench.results.schema import (
     Window,
 )
 from bench.spec import RunSpec
+
+# Two ``make bench`` sweeps of a 2-core Xeon with AMX, their ``results/`` and
+# ``sweep.jsonl`` only: in the repository, so that tests read them on every machine.
+STORED_SWEEPS = Path(__file__).parent / "fixtures" / "stored-sweeps.tar.xz"
+
+
+def stored_sweeps(into: Path) -> list[Path]:
+    """The stored sweeps, extracted under ``into``: [a, b]."""
+    with tarfile.open(STORED_SWEEPS) as tar:
+        tar.extractall(into, filter="data")
+    return [into / "a", into / "b"]
 
 
 def tiny_spec(**over: Any) -> RunSpec:

@@ -1,9 +1,9 @@
 """A report read in a minute: the answers first, a short table per workload, the rest
 folded; the Markdown summary small enough for a CI job summary.
 
-Rendered from the report fixtures (a sweep saved and loaded like any other) and, where
-this machine has them, from two stored default sweeps of a 2-core Xeon (the sweeps the
-limits were set on; too large to copy into tests/fixtures).
+Rendered from the report fixtures (a sweep saved and loaded like any other) and from
+the two stored default sweeps of a 2-core Xeon (``tests/fixtures/stored-sweeps.tar.xz``,
+the sweeps the limits were set on), on every machine.
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ from reports.explain import split_profiles
 from reports.html import render_html
 from reports.markdown import SUMMARY_LIMIT, render_markdown
 from reports.report import build
-from tests.helpers import report_results
+from tests.helpers import report_results, stored_sweeps
 
-STORED = Path("/work/shared/data/sweeps-xeon-amx-2026-11-26")
 ABOVE_PLOT_WORDS = 400  # the HTML's text before the first plot, folded text included
 PARAGRAPH_WORDS = 60  # any one block of text before the first plot
 BLOCKS = {"p", "li", "div", "td", "th", "summary", "details", "h1", "h2", "h3", "h4",
@@ -72,8 +71,7 @@ def _sweeps(tmp_path: Path) -> list[Path]:
     sweep = tmp_path / "fixture-sweep"
     for r in report_results():
         save(r, sweep / "results" / f"{r.key}.json")
-    stored = [STORED / n for n in ("a", "b") if (STORED / n / "results").is_dir()]
-    return [sweep, *stored]
+    return [sweep, *stored_sweeps(tmp_path / "stored")]
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +85,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[Path, str, 
 
 def test_the_html_answers_before_the_first_plot_in_few_words(
         rendered: list[tuple[Path, str, str]]) -> None:
+    assert [sweep.name for sweep, _, _ in rendered] == ["fixture-sweep", "a", "b"]
     for sweep, page, _ in rendered:
         seen = above_first_plot(page)
         assert len(seen.words) <= ABOVE_PLOT_WORDS, (sweep, len(seen.words))

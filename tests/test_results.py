@@ -12,7 +12,7 @@ from bench.errors import SchemaError
 from bench.results.samples import coefficient_of_variation, step_time_stats
 from bench.results.schema import SCHEMA_VERSION, STATUSES, RunResult, migrate, units_table
 from bench.results.store import load, save
-from tests.helpers import fake_result
+from tests.helpers import STORED_SWEEPS, fake_result
 
 
 @pytest.mark.parametrize("status", STATUSES)
@@ -82,9 +82,8 @@ def test_schema_1_import_tf_s_loads_as_the_framework_import(tmp_path: Path) -> N
 
 def test_stored_schema_1_results_load() -> None:
     """Every result of the stored sweeps (schema 1) loads, its import time kept."""
-    archive = Path(__file__).parent / "fixtures" / "stored-sweeps.tar.xz"
     seen = 0
-    with tarfile.open(archive) as tar:
+    with tarfile.open(STORED_SWEEPS) as tar:
         for member in tar.getmembers():
             if not (member.isfile() and "/results/" in member.name
                     and member.name.endswith(".json")):

@@ -14,11 +14,11 @@ import json
 import re
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
+from tests.helpers import stored_sweeps
+
 FIXTURES = Path(__file__).parent / "fixtures"
-ARCHIVE = FIXTURES / "stored-sweeps.tar.xz"
 EXPECTED = FIXTURES / "stored-answers.json"
 SWEEPS = ("a", "b")
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,9 +44,8 @@ def answers(sweep: Path, out: Path) -> list[list[str]]:
 
 
 def read_all(tmp: Path) -> dict[str, list[list[str]]]:
-    with tarfile.open(ARCHIVE) as tar:
-        tar.extractall(tmp, filter="data")
-    return {name: answers(tmp / name, tmp / f"report-{name}") for name in SWEEPS}
+    return {sweep.name: answers(sweep, tmp / f"report-{sweep.name}")
+            for sweep in stored_sweeps(tmp)}
 
 
 def test_stored_sweeps_answers_unchanged(tmp_path: Path) -> None:
