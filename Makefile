@@ -135,8 +135,9 @@ probes: $(STAMP) ## all-reduce bus bandwidth and communication-fraction figures 
 
 .PHONY: stability
 # A=<sweep dir> B=<sweep dir>: agree / equivalent-consistent / not settled / disagree per
-# machine, workload and batch, then the median half-width of the answers' intervals.
-stability: $(STAMP) ## do two sweeps recommend the same? A=<dir> B=<dir> (exit 4 disagree beyond chance, 5 within chance or not settled, 2 not comparable)
+# machine, workload and batch, then the verdict (the script's exit code in words) and the
+# median half-width of the answers' intervals.
+stability: $(STAMP) ## do two sweeps recommend the same? A=<dir> B=<dir> (prints its verdict with the script's exit code; make exits 2 on any but 0)
 	@test -n "$(A)" -a -n "$(B)" || { echo "usage: make stability A=results/<sweep> B=results/<sweep>"; exit 2; }
 	$(PY) -m scripts.stability $(A) $(B)
 
