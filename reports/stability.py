@@ -254,9 +254,15 @@ def exit_code(rows: Sequence[Agreement]) -> Exit:
     return Exit.OK
 
 
+def verdict_counts(rows: Sequence[Agreement]) -> dict[str, int]:
+    """How many places have each verdict (every verdict, zero included)."""
+    return {v: sum(1 for r in rows if r.verdict == v) for v in VERDICTS}
+
+
 def verdict_line(rows: Sequence[Agreement]) -> str:
     """The exit code in words, with what it rests on: the script's answer in one line."""
     code = exit_code(rows)
+    counts = verdict_counts(rows)
     if code == Exit.USAGE:
         return f"verdict: the two sweeps cannot be compared (exit {code:d})"
     if code == Exit.REGRESSION:
@@ -265,12 +271,11 @@ def verdict_line(rows: Sequence[Agreement]) -> str:
     if code == Exit.CANNOT_TELL:
         why = {NOT_SETTLED: "not settled", NO_ANSWER: "with no answer",
                DISAGREE: "disagreeing within what that many places give by chance"}
-        found = ", ".join(f"{n} place(s) {words}" for verdict, words in why.items()
-                          if (n := sum(1 for r in rows if r.verdict == verdict)))
+        found = ", ".join(f"{counts[verdict]} place(s) {words}"
+                          for verdict, words in why.items() if counts[verdict])
         return (f"verdict: cannot tell yet (exit {code:d}): {found}; sweeps with a longer "
                 f"budget settle more places")
-    held = ", ".join(f"{n} {v}" for v in (AGREE, CONSISTENT)
-                     if (n := sum(1 for r in rows if r.verdict == v)))
+    held = ", ".join(f"{counts[v]} {v}" for v in (AGREE, CONSISTENT) if counts[v])
     return f"verdict: the answers hold at every place compared: {held} (exit {code:d})"
 
 
@@ -281,7 +286,7 @@ def _pct(value: float | None) -> str:
 def stability_text(rows: Sequence[Agreement]) -> str:
     """The table the stability script prints, a count, the verdict (``verdict_line``) and
     the precision of the answers (the last line: ``median half-width: X%``)."""
-    counts = {v: sum(1 for r in rows if r.verdict == v) for v in VERDICTS}
+    counts = verdict_counts(rows)
     tail = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
     lines = [*(r.line() for r in rows),
              f"{len(rows)} place(s) compared: {tail or 'nothing to compare'}"]
